@@ -1,0 +1,131 @@
+"""Accuracy of vramcalc's peak_allocated_bytes against allocator-level references.
+
+Reference: ``shared/calibration/tracer_cases.json`` -- exact ``torch.cuda.max_memory_allocated()``
+of real PyTorch 2.13 / transformers 5.24 steps (BertForMaskedLM, GPT2LMHeadModel, LlamaForCausalLM,
+T5ForConditionalGeneration), traced on fake CUDA tensors with H100 cuBLAS workspaces.
+
+    python benchmarks/accuracy.py [--calibration ../shared/calibration] [--json]
+
+Prints one row per case (reference, estimate, error %) and the summary (median |error|, p90, max).
+Vision cases (ViT, ResNet) are listed as not modelled yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from vramcalc.estimator import estimate  # noqa: E402
+from vramcalc.spec import parse_spec  # noqa: E402
+
+DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
+
+#: Model families of the tracer (HF classes) as vramcalc spec keys.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "bert": {"architecture": "encoder", "mlp": "gelu", "norm": "layernorm", "position": "learned"},
+    "gpt2": {"architecture": "decoder", "mlp": "gelu_tanh", "norm": "layernorm", "position": "learned"},
+    "llama": {"architecture": "decoder", "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary"},
+    "t5": {"architecture": "encoder-decoder", "mlp": "relu", "norm": "rmsnorm", "position": "relative"},
+}
+#: Learned position tables of the HF defaults (BERT 512, GPT-2 1024); they grow with seq_len.
+DEFAULT_POSITIONS = {"bert": 512, "gpt2": 1024}
+
+
+def tracer_spec(case: dict[str, Any]) -> dict[str, Any] | None:
+    """The vramcalc spec of one tracer case, or None for families not modelled here."""
+    model, workload = case["model"], case["workload"]
+    family = FAMILIES.get(model["arch"])
+    if family is None:
+        return None
+    spec_model: dict[str, Any] = {
+        **family,
+        "layers": model["layers"],
+        "hidden_size": model["hidden_size"],
+        "heads": model["heads"],
+        "kv_heads": model["kv_heads"],
+        "ffn_size": model["ffn_size"],
+        "vocab_size": model["vocab_size"],
+        "tie_embeddings": model["tie_embeddings"],
+    }
+    if model["arch"] in DEFAULT_POSITIONS:
+        spec_model["max_position_embeddings"] = max(DEFAULT_POSITIONS[model["arch"]], workload["seq_len"])
+    spec_workload = {
+        "mode": "train" if workload["mode"] == "train" else "inference",
+        "batch_size": workload["batch_size"],
+        "seq_len": workload["seq_len"],
+        "precision": workload["precision"],
+        "gradient_checkpointing": workload["gradient_checkpointing"],
+        "attention": workload["attention"],
+    }
+    if workload["mode"] == "train":
+        spec_workload["optimizer"] = workload["optimizer"] or "none"
+    return {"name": case["id"], "model": spec_model, "workload": spec_workload}
+
+
+def load_cases(calibration: Path) -> list[dict[str, Any]]:
+    with open(calibration / "tracer_cases.json", encoding="utf-8") as fh:
+        return list(json.load(fh))
+
+
+def evaluate(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per modelled case: reference and estimated peak, error in percent."""
+    rows = []
+    for case in cases:
+        spec_data = tracer_spec(case)
+        if spec_data is None:
+            continue
+        result = estimate(parse_spec(spec_data, case["id"]))
+        reference = case["measured"]["peak_allocated_bytes"]
+        rows.append(
+            {
+                "case": case["id"],
+                "reference_bytes": reference,
+                "estimate_bytes": result.peak_allocated_bytes,
+                "error_pct": 100.0 * (result.peak_allocated_bytes - reference) / reference,
+                "reference_phase": case["measured"]["peak_phase"],
+                "estimate_phase": result.peak_phase,
+                "params_match": result.params == case["model"]["params"],
+            }
+        )
+    return rows
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    errors = sorted(abs(r["error_pct"]) for r in rows)
+    p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
+    return {"count": len(errors), "median_abs_pct": statistics.median(errors), "p90_abs_pct": p90, "max_abs_pct": errors[-1]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calibration", type=Path, default=DEFAULT_CALIBRATION)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = evaluate(load_cases(args.calibration))
+    stats = summary(rows)
+    if args.json:
+        print(json.dumps({"rows": rows, "summary": stats}, indent=2))
+        return 0
+    gib = 2**30
+    print(f"{'case':48} {'reference GiB':>13} {'estimate GiB':>12} {'error':>8}  phase (ref/est)")
+    for r in rows:
+        print(
+            f"{r['case']:48} {r['reference_bytes'] / gib:13.3f} {r['estimate_bytes'] / gib:12.3f} "
+            f"{r['error_pct']:+7.1f}%  {r['reference_phase']}/{r['estimate_phase']}"
+        )
+    print(
+        f"\npeak_allocated, {stats['count']} text-transformer cases: median |error| {stats['median_abs_pct']:.1f} %, "
+        f"p90 {stats['p90_abs_pct']:.1f} %, max {stats['max_abs_pct']:.1f} %"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""Domain errors. Every message is one line naming the file, field and value."""
+
+from __future__ import annotations
+
+
+class VramcalcError(Exception):
+    """Base of every error vramcalc reports to a user (exit code 2 at the CLI)."""
+
+
+class SpecError(VramcalcError):
+    """A spec file (or flag overriding it) is missing, unreadable or invalid."""
+
+
+class UnitError(VramcalcError):
+    """A size, count, rate or percentage could not be parsed."""
+
+
+class CatalogError(VramcalcError):
+    """The bundled or user-supplied GPU catalog is invalid."""
+
+
+class UnknownGPUError(VramcalcError):
+    """A GPU name matches no catalog entry; the message lists the closest names."""

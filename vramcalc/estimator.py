@@ -1,0 +1,265 @@
+"""Phase-aware peak-memory estimate of one steady-state step (pure: no I/O, no printing).
+
+A training step is modelled as PyTorch runs it on its second iteration with
+``zero_grad(set_to_none=True)``: gradients do not exist during the forward pass, optimizer states do.
+
+* forward: parameters + optimizer states + saved activations growing to the loss, where the logits,
+  their fp32 copy and the log-softmax output are alive together;
+* backward: starts with every saved activation plus the vocabulary-sized loss gradients (usually
+  the step's peak), ends with parameters + gradients + states;
+* optimizer: PyTorch's default ``foreach`` AdamW allocates a parameter-sized temporary
+  (``torch._foreach_sqrt`` of ``exp_avg_sq``); fused implementations allocate none.
+
+``peak_allocated_bytes`` is what ``torch.cuda.max_memory_allocated()`` reports: the largest phase.
+``total_bytes`` adds the runtime overhead that lives outside the allocator's tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from vramcalc import activations as act
+from vramcalc.model import ModelShape, count_params, linear_weight_params, param_tensors, resolve_model
+from vramcalc.spec import Architecture, Attention, Checkpointing, Mode, Optimizer, OptimizerImpl, Precision, Spec
+from vramcalc.units import MiB
+
+#: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
+#: and newer (CUBLAS_WORKSPACE_CONFIG ":4096:8"), 8.125 MiB before (":4096:2:16:8"), per
+#: aten/src/ATen/cuda/CublasHandlePool.cpp. Training uses two handles (forward and autograd threads).
+CUBLAS_WORKSPACE_HOPPER = 32 * MiB
+CUBLAS_WORKSPACE_PRE_HOPPER = 8 * MiB + 128 * 1024
+#: CUDA context default: 512 MiB. Lazy module loading (CUDA >= 11.7) keeps it at 0.3-0.6 GiB on
+#: current stacks (shared/calibration/tracer/README.md); 1343 MiB was measured on a V100 with 2022
+#: PyTorch (measured.yaml case hf-perf-bert-large-load-context-only). Override with overhead.cuda_context.
+DEFAULT_CUDA_CONTEXT = 512 * MiB
+#: Caching-allocator reserve above the allocated peak: median of reserved/allocated - 1 over the 34
+#: tracer cases' allocator replay (shared/calibration/tracer_cases.json, range 2-35 %).
+DEFAULT_ALLOCATOR_RESERVE = 0.12
+#: bitsandbytes 8-bit optimizers: 2048-element blocks with an fp32 absmax each; tensors under
+#: 4096 elements keep 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size=4096).
+BNB_BLOCK = 2048
+BNB_MIN_8BIT_SIZE = 4096
+#: The caching allocator rounds every allocation up to 512 bytes.
+ALLOC_BLOCK = 512
+
+COMPONENTS = (
+    "parameters",
+    "gradients",
+    "optimizer_states",
+    "activations",
+    "inputs",
+    "autocast_weight_copies",
+    "temporaries",
+    "workspace",
+)
+
+DTYPES = {
+    Precision.fp32: act.Dtypes(param=4, compute=4, residual=4, amp=False),
+    Precision.fp16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+    Precision.bf16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+    Precision.amp_fp16: act.Dtypes(param=4, compute=2, residual=4, amp=True),
+    Precision.amp_bf16: act.Dtypes(param=4, compute=2, residual=4, amp=True),
+}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Result of :func:`estimate`: int bytes throughout."""
+
+    name: str
+    params: int
+    mode: str
+    peak_phase: str
+    components: dict[str, int]
+    component_peaks: dict[str, int]
+    phases: dict[str, int]
+    phase_components: dict[str, dict[str, int]]
+    overhead: dict[str, int]
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def peak_allocated_bytes(self) -> int:
+        return sum(self.components.values())
+
+    @property
+    def total_bytes(self) -> int:
+        return self.peak_allocated_bytes + sum(self.overhead.values())
+
+
+def _round(n_bytes: int) -> int:
+    return math.ceil(n_bytes / ALLOC_BLOCK) * ALLOC_BLOCK
+
+
+def _round_tensors(tensors: list[tuple[int, int, int]], bytes_per_element: int) -> int:
+    """Bytes of one state tensor per parameter tensor, each rounded to the allocator's 512 B."""
+    return sum(n * _round(r * c * bytes_per_element) for n, r, c in tensors)
+
+
+def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int) -> int:
+    """Optimizer state, allocated like the parameter as torch.optim does (dtype of the param).
+
+    Adam/AdamW: exp_avg + exp_avg_sq (torch/optim/adamw.py). SGD momentum and Lion: one buffer.
+    Adafactor (torch.optim.Adafactor): row and column second-moment vectors for matrices, a full
+    variance for vectors. 8-bit AdamW: two 1-byte states + fp32 absmax per 2048-block.
+    """
+    tensors = param_tensors(shape)
+    if optimizer in (Optimizer.none, Optimizer.sgd):
+        return 0
+    if optimizer in (Optimizer.sgd_momentum, Optimizer.lion):
+        return _round_tensors(tensors, state_bytes)
+    if optimizer in (Optimizer.adam, Optimizer.adamw):
+        return 2 * _round_tensors(tensors, state_bytes)
+    if optimizer is Optimizer.adafactor:
+        total = 0
+        for n, rows, cols in tensors:
+            factored = [rows, cols] if cols > 1 else [rows]
+            total += n * sum(_round(width * state_bytes) for width in factored)
+        return total
+    total = 0
+    for n, rows, cols in tensors:
+        numel = rows * cols
+        if numel < BNB_MIN_8BIT_SIZE:
+            total += n * 2 * _round(numel * 4)
+        else:
+            total += n * 2 * (_round(numel) + _round(math.ceil(numel / BNB_BLOCK) * 4))
+    return total
+
+
+def optimizer_temp_bytes(optimizer: Optimizer, impl: OptimizerImpl, shape: ModelShape, param_bytes: int, dt: int) -> int:
+    """Temporaries of ``optimizer.step()``. foreach Adam/AdamW/Adafactor/Lion: one parameter-sized
+    list (sqrt of exp_avg_sq; Adafactor's update); forloop: the largest parameter; fused: none.
+    SGD (with or without momentum) updates in place."""
+    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):
+        return 0
+    if impl is OptimizerImpl.fused:
+        return 0
+    if impl is OptimizerImpl.forloop:
+        return max(_round(r * c * dt) for _, r, c in param_tensors(shape))
+    return param_bytes
+
+
+def workspace_bytes(mode: Mode, hopper_or_newer: bool = True) -> int:
+    per_handle = CUBLAS_WORKSPACE_HOPPER if hopper_or_newer else CUBLAS_WORKSPACE_PRE_HOPPER
+    return per_handle * (2 if mode is Mode.train else 1)
+
+
+def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode) -> int:
+    """Token ids (int64). Training: input_ids plus labels (a causal LM passes the same tensor as
+    labels, so one); inference: input_ids (and decoder_input_ids for an encoder-decoder)."""
+    ids = _round(tk.encoder * act.TOKEN_ID)
+    if shape.architecture is Architecture.decoder:
+        return ids
+    return ids + _round(tk.decoder * act.TOKEN_ID)
+
+
+def _default_optimizer(spec: Spec) -> Optimizer:
+    if spec.workload.optimizer is not None:
+        return spec.workload.optimizer
+    return Optimizer.adamw if spec.workload.mode is Mode.train else Optimizer.none
+
+
+def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
+    """Estimate the peak allocated memory of one step of ``spec``."""
+    shape, assumptions = resolve_model(spec.model, spec.workload)
+    wl = spec.workload
+    dt = DTYPES[wl.precision]
+    target = wl.target_len if wl.target_len is not None else wl.seq_len
+    if shape.architecture is not Architecture.encoder_decoder:
+        target = wl.seq_len
+    tk = act.Tokens(batch=wl.batch_size, seq=wl.seq_len, target=target)
+    derived = count_params(shape)
+    n_params = shape.stated_params or derived
+    if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
+        assumptions.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
+    base = {
+        "parameters": n_params * dt.param,
+        "inputs": input_bytes(shape, tk, wl.mode),
+        "workspace": workspace_bytes(wl.mode, hopper_or_newer),
+    }
+    if not hopper_or_newer:
+        assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
+    if wl.mode is Mode.inference:
+        phases = {"forward": {**base, "activations": act.inference_transient_bytes(shape, tk, dt, wl.attention)}}
+    else:
+        optimizer = _default_optimizer(spec)
+        if wl.optimizer is None:
+            assumptions.append("optimizer not given: adamw")
+        phases = _training_phases(spec, shape, tk, dt, optimizer, base, n_params)
+    return _assemble(spec, n_params, phases, assumptions)
+
+
+def _training_phases(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, optimizer: Optimizer, base: dict[str, int], n_params: int
+) -> dict[str, dict[str, int]]:
+    wl = spec.workload
+    param_bytes = n_params * dt.param
+    states = optimizer_state_bytes(optimizer, shape, dt.param)
+    copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
+    loss = act.loss_bytes(shape, tk, dt)
+    saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
+    live = {**base, "optimizer_states": states}
+    if wl.gradient_checkpointing is Checkpointing.full:
+        outside = act.embedding_saved_bytes(shape, tk, dt) + act.head_saved_bytes(shape, tk, dt)
+        kept = act.checkpoint_saved_bytes(shape, tk, dt) + outside
+        layer = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
+        n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
+        head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
+        forward = {**live, "autocast_weight_copies": copies, "activations": kept + loss.saved + loss.forward_transient}
+        start = {**live, "autocast_weight_copies": head_copy, "activations": kept + loss.saved, "temporaries": loss.backward_temporaries}
+        recompute = {
+            **live,
+            "autocast_weight_copies": head_copy + (copies - head_copy) // max(1, n_blocks),
+            "activations": kept + layer,
+            "gradients": shape.vocab * shape.hidden * dt.param,
+        }
+        backward = max(start, recompute, key=lambda p: sum(p.values()))
+    else:
+        if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
+            saved -= _eager_score_bytes(shape, tk, dt)
+        forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
+        backward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
+    end_of_backward = {**live, "gradients": param_bytes}
+    if sum(end_of_backward.values()) > sum(backward.values()):
+        backward = end_of_backward
+    temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
+    step = {**live, "gradients": param_bytes, "temporaries": temps}
+    return {"forward": forward, "backward": backward, "optimizer": step}
+
+
+def _eager_score_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
+    """Score-sized tensors of eager attention, the part selective recomputation drops."""
+    per = act.score_bytes_per_element(shape, dt, training=True)
+    total = shape.layers * tk.batch * shape.heads * tk.seq * tk.seq * per
+    if shape.architecture is Architecture.encoder_decoder:
+        total += shape.decoder_layers * tk.batch * shape.heads * tk.target * (tk.target + tk.seq) * per
+    return total
+
+
+def _assemble(spec: Spec, n_params: int, phases: dict[str, dict[str, int]], assumptions: list[str]) -> Estimate:
+    full = {name: {key: comps.get(key, 0) for key in COMPONENTS} for name, comps in phases.items()}
+    totals = {name: sum(comps.values()) for name, comps in full.items()}
+    peak_phase = max(totals, key=lambda name: totals[name])
+    components = full[peak_phase]
+    component_peaks = {key: max(comps[key] for comps in full.values()) for key in COMPONENTS}
+    context = spec.overhead.cuda_context
+    if context is None:
+        context = DEFAULT_CUDA_CONTEXT
+        assumptions.append("CUDA context 512 MiB (outside PyTorch's allocator; set overhead.cuda_context)")
+    reserve = spec.overhead.allocator_reserve
+    if reserve is None:
+        reserve = DEFAULT_ALLOCATOR_RESERVE
+        assumptions.append("allocator reserve 12 % of the allocated peak (set overhead.allocator_reserve)")
+    overhead = {"cuda_context": context, "allocator_reserve": math.ceil(sum(components.values()) * reserve)}
+    return Estimate(
+        name=spec.name or "unnamed",
+        params=n_params,
+        mode=spec.workload.mode.value,
+        peak_phase=peak_phase,
+        components=components,
+        component_peaks=component_peaks,
+        phases=totals,
+        phase_components=full,
+        overhead=overhead,
+        assumptions=assumptions,
+    )

@@ -1,0 +1,285 @@
+"""Spec file models (pydantic v2) and the only YAML reader, :func:`load_spec`.
+
+The key names of ``model`` and ``workload`` are a public contract: keys may be added, never
+renamed. Every model forbids unknown keys, so a typo is an error, not a silently ignored line.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from vramcalc.errors import SpecError
+from vramcalc.units import ByteSize, Fraction, ParamCount
+
+#: Spec files larger than this are rejected before parsing (a real spec is a few hundred bytes).
+MAX_SPEC_BYTES = 1_000_000
+#: YAML aliases allowed in one document (bounds "billion laughs" expansion).
+MAX_YAML_ALIASES = 100
+
+PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
+PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
+
+
+class Architecture(str, Enum):
+    encoder = "encoder"
+    decoder = "decoder"
+    encoder_decoder = "encoder-decoder"
+
+
+class Mlp(str, Enum):
+    gelu = "gelu"
+    gelu_tanh = "gelu_tanh"
+    relu = "relu"
+    swiglu = "swiglu"
+
+
+class Norm(str, Enum):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+class Position(str, Enum):
+    learned = "learned"
+    rotary = "rotary"
+    relative = "relative"
+    none = "none"
+
+
+class Head(str, Enum):
+    lm = "lm"
+    classification = "classification"
+    none = "none"
+
+
+class Mode(str, Enum):
+    train = "train"
+    inference = "inference"
+
+
+class Precision(str, Enum):
+    fp32 = "fp32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+    amp_fp16 = "amp-fp16"
+    amp_bf16 = "amp-bf16"
+
+
+class Optimizer(str, Enum):
+    none = "none"
+    sgd = "sgd"
+    sgd_momentum = "sgd-momentum"
+    adam = "adam"
+    adamw = "adamw"
+    adamw_8bit = "adamw-8bit"
+    adafactor = "adafactor"
+    lion = "lion"
+
+
+class OptimizerImpl(str, Enum):
+    foreach = "foreach"
+    fused = "fused"
+    forloop = "forloop"
+
+
+class Checkpointing(str, Enum):
+    none = "none"
+    full = "full"
+    selective = "selective"
+
+
+class Attention(str, Enum):
+    eager = "eager"
+    sdpa = "sdpa"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class ModelSpec(_Strict):
+    """Shape of the network. Omitted keys are filled by :func:`vramcalc.model.resolve_model`."""
+
+    architecture: Architecture | None = None
+    layers: PositiveInt
+    hidden_size: PositiveInt
+    heads: PositiveInt | None = None
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    ffn_size: PositiveInt | None = None
+    mlp: Mlp | None = None
+    norm: Norm | None = None
+    position: Position | None = None
+    vocab_size: PositiveInt | None = None
+    max_position_embeddings: PositiveInt | None = None
+    tie_embeddings: bool | None = None
+    params: PositiveCount | None = None
+    head: Head | None = None
+    num_labels: PositiveInt | None = None
+    decoder_layers: PositiveInt | None = None
+    # Added keys (not in the original contract; all optional):
+    bias: bool | None = None
+    dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
+    type_vocab_size: Annotated[int, Field(strict=True, ge=0, le=10**6)] | None = None
+    pooler: bool | None = None
+    fused_qkv: bool | None = None
+    relative_attention_buckets: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _shape_rules(self) -> ModelSpec:
+        if self.head_dim is None and self.heads is not None and self.hidden_size % self.heads:
+            raise ValueError(
+                f"heads: {self.heads} does not divide hidden_size {self.hidden_size} (give head_dim explicitly)"
+            )
+        if self.kv_heads is not None:
+            heads = self.heads if self.heads is not None else max(1, self.hidden_size // 64)
+            if self.kv_heads > heads or heads % self.kv_heads:
+                raise ValueError(f"kv_heads: {self.kv_heads} must divide heads ({heads})")
+        if self.decoder_layers is not None and self.architecture is not Architecture.encoder_decoder:
+            raise ValueError("decoder_layers: only valid with architecture: encoder-decoder")
+        return self
+
+
+class Workload(_Strict):
+    """What is run: training step or inference forward, batch shape, precision, optimizer."""
+
+    mode: Mode = Mode.train
+    batch_size: PositiveCount
+    seq_len: PositiveCount
+    target_len: PositiveCount | None = None
+    precision: Precision = Precision.fp32
+    optimizer: Optimizer | None = None
+    optimizer_impl: OptimizerImpl = OptimizerImpl.foreach
+    gradient_checkpointing: Checkpointing = Checkpointing.none
+    attention: Attention = Attention.sdpa
+
+    @field_validator("gradient_checkpointing", mode="before")
+    @classmethod
+    def _bool_checkpointing(cls, value: Any) -> Any:
+        if value is True:
+            return "full"
+        if value is False:
+            return "none"
+        return value
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_alias(cls, value: Any) -> Any:
+        return {"training": "train", "infer": "inference"}.get(value, value) if isinstance(value, str) else value
+
+
+class Overhead(_Strict):
+    """Runtime memory outside the tensors of the step (reported as separate lines)."""
+
+    cuda_context: ByteSize | None = None
+    allocator_reserve: Fraction | None = None
+
+
+class Spec(_Strict):
+    """A whole spec file."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    model: ModelSpec
+    workload: Workload
+    overhead: Overhead = Overhead()
+
+
+def _yaml_loader() -> Any:
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        """SafeLoader (no Python object tags) that also bounds alias expansion."""
+
+        alias_count = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.alias_count += 1
+                if self.alias_count > MAX_YAML_ALIASES:
+                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases (possible alias bomb)")
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+            duplicates = sorted({str(k) for k in keys if keys.count(k) > 1})
+            if duplicates:
+                raise yaml.YAMLError(f"duplicate key {duplicates[0]!r}")
+            return super().construct_mapping(node, deep=deep)
+
+    return BoundedLoader
+
+
+def read_yaml(path: Path) -> Any:
+    """Read one YAML document with safe, bounded loading; errors become :class:`SpecError`."""
+    import yaml
+
+    if not path.exists():
+        raise SpecError(f"{path}: no such file")
+    if not path.is_file():
+        raise SpecError(f"{path}: not a regular file")
+    size = path.stat().st_size
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: file is {size:,} bytes; spec files are limited to {MAX_SPEC_BYTES:,} bytes")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - BoundedLoader is a SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{path}: invalid YAML{where}: {problem}") from None
+
+
+def _format_validation_error(source: str, exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        message = error["msg"].removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"{source}: {loc}: {message}")
+    return "\n".join(lines)
+
+
+def parse_spec(data: Any, source: str = "<spec>") -> Spec:
+    """Validate a parsed document as a :class:`Spec`; problems become one line each."""
+    if data is None:
+        raise SpecError(f"{source}: empty spec (expected a mapping with 'model' and 'workload')")
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected a mapping with 'model' and 'workload', got {type(data).__name__}")
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_validation_error(source, exc)) from None
+
+
+def load_spec(path: str | Path) -> Spec:
+    """Load and validate a spec file."""
+    path = Path(path)
+    return parse_spec(read_yaml(path), str(path))
+
+
+def override_workload(spec: Spec, source: str, **changes: Any) -> Spec:
+    """Return ``spec`` with workload keys replaced (CLI flags), validated like the file."""
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if not changes:
+        return spec
+    data = {**spec.workload.model_dump(exclude_none=True), **changes}
+    try:
+        workload = Workload.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_validation_error(f"{source}: workload", exc)) from None
+    return spec.model_copy(update={"workload": workload})
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of spec files, for editors."""
+    return Spec.model_json_schema()

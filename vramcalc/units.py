@@ -1,0 +1,188 @@
+"""Units: parsing of sizes, counts and fractions; byte formatting; dtype widths.
+
+Rules (also in the README):
+
+* Sizes are integer bytes inside vramcalc. Input sizes must carry a unit:
+  ``KB``/``MB``/``GB``/``TB`` are decimal (10^3, 10^6, 10^9, 10^12) and
+  ``KiB``/``MiB``/``GiB``/``TiB`` are binary (2^10 ... 2^40). A bare number is rejected.
+* Parameter and token counts accept ``K``/``M``/``B``/``T`` suffixes, all decimal
+  ("110M" = 110,000,000; "7B" = 7,000,000,000).
+* Output shows memory in GiB (labelled GiB) unless asked otherwise.
+
+Only the standard library and pydantic are imported here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+
+from vramcalc.errors import UnitError
+
+KB = 10**3
+MB = 10**6
+GB = 10**9
+TB = 10**12
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+
+SIZE_UNITS: dict[str, int] = {
+    "b": 1,
+    "kb": KB,
+    "mb": MB,
+    "gb": GB,
+    "tb": TB,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": TiB,
+}
+COUNT_SUFFIXES: dict[str, int] = {"": 1, "k": 10**3, "m": 10**6, "b": 10**9, "t": 10**12}
+
+#: Storage width of each element type, in bits (one table; never BYTES_* constants).
+DTYPE_BITS: dict[str, int] = {
+    "fp64": 64,
+    "fp32": 32,
+    "tf32": 32,
+    "fp16": 16,
+    "bf16": 16,
+    "fp8": 8,
+    "int8": 8,
+    "uint8": 8,
+    "bool": 8,
+    "int4": 4,
+    "int64": 64,
+    "int32": 32,
+}
+
+#: Largest byte count accepted anywhere (1 EiB): bigger inputs are "out of range", not overflow.
+MAX_BYTES = 2**60
+#: Largest count (parameters, tokens) accepted anywhere.
+MAX_COUNT = 10**18
+
+_NUMBER = r"([0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
+_SIZE_RE = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z]+)\s*$")
+_COUNT_RE = re.compile(rf"^\s*{_NUMBER}\s*([kKmMbBtT]?)\s*$")
+_PERCENT_RE = re.compile(rf"^\s*{_NUMBER}\s*%\s*$")
+
+
+def dtype_bytes(dtype: str, n_elements: int) -> int:
+    """Bytes of ``n_elements`` stored as ``dtype``, rounded up to a whole byte."""
+    return math.ceil(n_elements * DTYPE_BITS[dtype] / 8)
+
+
+def _decimal(text: str, what: str) -> Decimal:
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise UnitError(f"{what}: {text!r} is not a number") from None
+    if not value.is_finite():
+        raise UnitError(f"{what}: {text!r} is not a finite number")
+    return value
+
+
+def parse_size(value: object, what: str = "size") -> int:
+    """Parse a size with a unit ("16GiB", "512 MB") into integer bytes.
+
+    Bare numbers are rejected: ``80`` could mean bytes or GB, so the user must say.
+    """
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise UnitError(f"{what}: expected a size with a unit such as '16GiB' or '80GB', got {value!r}")
+    match = _SIZE_RE.match(value)
+    if not match:
+        raise UnitError(f"{what}: expected a size with a unit such as '16GiB' or '80GB', got {value!r}")
+    number, unit = match.groups()
+    factor = SIZE_UNITS.get(unit.lower())
+    if factor is None:
+        raise UnitError(f"{what}: unknown unit {unit!r} in {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
+    n_bytes = math.ceil(_decimal(number, what) * factor)
+    if n_bytes > MAX_BYTES:
+        raise UnitError(f"{what}: {value!r} is out of range (at most 1 EiB)")
+    return n_bytes
+
+
+def parse_count(value: object, what: str = "count") -> int:
+    """Parse a count such as ``110M``, ``7B``, ``6738415616`` or ``1.5e9`` into an int."""
+    if isinstance(value, bool):
+        raise UnitError(f"{what}: expected a count such as 110M or 7B, got {value!r}")
+    if isinstance(value, int):
+        number = Decimal(value)
+        suffix = ""
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise UnitError(f"{what}: {value!r} is not a finite number")
+        number, suffix = Decimal(repr(value)), ""
+    elif isinstance(value, str):
+        match = _COUNT_RE.match(value)
+        if not match:
+            raise UnitError(f"{what}: expected a count such as 110M or 7B, got {value!r}")
+        number, suffix = _decimal(match.group(1), what), match.group(2)
+    else:
+        raise UnitError(f"{what}: expected a count such as 110M or 7B, got {value!r}")
+    count = number * COUNT_SUFFIXES[suffix.lower()]
+    if count != count.to_integral_value():
+        raise UnitError(f"{what}: {value!r} is not a whole number")
+    if count > MAX_COUNT:
+        raise UnitError(f"{what}: {value!r} is out of range (at most 10^18)")
+    return int(count)
+
+
+def parse_fraction(value: object, what: str = "fraction") -> float:
+    """Parse ``"10%"`` or a number in [0, 1] into a fraction in [0, 1)."""
+    if isinstance(value, bool):
+        raise UnitError(f"{what}: expected a percentage such as '10%', got {value!r}")
+    if isinstance(value, str):
+        match = _PERCENT_RE.match(value)
+        if not match:
+            raise UnitError(f"{what}: expected a percentage such as '10%', got {value!r}")
+        fraction = float(_decimal(match.group(1), what)) / 100
+    elif isinstance(value, (int, float)):
+        fraction = float(value)
+    else:
+        raise UnitError(f"{what}: expected a percentage such as '10%', got {value!r}")
+    if not math.isfinite(fraction) or not 0 <= fraction < 1:
+        raise UnitError(f"{what}: {value!r} must be at least 0% and below 100%")
+    return fraction
+
+
+def format_bytes(n_bytes: int, unit: str = "GiB", digits: int = 2) -> str:
+    """Render bytes in a named unit, always labelled ("12.34 GiB", "512.00 MB")."""
+    factor = SIZE_UNITS[unit.lower()]
+    return f"{n_bytes / factor:,.{digits}f} {unit}"
+
+
+def _wrap(parser: Any, what: str) -> Any:
+    def validate(value: object) -> object:
+        try:
+            return parser(value, what)
+        except UnitError as exc:
+            raise ValueError(str(exc).split(": ", 1)[-1]) from None
+
+    return validate
+
+
+#: Integer bytes from a size with a unit ("512MiB"); JSON schema: string.
+ByteSize = Annotated[
+    int,
+    BeforeValidator(_wrap(parse_size, "size")),
+    WithJsonSchema({"type": "string", "pattern": r"^[0-9.]+\s*(B|[KMGT]i?B)$", "examples": ["512MiB", "16GB"]}),
+]
+#: Integer count from "110M", "7B" or an integer.
+ParamCount = Annotated[
+    int,
+    BeforeValidator(_wrap(parse_count, "count")),
+    PlainSerializer(int),
+    WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string", "pattern": r"^[0-9.]+\s*[KMBT]?$"}]}),
+]
+#: Fraction in [0, 1) from "10%" or a number.
+Fraction = Annotated[
+    float,
+    BeforeValidator(_wrap(parse_fraction, "fraction")),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^[0-9.]+\s*%$"}]}),
+]
