@@ -69,7 +69,8 @@ class ModelShape:
 def _pick(value: object, default: object, note: str, assumptions: list[str]) -> object:
     if value is not None:
         return value
-    assumptions.append(note.format(default.value if hasattr(default, "value") else default))
+    shown = default.value if hasattr(default, "value") else default
+    assumptions.append(note.format(str(shown).lower() if isinstance(shown, bool) else shown))
     return default
 
 

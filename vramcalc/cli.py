@@ -1,0 +1,116 @@
+"""Command line: parse options, call the core, render. The only module that imports typer.
+
+Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per problem on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from vramcalc import __version__
+from vramcalc.errors import VramcalcError
+from vramcalc.spec import Optimizer, Precision
+
+app = typer.Typer(
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Estimate GPU memory (VRAM) of training and inference steps, offline, from a YAML spec.\n\n"
+    "Exit codes: 0 ok, 1 does not fit (check commands), 2 bad input.",
+)
+stderr = Console(stderr=True, highlight=False)
+EXIT_BAD_INPUT = 2
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn vramcalc errors into ``error:`` lines on stderr and exit code 2 (never a traceback)."""
+    try:
+        yield
+    except VramcalcError as exc:
+        for line in str(exc).splitlines() or ["unknown error"]:
+            stderr.print(f"error: {line}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def stdout() -> Console:
+    return Console(highlight=False)
+
+
+def print_json(doc: Any) -> None:
+    typer.echo(json.dumps(doc, indent=2))
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vramcalc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """vramcalc: will it fit, on which card, and how fast can the weights stream?"""
+
+
+SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help="Catalog GPU to compare against (see 'vramcalc gpus').")]
+
+
+@app.command()
+def estimate(
+    spec: SpecArg,
+    *,
+    json_out: JsonOpt = False,
+    gpu: GpuOpt = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="Override workload.batch_size.")] = None,
+    seq_len: Annotated[int | None, typer.Option(min=1, help="Override workload.seq_len.")] = None,
+    precision: Annotated[Precision | None, typer.Option(help="Override workload.precision.")] = None,
+    optimizer: Annotated[Optimizer | None, typer.Option(help="Override workload.optimizer.")] = None,
+) -> None:
+    """Estimate the peak memory of one step of SPEC, by component and phase."""
+    from vramcalc.catalog import get_gpu
+    from vramcalc.estimator import estimate as run_estimate
+    from vramcalc.render import estimate_dict, render_estimate
+    from vramcalc.spec import load_spec, override_workload
+
+    with user_errors():
+        loaded = load_spec(spec)
+        loaded = override_workload(
+            loaded, str(spec), batch_size=batch_size, seq_len=seq_len, precision=precision, optimizer=optimizer
+        )
+        card = get_gpu(gpu) if gpu else None
+        result = run_estimate(loaded, hopper_or_newer=card.hopper_or_newer if card else True)
+    if json_out:
+        print_json(estimate_dict(result, card))
+    else:
+        render_estimate(result, stdout(), card)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of spec files (for editor validation)."""
+    from vramcalc.spec import json_schema
+
+    print_json(json_schema())
+
+
+def register(extension: Callable[[typer.Typer], None]) -> None:
+    """Let a command module add its commands to the app (one route for every command)."""
+    extension(app)
+
+
+from vramcalc.cli_gpus import add_commands as _add_gpu_commands  # noqa: E402
+
+register(_add_gpu_commands)
