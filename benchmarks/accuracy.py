@@ -64,14 +64,26 @@ def tracer_spec(case: dict[str, Any]) -> dict[str, Any] | None:
         "gradient_checkpointing": workload["gradient_checkpointing"],
         "attention": workload["attention"],
     }
+    if workload.get("target_len"):
+        spec_workload["target_len"] = workload["target_len"]
     if workload["mode"] == "train":
         spec_workload["optimizer"] = workload["optimizer"] or "none"
     return {"name": case["id"], "model": spec_model, "workload": spec_workload}
 
 
-def load_cases(calibration: Path) -> list[dict[str, Any]]:
-    with open(calibration / "tracer_cases.json", encoding="utf-8") as fh:
-        return list(json.load(fh))
+#: Tracer runs of this repository's configs (same tracer, run by us; ids start with "config-").
+EXTRA_CASES = ROOT / "benchmarks" / "data" / "tracer_extra.json"
+
+
+def load_cases(calibration: Path | None) -> list[dict[str, Any]]:
+    """The shared tracer cases (when shared/ is present) plus the repository's own tracer runs."""
+    cases: list[dict[str, Any]] = []
+    if calibration is not None and (calibration / "tracer_cases.json").exists():
+        with open(calibration / "tracer_cases.json", encoding="utf-8") as fh:
+            cases += json.load(fh)
+    with open(EXTRA_CASES, encoding="utf-8") as fh:
+        cases += json.load(fh)
+    return cases
 
 
 def evaluate(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:

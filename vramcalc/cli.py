@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from vramcalc import __version__
-from vramcalc.errors import VramcalcError
+from vramcalc.errors import SpecError, VramcalcError
 from vramcalc.spec import Optimizer, Precision
 
 app = typer.Typer(
@@ -30,13 +30,18 @@ EXIT_BAD_INPUT = 2
 
 
 @contextmanager
-def user_errors() -> Iterator[None]:
-    """Turn vramcalc errors into ``error:`` lines on stderr and exit code 2 (never a traceback)."""
+def user_errors(source: str | None = None) -> Iterator[None]:
+    """Turn vramcalc errors into ``error:`` lines on stderr and exit code 2 (never a traceback).
+
+    Lines that do not name ``source`` (the spec file) yet are prefixed with it.
+    """
     try:
         yield
     except VramcalcError as exc:
         for line in str(exc).splitlines() or ["unknown error"]:
-            stderr.print(f"error: {line}", markup=False, highlight=False)
+            if source and isinstance(exc, SpecError) and not line.startswith(source):
+                line = f"{source}: {line}"
+            typer.echo(f"error: {line}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
@@ -85,7 +90,7 @@ def estimate(
     from vramcalc.render import estimate_dict, render_estimate
     from vramcalc.spec import load_spec, override_workload
 
-    with user_errors():
+    with user_errors(str(spec)):
         loaded = load_spec(spec)
         loaded = override_workload(
             loaded, str(spec), batch_size=batch_size, seq_len=seq_len, precision=precision, optimizer=optimizer

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramcalc.errors import SpecError
 from vramcalc.spec import Architecture, Head, Mlp, ModelSpec, Norm, Position, Workload
 
 #: Head dimension assumed when only hidden_size is given (BERT, GPT-2, Llama all use 64 at base size).
@@ -144,9 +145,12 @@ def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelSh
         return shape
     from dataclasses import replace
 
-    if spec.params is None:
-        raise ValueError("vocab_size: required when params is not given")
+    assert spec.params is not None  # guaranteed by ModelSpec validation
     body = count_params(replace(shape, vocab=0))
+    if spec.params <= body:
+        raise SpecError(
+            f"model.params: {spec.params:,} is not more than the layers alone ({body:,}); check params and the shape"
+        )
     per_row = shape.hidden * (1 if shape.tie_embeddings else 2) + (1 if _mlm_head(shape) else 0)
     vocab = max(0, (spec.params - body) // per_row)
     notes.append(f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)")

@@ -18,7 +18,7 @@ from vramcalc.units import ByteSize, Fraction, ParamCount
 #: Spec files larger than this are rejected before parsing (a real spec is a few hundred bytes).
 MAX_SPEC_BYTES = 1_000_000
 #: YAML aliases allowed in one document (bounds "billion laughs" expansion).
-MAX_YAML_ALIASES = 100
+MAX_YAML_ALIASES = 50
 
 PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
@@ -138,6 +138,8 @@ class ModelSpec(_Strict):
             heads = self.heads if self.heads is not None else max(1, self.hidden_size // 64)
             if self.kv_heads > heads or heads % self.kv_heads:
                 raise ValueError(f"kv_heads: {self.kv_heads} must divide heads ({heads})")
+        if self.vocab_size is None and self.params is None:
+            raise ValueError("vocab_size: required unless params is given (then it is derived from params)")
         if self.decoder_layers is not None and self.architecture is not Architecture.encoder_decoder:
             raise ValueError("decoder_layers: only valid with architecture: encoder-decoder")
         return self
@@ -234,7 +236,7 @@ def read_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = " ".join((getattr(exc, "problem", None) or str(exc)).split())
         raise SpecError(f"{path}: invalid YAML{where}: {problem}") from None
 
 
