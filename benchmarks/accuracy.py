@@ -112,7 +112,12 @@ def evaluate(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     errors = sorted(abs(r["error_pct"]) for r in rows)
     p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
-    return {"count": len(errors), "median_abs_pct": statistics.median(errors), "p90_abs_pct": p90, "max_abs_pct": errors[-1]}
+    return {
+        "count": len(errors),
+        "median_abs_pct": statistics.median(errors),
+        "p90_abs_pct": p90,
+        "max_abs_pct": errors[-1],
+    }
 
 
 def main() -> int:

@@ -38,7 +38,16 @@ def test_version() -> None:
 def test_estimate_table() -> None:
     result = runner.invoke(app, ["estimate", BERT])
     assert result.exit_code == 0, result.output
-    for text in ("parameters", "gradients", "optimizer states", "activations", "inputs", "peak allocated", "total", "peak phase: backward"):
+    for text in (
+        "parameters",
+        "gradients",
+        "optimizer states",
+        "activations",
+        "inputs",
+        "peak allocated",
+        "total",
+        "peak phase: backward",
+    ):
         assert text in result.stdout
     assert result.stderr == ""
 
@@ -47,7 +56,17 @@ def test_estimate_json_contract() -> None:
     result = runner.invoke(app, ["estimate", BERT, "--json"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    for key in ("name", "params", "peak_phase", "components", "component_peaks", "peak_allocated_bytes", "overhead", "total_bytes", "phases"):
+    for key in (
+        "name",
+        "params",
+        "peak_phase",
+        "components",
+        "component_peaks",
+        "peak_allocated_bytes",
+        "overhead",
+        "total_bytes",
+        "phases",
+    ):
         assert key in doc
     for key in ("parameters", "gradients", "optimizer_states", "activations", "inputs"):
         assert isinstance(doc["components"][key], int)
@@ -61,9 +80,13 @@ def test_estimate_json_contract() -> None:
 def test_flags_override_spec(write_spec) -> None:
     path = write_spec(GOOD)
     small = json.loads(runner.invoke(app, ["estimate", str(path), "--json"]).stdout)
-    big = json.loads(runner.invoke(app, ["estimate", str(path), "--json", "--batch-size", "64", "--seq-len", "512"]).stdout)
+    big = json.loads(
+        runner.invoke(app, ["estimate", str(path), "--json", "--batch-size", "64", "--seq-len", "512"]).stdout
+    )
     assert big["components"]["activations"] > small["components"]["activations"]
-    fp32 = json.loads(runner.invoke(app, ["estimate", str(path), "--json", "--precision", "bf16", "--optimizer", "sgd"]).stdout)
+    fp32 = json.loads(
+        runner.invoke(app, ["estimate", str(path), "--json", "--precision", "bf16", "--optimizer", "sgd"]).stdout
+    )
     assert fp32["component_peaks"]["optimizer_states"] == 0
     assert fp32["component_peaks"]["parameters"] == small["component_peaks"]["parameters"] // 2
 
@@ -92,7 +115,10 @@ BAD_SPECS = {
     "negative size": (GOOD.replace("hidden_size: 64", "hidden_size: -64"), "model.hidden_size"),
     "zero size": (GOOD.replace("batch_size: 2", "batch_size: 0"), "workload.batch_size"),
     "heads do not divide hidden": (GOOD.replace("heads: 4", "heads: 5"), "heads: 5 does not divide hidden_size 64"),
-    "kv_heads do not divide heads": (GOOD.replace("heads: 4", "heads: 4\n  kv_heads: 3"), "kv_heads: 3 must divide heads"),
+    "kv_heads do not divide heads": (
+        GOOD.replace("heads: 4", "heads: 4\n  kv_heads: 3"),
+        "kv_heads: 3 must divide heads",
+    ),
     "unknown precision": (GOOD + "  precision: fp12\n", "workload.precision"),
     "empty file": ("", "empty spec"),
     "not a mapping": ("- 1\n- 2\n", "expected a mapping"),
@@ -100,10 +126,13 @@ BAD_SPECS = {
     "duplicate key": (GOOD + "  batch_size: 4\n", "duplicate key 'batch_size'"),
     "missing workload": ("model:\n  layers: 2\n  hidden_size: 64\n  vocab_size: 10\n", "workload: Field required"),
     "python object tag": ("!!python/object/apply:os.system ['echo hi']\n", "invalid YAML"),
-    "alias bomb": ("a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-                   "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-                   "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n"
-                   "j: &j [*i,*i,*i,*i,*i,*i,*i,*i,*i]\nk: &k [*j,*j,*j,*j,*j,*j,*j,*j,*j]\nl: &l [*k,*k,*k,*k,*k,*k,*k,*k,*k]\n", "aliases"),
+    "alias bomb": (
+        "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+        "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n"
+        "j: &j [*i,*i,*i,*i,*i,*i,*i,*i,*i]\nk: &k [*j,*j,*j,*j,*j,*j,*j,*j,*j]\nl: &l [*k,*k,*k,*k,*k,*k,*k,*k,*k]\n",
+        "aliases",
+    ),
     "params smaller than layers": (GOOD.replace("  vocab_size: 100", "  params: 1K"), "model.params"),
 }
 

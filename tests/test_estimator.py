@@ -100,7 +100,14 @@ def test_optimizer_state_per_parameter(optimizer: Optimizer, per_param: int) -> 
     # torch.optim allocates states like the fp32 param: momentum/Lion one buffer, Adam exp_avg + exp_avg_sq.
     # Model with no layers: a tied 1024 x 1024 embedding and a 1024-wide final RMSNorm = 1,049,600
     # fp32 parameters, both tensors multiples of 512 B (no allocator rounding)
-    model = {"architecture": "decoder", "layers": 1, "hidden_size": 1024, "vocab_size": 1024, "mlp": "swiglu", "ffn_size": 1024}
+    model = {
+        "architecture": "decoder",
+        "layers": 1,
+        "hidden_size": 1024,
+        "vocab_size": 1024,
+        "mlp": "swiglu",
+        "ffn_size": 1024,
+    }
     s = spec(model)
     shape, _ = resolve_model(s.model, s.workload)
     from dataclasses import replace
@@ -113,7 +120,14 @@ def test_adamw_8bit_block_layout() -> None:
     # bitsandbytes: tensors >= 4096 elements: 2 states x (1 B/element + fp32 absmax per 2048-element block);
     # a 1024 x 1024 embedding: 2 x (1,048,576 + 512 x 4) = 2,101,248; the 1024-wide final RMSNorm
     # (< 4096 elements) stays 32-bit: 2 x 4,096 = 8,192
-    model = {"architecture": "decoder", "layers": 1, "hidden_size": 1024, "vocab_size": 1024, "mlp": "swiglu", "ffn_size": 1024}
+    model = {
+        "architecture": "decoder",
+        "layers": 1,
+        "hidden_size": 1024,
+        "vocab_size": 1024,
+        "mlp": "swiglu",
+        "ffn_size": 1024,
+    }
     s = spec(model)
     shape, _ = resolve_model(s.model, s.workload)
     from dataclasses import replace
@@ -140,9 +154,25 @@ def test_components_sum_to_peak_and_total(workload: dict[str, Any]) -> None:
     assert all(result.component_peaks[k] >= result.components[k] for k in COMPONENTS)
 
 
-LLAMA_SMALL = {"architecture": "decoder", "layers": 4, "hidden_size": 256, "heads": 4, "kv_heads": 2, "mlp": "swiglu", "ffn_size": 688, "vocab_size": 32000}
+LLAMA_SMALL = {
+    "architecture": "decoder",
+    "layers": 4,
+    "hidden_size": 256,
+    "heads": 4,
+    "kv_heads": 2,
+    "mlp": "swiglu",
+    "ffn_size": 688,
+    "vocab_size": 32000,
+}
 BERT_SMALL = {"architecture": "encoder", "layers": 4, "hidden_size": 256, "heads": 4, "vocab_size": 30522}
-T5_SMALL = {"architecture": "encoder-decoder", "layers": 2, "hidden_size": 256, "heads": 4, "mlp": "relu", "vocab_size": 32128}
+T5_SMALL = {
+    "architecture": "encoder-decoder",
+    "layers": 2,
+    "hidden_size": 256,
+    "heads": 4,
+    "mlp": "relu",
+    "vocab_size": 32128,
+}
 
 
 @settings(max_examples=150, deadline=None)
@@ -154,18 +184,27 @@ T5_SMALL = {"architecture": "encoder-decoder", "layers": 2, "hidden_size": 256, 
     attention=st.sampled_from(["sdpa", "eager"]),
     mode=st.sampled_from(["train", "inference"]),
 )
-def test_monotone_in_batch_and_sequence(model: dict[str, Any], batch: int, seq: int, precision: str, attention: str, mode: str) -> None:
-    base = dict(precision=precision, attention=attention, mode=mode, optimizer="adamw" if mode == "train" else "none")
+def test_monotone_in_batch_and_sequence(
+    model: dict[str, Any], batch: int, seq: int, precision: str, attention: str, mode: str
+) -> None:
+    optimizer = "adamw" if mode == "train" else "none"
+    base = {"precision": precision, "attention": attention, "mode": mode, "optimizer": optimizer}
     peak = estimate(spec(model, batch_size=batch, seq_len=seq, **base)).peak_allocated_bytes
     assert estimate(spec(model, batch_size=batch + 1, seq_len=seq, **base)).peak_allocated_bytes >= peak
     assert estimate(spec(model, batch_size=batch, seq_len=seq + 1, **base)).peak_allocated_bytes >= peak
 
 
 @settings(max_examples=100, deadline=None)
-@given(model=st.sampled_from([LLAMA_SMALL, BERT_SMALL, T5_SMALL]), batch=st.integers(1, 32), seq=st.integers(16, 2048),
-       precision=st.sampled_from([p.value for p in Precision]))
-def test_checkpointing_never_increases_and_inference_never_exceeds_training(model: dict[str, Any], batch: int, seq: int, precision: str) -> None:
-    kw = dict(batch_size=batch, seq_len=seq, precision=precision, optimizer="adamw")
+@given(
+    model=st.sampled_from([LLAMA_SMALL, BERT_SMALL, T5_SMALL]),
+    batch=st.integers(1, 32),
+    seq=st.integers(16, 2048),
+    precision=st.sampled_from([p.value for p in Precision]),
+)
+def test_checkpointing_never_increases_and_inference_never_exceeds_training(
+    model: dict[str, Any], batch: int, seq: int, precision: str
+) -> None:
+    kw = {"batch_size": batch, "seq_len": seq, "precision": precision, "optimizer": "adamw"}
     plain = estimate(spec(model, **kw)).peak_allocated_bytes
     assert estimate(spec(model, gradient_checkpointing="full", **kw)).peak_allocated_bytes <= plain
     kw.pop("optimizer")
@@ -174,15 +213,24 @@ def test_checkpointing_never_increases_and_inference_never_exceeds_training(mode
 
 def test_sdpa_kernel_choice_follows_pytorch() -> None:
     # flash needs fp16/bf16; memory-efficient takes fp32 but not grouped K/V; else math (seq^2 saved)
-    shape, _ = resolve_model(parse_spec({"model": LLAMA_SMALL, "workload": {"batch_size": 1, "seq_len": 8}}).model, spec().workload)
+    shape, _ = resolve_model(
+        parse_spec({"model": LLAMA_SMALL, "workload": {"batch_size": 1, "seq_len": 8}}).model, spec().workload
+    )
     assert act.sdpa_kernel(shape, DTYPES[Precision.bf16]) == "flash"
     assert act.sdpa_kernel(shape, DTYPES[Precision.fp32]) == "math"
-    bert, _ = resolve_model(parse_spec({"model": BERT_SMALL, "workload": {"batch_size": 1, "seq_len": 8}}).model, spec().workload)
+    bert, _ = resolve_model(
+        parse_spec({"model": BERT_SMALL, "workload": {"batch_size": 1, "seq_len": 8}}).model, spec().workload
+    )
     assert act.sdpa_kernel(bert, DTYPES[Precision.fp32]) == "efficient"
 
 
 def test_minimal_spec_states_assumptions() -> None:
-    s = parse_spec({"model": {"params": "110M", "layers": 12, "hidden_size": 768}, "workload": {"batch_size": 32, "seq_len": 512, "precision": "fp16", "optimizer": "adam"}})
+    s = parse_spec(
+        {
+            "model": {"params": "110M", "layers": 12, "hidden_size": 768},
+            "workload": {"batch_size": 32, "seq_len": 512, "precision": "fp16", "optimizer": "adam"},
+        }
+    )
     result = estimate(s)
     text = "; ".join(result.assumptions)
     for key in ("architecture", "heads", "ffn_size", "vocab_size"):

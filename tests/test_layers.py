@@ -5,8 +5,16 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CORE = ["vramcalc", "vramcalc.units", "vramcalc.errors", "vramcalc.spec", "vramcalc.model", "vramcalc.activations",
-        "vramcalc.estimator", "vramcalc.catalog"]
+CORE = [
+    "vramcalc",
+    "vramcalc.units",
+    "vramcalc.errors",
+    "vramcalc.spec",
+    "vramcalc.model",
+    "vramcalc.activations",
+    "vramcalc.estimator",
+    "vramcalc.catalog",
+]
 
 
 def test_core_does_not_import_cli_libraries() -> None:

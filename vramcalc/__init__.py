@@ -1,14 +1,27 @@
 """vramcalc: GPU memory (VRAM) budget estimator.
 
-Public API: :func:`load_spec`, :func:`estimate`. Importing this package has no side effects and
-pulls in neither typer nor rich.
+Public API: :func:`load_spec`, :func:`estimate` (imported on first use, so ``vramcalc --version``
+and the catalog commands do not pay for the spec models). No side effects; neither typer nor rich.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 __version__ = "0.1.0"
-
-from vramcalc.estimator import Estimate, estimate
-from vramcalc.spec import Spec, load_spec
-
 __all__ = ["Estimate", "Spec", "__version__", "estimate", "load_spec"]
+
+_LAZY = {
+    "Estimate": "vramcalc.estimator",
+    "estimate": "vramcalc.estimator",
+    "Spec": "vramcalc.spec",
+    "load_spec": "vramcalc.spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'vramcalc' has no attribute {name!r}")

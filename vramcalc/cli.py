@@ -15,8 +15,8 @@ import typer
 from rich.console import Console
 
 from vramcalc import __version__
+from vramcalc.choices import Optimizer, Precision
 from vramcalc.errors import SpecError, VramcalcError
-from vramcalc.spec import Optimizer, Precision
 
 app = typer.Typer(
     rich_markup_mode="rich",

@@ -126,7 +126,9 @@ def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: 
     return total
 
 
-def optimizer_temp_bytes(optimizer: Optimizer, impl: OptimizerImpl, shape: ModelShape, param_bytes: int, dt: int) -> int:
+def optimizer_temp_bytes(
+    optimizer: Optimizer, impl: OptimizerImpl, shape: ModelShape, param_bytes: int, dt: int
+) -> int:
     """Temporaries of ``optimizer.step()``. foreach Adam/AdamW/Adafactor/Lion: one parameter-sized
     list (sqrt of exp_avg_sq; Adafactor's update); forloop: the largest parameter; fused: none.
     SGD (with or without momentum) updates in place."""
@@ -190,7 +192,13 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
 
 
 def _training_phases(
-    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, optimizer: Optimizer, base: dict[str, int], n_params: int
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    optimizer: Optimizer,
+    base: dict[str, int],
+    n_params: int,
 ) -> dict[str, dict[str, int]]:
     wl = spec.workload
     param_bytes = n_params * dt.param
@@ -206,7 +214,12 @@ def _training_phases(
         n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
         head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
         forward = {**live, "autocast_weight_copies": copies, "activations": kept + loss.saved + loss.forward_transient}
-        start = {**live, "autocast_weight_copies": head_copy, "activations": kept + loss.saved, "temporaries": loss.backward_temporaries}
+        start = {
+            **live,
+            "autocast_weight_copies": head_copy,
+            "activations": kept + loss.saved,
+            "temporaries": loss.backward_temporaries,
+        }
         recompute = {
             **live,
             "autocast_weight_copies": head_copy + (copies - head_copy) // max(1, n_blocks),
@@ -218,7 +231,12 @@ def _training_phases(
         if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             saved -= _eager_score_bytes(shape, tk, dt)
         forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
-        backward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
+        backward = {
+            **live,
+            "autocast_weight_copies": copies,
+            "activations": saved + loss.saved,
+            "temporaries": loss.backward_temporaries,
+        }
     end_of_backward = {**live, "gradients": param_bytes}
     if sum(end_of_backward.values()) > sum(backward.values()):
         backward = end_of_backward

@@ -83,7 +83,9 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
     """Fill omitted model keys with documented defaults; return the shape and the assumptions made."""
     notes: list[str] = []
     arch = _default_architecture(spec, notes)
-    heads = int(_pick(spec.heads, max(1, spec.hidden_size // DEFAULT_HEAD_DIM), "heads not given: {} (hidden_size / 64)", notes))  # type: ignore[arg-type]
+    heads = int(
+        _pick(spec.heads, max(1, spec.hidden_size // DEFAULT_HEAD_DIM), "heads not given: {} (hidden_size / 64)", notes)
+    )  # type: ignore[arg-type]
     mlp = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}", notes)
     gated = mlp is Mlp.swiglu
     default_norm = Norm.rmsnorm if gated else Norm.layernorm
@@ -100,7 +102,9 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
     head_dim = spec.head_dim or spec.hidden_size // heads
     ffn = _pick(spec.ffn_size, 4 * spec.hidden_size, "ffn_size not given: {} (4 x hidden_size)", notes)
     rms_family = norm is Norm.rmsnorm
-    bias = _pick(spec.bias, not rms_family, "bias not given: {} (linear biases as in BERT/GPT-2; none in Llama/T5)", notes)
+    bias = _pick(
+        spec.bias, not rms_family, "bias not given: {} (linear biases as in BERT/GPT-2; none in Llama/T5)", notes
+    )
     dropout = _pick(spec.dropout, 0.0 if gated else DEFAULT_DROPOUT, "dropout not given: {}", notes)
     positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len)
     if position is Position.learned and spec.max_position_embeddings is None:
@@ -126,7 +130,9 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
         dropout=dropout,  # type: ignore[arg-type]
         type_vocab=_type_vocab(spec, arch, position),  # type: ignore[arg-type]
         pooler=bool(spec.pooler),
-        fused_qkv=spec.fused_qkv if spec.fused_qkv is not None else (arch is Architecture.decoder and position is Position.learned),
+        fused_qkv=spec.fused_qkv
+        if spec.fused_qkv is not None
+        else (arch is Architecture.decoder and position is Position.learned),
         relative_buckets=spec.relative_attention_buckets or DEFAULT_RELATIVE_BUCKETS,
         stated_params=spec.params,
     )
@@ -201,7 +207,9 @@ def embedding_params(shape: ModelShape) -> int:
 def head_params(shape: ModelShape) -> int:
     """Final norm, pooler, and the output head (an untied LM head adds vocab x hidden)."""
     h = shape.hidden
-    total = 0 if shape.architecture is Architecture.encoder and shape.position is Position.learned else _norm_params(shape)
+    total = (
+        0 if shape.architecture is Architecture.encoder and shape.position is Position.learned else _norm_params(shape)
+    )
     if shape.architecture is Architecture.encoder_decoder:
         total += _norm_params(shape)  # encoder and decoder stacks each end in a norm
     if shape.pooler:

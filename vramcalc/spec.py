@@ -6,12 +6,24 @@ renamed. Every model forbids unknown keys, so a typo is an error, not a silently
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from vramcalc.choices import (
+    Architecture,
+    Attention,
+    Checkpointing,
+    Head,
+    Mlp,
+    Mode,
+    Norm,
+    Optimizer,
+    OptimizerImpl,
+    Position,
+    Precision,
+)
 from vramcalc.errors import SpecError
 from vramcalc.units import ByteSize, Fraction, ParamCount
 
@@ -22,78 +34,6 @@ MAX_YAML_ALIASES = 50
 
 PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
-
-
-class Architecture(str, Enum):
-    encoder = "encoder"
-    decoder = "decoder"
-    encoder_decoder = "encoder-decoder"
-
-
-class Mlp(str, Enum):
-    gelu = "gelu"
-    gelu_tanh = "gelu_tanh"
-    relu = "relu"
-    swiglu = "swiglu"
-
-
-class Norm(str, Enum):
-    layernorm = "layernorm"
-    rmsnorm = "rmsnorm"
-
-
-class Position(str, Enum):
-    learned = "learned"
-    rotary = "rotary"
-    relative = "relative"
-    none = "none"
-
-
-class Head(str, Enum):
-    lm = "lm"
-    classification = "classification"
-    none = "none"
-
-
-class Mode(str, Enum):
-    train = "train"
-    inference = "inference"
-
-
-class Precision(str, Enum):
-    fp32 = "fp32"
-    fp16 = "fp16"
-    bf16 = "bf16"
-    amp_fp16 = "amp-fp16"
-    amp_bf16 = "amp-bf16"
-
-
-class Optimizer(str, Enum):
-    none = "none"
-    sgd = "sgd"
-    sgd_momentum = "sgd-momentum"
-    adam = "adam"
-    adamw = "adamw"
-    adamw_8bit = "adamw-8bit"
-    adafactor = "adafactor"
-    lion = "lion"
-
-
-class OptimizerImpl(str, Enum):
-    foreach = "foreach"
-    fused = "fused"
-    forloop = "forloop"
-
-
-class Checkpointing(str, Enum):
-    none = "none"
-    full = "full"
-    selective = "selective"
-
-
-class Attention(str, Enum):
-    eager = "eager"
-    sdpa = "sdpa"
 
 
 class _Strict(BaseModel):
