@@ -264,25 +264,3 @@ def test_help_lists_the_options() -> None:
     # The help states the defaults; keep them in step with the constants.
     assert f"default {DEFAULT_MEMORY_EFFICIENCY:.0%}" in result.stdout
     assert f"default {DEFAULT_HOST_EFFICIENCY:.0%}" in result.stdout
-
-
-# --- docs/bandwidth.md: every pasted command output is what the command prints now ---------------
-
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "bandwidth.md"
-BLOCK = re.compile(r"```console\n\$ vramcalc (?P<args>[^\n]+)\n(?P<body>.*?)```", re.S)
-
-
-def _doc_blocks() -> list[tuple[str, str]]:
-    if not DOCS.exists():
-        return []
-    return [(m["args"], m["body"]) for m in BLOCK.finditer(DOCS.read_text(encoding="utf-8"))]
-
-
-@pytest.mark.parametrize(("args", "body"), _doc_blocks())
-def test_docs_show_real_output(args: str, body: str) -> None:
-    # The docs were generated at a 120-column terminal.
-    result = runner.invoke(app, shlex.split(args), env={"COLUMNS": "120", "TERMINAL_WIDTH": "120"})
-    expected, _, code = body.partition("$ echo $?\n")
-    assert result.exit_code == (int(code) if code else 0), result.output
-    lines = [line.rstrip() for line in (result.stderr + result.stdout).splitlines()]
-    assert "\n".join(lines).rstrip() == expected.rstrip()

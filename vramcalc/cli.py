@@ -45,6 +45,16 @@ def user_errors(source: str | None = None) -> Iterator[None]:
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
+def lookup_gpu(name: str) -> Any:
+    """Catalog lookup for ``--gpu``; an ambiguous short name prints which variant it picked."""
+    from vramcalc.catalog import ambiguity_note, resolve_gpu
+
+    card, others = resolve_gpu(name)
+    if others:
+        typer.echo(f"note: {ambiguity_note(name, card, others)}", err=True)
+    return card
+
+
 def stdout() -> Console:
     return Console(highlight=False)
 
@@ -85,7 +95,6 @@ def estimate(
     optimizer: Annotated[Optimizer | None, typer.Option(help="Override workload.optimizer.")] = None,
 ) -> None:
     """Estimate the peak memory of one step of SPEC, by component and phase."""
-    from vramcalc.catalog import get_gpu
     from vramcalc.estimator import estimate as run_estimate
     from vramcalc.render import estimate_dict, render_estimate
     from vramcalc.spec import load_spec, override_workload
@@ -95,7 +104,7 @@ def estimate(
         loaded = override_workload(
             loaded, str(spec), batch_size=batch_size, seq_len=seq_len, precision=precision, optimizer=optimizer
         )
-        card = get_gpu(gpu) if gpu else None
+        card = lookup_gpu(gpu) if gpu else None
         result = run_estimate(loaded, hopper_or_newer=card.hopper_or_newer if card else True)
     if json_out:
         print_json(estimate_dict(result, card))
