@@ -7,7 +7,7 @@ T5ForConditionalGeneration), traced on fake CUDA tensors with H100 cuBLAS worksp
     python benchmarks/accuracy.py [--calibration ../shared/calibration] [--json]
 
 Prints one row per case (reference, estimate, error %) and the summary (median |error|, p90, max).
-Vision cases (ViT, ResNet) are listed as not modelled yet.
+Families: BERT, GPT-2, Llama, T5 (transformers) and ViT, ResNet-50 (vision), training and inference.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ DEFAULT_POSITIONS = {"bert": 512, "gpt2": 1024}
 def tracer_spec(case: dict[str, Any]) -> dict[str, Any] | None:
     """The vramcalc spec of one tracer case, or None for families not modelled here."""
     model, workload = case["model"], case["workload"]
+    if model["arch"] in VISION:
+        return vision_spec(case)
     family = FAMILIES.get(model["arch"])
     if family is None:
         return None
@@ -75,6 +77,37 @@ def tracer_spec(case: dict[str, Any]) -> dict[str, Any] | None:
 EXTRA_CASES = ROOT / "benchmarks" / "data" / "tracer_extra.json"
 
 
+VISION = ("vit", "resnet50")
+
+
+def vision_spec(case: dict[str, Any]) -> dict[str, Any]:
+    """ViTForImageClassification (patch 16, 1000 labels) or ResNetForImageClassification (ResNet-50)."""
+    model, workload = case["model"], case["workload"]
+    if model["arch"] == "vit":
+        spec_model: dict[str, Any] = {
+            "architecture": "vit",
+            "layers": model["layers"],
+            "hidden_size": model["hidden_size"],
+            "heads": model["heads"],
+            "ffn_size": model["ffn_size"],
+        }
+    else:
+        spec_model = {"architecture": "resnet", "depth": 50}
+    spec_workload = {
+        "mode": "train" if workload["mode"] == "train" else "inference",
+        "batch_size": workload["batch_size"],
+        "image_size": workload["image_size"],
+        "precision": workload["precision"],
+        "attention": workload["attention"],
+        "gradient_checkpointing": workload["gradient_checkpointing"],
+    }
+    if workload["mode"] == "train":
+        spec_workload["optimizer"] = workload["optimizer"] or "none"
+    if model["arch"] != "vit":
+        spec_workload.pop("attention")
+    return {"name": case["id"], "model": spec_model, "workload": spec_workload}
+
+
 def load_cases(calibration: Path | None) -> list[dict[str, Any]]:
     """The shared tracer cases (when shared/ is present) plus the repository's own tracer runs."""
     cases: list[dict[str, Any]] = []
@@ -98,6 +131,8 @@ def evaluate(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "case": case["id"],
+                "family": "vision" if case["model"]["arch"] in VISION else "transformer",
+                "mode": "train" if case["workload"]["mode"] == "train" else "inference",
                 "reference_bytes": reference,
                 "estimate_bytes": result.peak_allocated_bytes,
                 "error_pct": 100.0 * (result.peak_allocated_bytes - reference) / reference,
@@ -120,15 +155,23 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+def groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Summary groups: all cases, then by family and by mode."""
+    out = {"all": rows}
+    for key in ("family", "mode"):
+        for value in sorted({r[key] for r in rows}):
+            out[value] = [r for r in rows if r[key] == value]
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibration", type=Path, default=DEFAULT_CALIBRATION)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = evaluate(load_cases(args.calibration))
-    stats = summary(rows)
     if args.json:
-        print(json.dumps({"rows": rows, "summary": stats}, indent=2))
+        print(json.dumps({"rows": rows, "summary": {k: summary(v) for k, v in groups(rows).items()}}, indent=2))
         return 0
     gib = 2**30
     print(f"{'case':48} {'reference GiB':>13} {'estimate GiB':>12} {'error':>8}  phase (ref/est)")
@@ -137,10 +180,13 @@ def main() -> int:
             f"{r['case']:48} {r['reference_bytes'] / gib:13.3f} {r['estimate_bytes'] / gib:12.3f} "
             f"{r['error_pct']:+7.1f}%  {r['reference_phase']}/{r['estimate_phase']}"
         )
-    print(
-        f"\npeak_allocated, {stats['count']} text-transformer cases: median |error| {stats['median_abs_pct']:.1f} %, "
-        f"p90 {stats['p90_abs_pct']:.1f} %, max {stats['max_abs_pct']:.1f} %"
-    )
+    print()
+    for label, subset in groups(rows).items():
+        st = summary(subset)
+        print(
+            f"peak_allocated, {label}: {st['count']} cases, median |error| {st['median_abs_pct']:.1f} %, "
+            f"p90 {st['p90_abs_pct']:.1f} %, max {st['max_abs_pct']:.1f} %"
+        )
     return 0
 
 

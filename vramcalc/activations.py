@@ -270,6 +270,14 @@ def saved_activation_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention:
     return total
 
 
+def block_backward_temp_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+    """Backward through the last block's MLP: the gradient of its ffn-wide input and the gradient
+    flowing in the residual stream (the point where a model without a vocabulary-sized loss, such as
+    ViT, peaks: saved activations are still all alive, the head's gradients already exist)."""
+    n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+    return n_tokens * (shape.ffn + shape.hidden) * dt.compute
+
+
 def checkpoint_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
     """Full gradient checkpointing (HF, non-reentrant): each block keeps only its input."""
     per_block = tk.encoder * shape.hidden * dt.residual * shape.layers
@@ -289,19 +297,25 @@ def largest_layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
 def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> int:
     """No-grad forward: the largest set of tensors alive at once (nothing is saved for backward).
 
-    Inside a block: the residual, Q/K/V and attention output (eager adds the heads x seq^2 scores and
-    their softmax), or the MLP's ffn-wide intermediates. At the head: logits for every position
-    (as ``model(**batch)`` returns them) plus the hidden state (and the MLM transform).
+    Inside a block: the embedding output (the HF model's ``forward`` keeps a reference to it for the
+    whole encoder), the block input, the norm output, and either Q/K/V and the attention output (eager
+    adds the heads x seq^2 scores and their softmax) or, in the MLP, the attention residual sum and the
+    ffn-wide intermediates. At the head: logits for every position (as ``model(**batch)`` returns
+    them) plus the hidden state (and the MLM transform).
     """
     c = dt.compute
     n_tok = max(tk.encoder, tk.decoder)
-    residual = n_tok * shape.hidden * max(c, dt.residual)
+    residual = max(c, dt.residual)
+    norm_out = FP32 if dt.amp else c
     attn = n_tok * (2 * shape.q_width + 2 * shape.kv_width) * c
     if attention is Attention.eager:
         seq = max(tk.seq, tk.target)
         attn += tk.batch * shape.heads * seq * seq * (c + (FP32 if dt.amp or _softmax_upcast(shape) else c))
     mlp = n_tok * shape.ffn * c * (3 if shape.gated else 2)
-    block = residual + max(attn, mlp)
+    block = max(
+        n_tok * shape.hidden * (2 * residual + norm_out) + attn,
+        n_tok * shape.hidden * (3 * residual + norm_out) + mlp,
+    )
     if shape.architecture is Architecture.encoder_decoder:
         block += tk.encoder * shape.hidden * c  # encoder output kept for cross-attention
     head = 0

@@ -9,6 +9,8 @@ class Architecture(StrEnum):
     encoder = "encoder"
     decoder = "decoder"
     encoder_decoder = "encoder-decoder"
+    vit = "vit"
+    resnet = "resnet"
 
 
 class Mlp(StrEnum):
@@ -75,3 +77,50 @@ class Checkpointing(StrEnum):
 class Attention(StrEnum):
     eager = "eager"
     sdpa = "sdpa"
+
+
+class Runtime(StrEnum):
+    """Inference runtime whose allocation pattern a generation estimate follows (see vramcalc/generation.py)."""
+
+    vllm = "vllm"
+    hf = "hf"
+    hf_legacy = "hf-legacy"
+
+
+class KvCacheDtype(StrEnum):
+    auto = "auto"
+    fp32 = "fp32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+    fp8 = "fp8"
+    int8 = "int8"
+
+
+class QuantMethod(StrEnum):
+    """Weight quantization methods (layouts in vramcalc/quantization.py)."""
+
+    int8 = "int8"
+    int4 = "int4"
+    gptq = "gptq"
+    awq = "awq"
+    nf4 = "nf4"
+    fp4 = "fp4"
+    fp8 = "fp8"
+    q4_0 = "q4_0"
+    q4_1 = "q4_1"
+    q5_0 = "q5_0"
+    q5_1 = "q5_1"
+    q8_0 = "q8_0"
+    q2_k = "q2_k"
+    q3_k_s = "q3_k_s"
+    q3_k_m = "q3_k_m"
+    q3_k_l = "q3_k_l"
+    q4_k_s = "q4_k_s"
+    q4_k_m = "q4_k_m"
+    q5_k_s = "q5_k_s"
+    q5_k_m = "q5_k_m"
+    q6_k = "q6_k"
+
+
+class AdapterType(StrEnum):
+    lora = "lora"

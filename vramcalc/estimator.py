@@ -20,7 +20,16 @@ import math
 from dataclasses import dataclass, field
 
 from vramcalc import activations as act
-from vramcalc.model import ModelShape, count_params, linear_weight_params, param_tensors, resolve_model
+from vramcalc.model import (
+    DEFAULT_CHANNELS,
+    ModelShape,
+    count_params,
+    head_params,
+    layer_params,
+    linear_weight_params,
+    param_tensors,
+    resolve_model,
+)
 from vramcalc.spec import Architecture, Attention, Checkpointing, Mode, Optimizer, OptimizerImpl, Precision, Spec
 from vramcalc.units import MiB
 
@@ -103,7 +112,11 @@ def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: 
     Adafactor (torch.optim.Adafactor): row and column second-moment vectors for matrices, a full
     variance for vectors. 8-bit AdamW: two 1-byte states + fp32 absmax per 2048-block.
     """
-    tensors = param_tensors(shape)
+    return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes)
+
+
+def optimizer_state_bytes_for(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
+    """:func:`optimizer_state_bytes` for an explicit list of (count, rows, columns) parameter tensors."""
     if optimizer in (Optimizer.none, Optimizer.sgd):
         return 0
     if optimizer in (Optimizer.sgd_momentum, Optimizer.lion):
@@ -136,8 +149,19 @@ def optimizer_temp_bytes(
         return 0
     if impl is OptimizerImpl.fused:
         return 0
+    return optimizer_temp_bytes_for(optimizer, impl, param_tensors(shape), param_bytes, dt)
+
+
+def optimizer_temp_bytes_for(
+    optimizer: Optimizer, impl: OptimizerImpl, tensors: list[tuple[int, int, int]], param_bytes: int, dt: int
+) -> int:
+    """:func:`optimizer_temp_bytes` for an explicit list of parameter tensors."""
+    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):
+        return 0
+    if impl is OptimizerImpl.fused:
+        return 0
     if impl is OptimizerImpl.forloop:
-        return max(_round(r * c * dt) for _, r, c in param_tensors(shape))
+        return max(_round(r * c * dt) for _, r, c in tensors)
     return param_bytes
 
 
@@ -146,9 +170,26 @@ def workspace_bytes(mode: Mode, hopper_or_newer: bool = True) -> int:
     return per_handle * (2 if mode is Mode.train else 1)
 
 
-def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode) -> int:
+def input_bytes_images(pixels: int, pixel_bytes: int, batch: int, mode: Mode) -> int:
+    """Image batch in the parameter dtype, plus int64 class labels when training."""
+    labels = _round(batch * act.TOKEN_ID) if mode is Mode.train else 0
+    return _round(pixels * pixel_bytes) + labels
+
+
+def image_elements(spec: Spec) -> int:
+    """Pixels of one batch: batch x channels x height x width (square images)."""
+    wl = spec.workload
+    if wl.image_size is None:
+        return 0
+    return wl.batch_size * (wl.channels or DEFAULT_CHANNELS) * wl.image_size**2
+
+
+def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode, pixels: int = 0, pixel_bytes: int = 4) -> int:
     """Token ids (int64). Training: input_ids plus labels (a causal LM passes the same tensor as
-    labels, so one); inference: input_ids (and decoder_input_ids for an encoder-decoder)."""
+    labels, so one); inference: input_ids (and decoder_input_ids for an encoder-decoder).
+    Images: batch x channels x H x W in the parameter dtype, plus int64 class labels when training."""
+    if pixels:
+        return input_bytes_images(pixels, pixel_bytes, tk.batch, mode)
     ids = _round(tk.encoder * act.TOKEN_ID)
     if shape.architecture is Architecture.decoder:
         return ids
@@ -163,20 +204,26 @@ def _default_optimizer(spec: Spec) -> Optimizer:
 
 def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     """Estimate the peak allocated memory of one step of ``spec``."""
+    if spec.model.architecture is Architecture.resnet:
+        from vramcalc import vision
+
+        phases, n_params, assumptions = vision.resnet_phases(spec, hopper_or_newer=hopper_or_newer)
+        return _assemble(spec, n_params, phases, assumptions)
     shape, assumptions = resolve_model(spec.model, spec.workload)
     wl = spec.workload
     dt = DTYPES[wl.precision]
-    target = wl.target_len if wl.target_len is not None else wl.seq_len
+    seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
+    target = wl.target_len if wl.target_len is not None else seq
     if shape.architecture is not Architecture.encoder_decoder:
-        target = wl.seq_len
-    tk = act.Tokens(batch=wl.batch_size, seq=wl.seq_len, target=target)
+        target = seq
+    tk = act.Tokens(batch=wl.batch_size, seq=seq, target=target)
     derived = count_params(shape)
     n_params = shape.stated_params or derived
     if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
         assumptions.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
     base = {
         "parameters": n_params * dt.param,
-        "inputs": input_bytes(shape, tk, wl.mode),
+        "inputs": input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
     }
     if not hopper_or_newer:
@@ -237,6 +284,14 @@ def _training_phases(
             "activations": saved + loss.saved,
             "temporaries": loss.backward_temporaries,
         }
+        last_block = {
+            **live,
+            "autocast_weight_copies": copies,
+            "activations": saved - act.head_saved_bytes(shape, tk, dt),
+            "gradients": (head_params(shape) + layer_params(shape)) * dt.param,
+            "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
+        }
+        backward = max(backward, last_block, key=lambda p: sum(p.values()))
     end_of_backward = {**live, "gradients": param_bytes}
     if sum(end_of_backward.values()) > sum(backward.values()):
         backward = end_of_backward

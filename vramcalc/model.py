@@ -8,9 +8,13 @@ Parameter counts follow the Hugging Face implementations the three families are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vramcalc.errors import SpecError
 from vramcalc.spec import Architecture, Head, Mlp, ModelSpec, Norm, Position, Workload
+
+if TYPE_CHECKING:
+    from vramcalc.moe import MoeShape
 
 #: Head dimension assumed when only hidden_size is given (BERT, GPT-2, Llama all use 64 at base size).
 DEFAULT_HEAD_DIM = 64
@@ -20,6 +24,10 @@ DEFAULT_DROPOUT = 0.1
 DEFAULT_POSITIONS = {Architecture.encoder: 512, Architecture.decoder: 1024, Architecture.encoder_decoder: 512}
 #: T5's relative_attention_num_buckets.
 DEFAULT_RELATIVE_BUCKETS = 32
+#: ViT defaults (google/vit-base-patch16-224): 16-pixel patches, RGB, ImageNet-1k classes.
+DEFAULT_PATCH = 16
+DEFAULT_CHANNELS = 3
+DEFAULT_IMAGE_CLASSES = 1000
 #: BERT's token-type (segment) vocabulary.
 DEFAULT_TYPE_VOCAB = 2
 
@@ -51,6 +59,9 @@ class ModelShape:
     fused_qkv: bool
     relative_buckets: int
     stated_params: int | None
+    patch_size: int = 0
+    channels: int = 0
+    moe: MoeShape | None = None  # mixture of experts (vramcalc/moe.py)
 
     @property
     def q_width(self) -> int:
@@ -105,10 +116,14 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
     bias = _pick(
         spec.bias, not rms_family, "bias not given: {} (linear biases as in BERT/GPT-2; none in Llama/T5)", notes
     )
-    dropout = _pick(spec.dropout, 0.0 if gated else DEFAULT_DROPOUT, "dropout not given: {}", notes)
-    positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len)
-    if position is Position.learned and spec.max_position_embeddings is None:
-        notes.append(f"max_position_embeddings not given: {positions}")
+    vit = arch is Architecture.vit
+    dropout = _pick(spec.dropout, 0.0 if gated or vit else DEFAULT_DROPOUT, "dropout not given: {}", notes)
+    if vit:
+        positions = vit_tokens(workload.image_size or 0, spec.patch_size or DEFAULT_PATCH)
+    else:
+        positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len or 0)
+        if position is Position.learned and spec.max_position_embeddings is None:
+            notes.append(f"max_position_embeddings not given: {positions}")
     shape = ModelShape(
         architecture=arch,  # type: ignore[arg-type]
         layers=spec.layers,
@@ -124,8 +139,8 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
         vocab=spec.vocab_size or 0,
         positions=positions if position is Position.learned else 0,
         tie_embeddings=spec.tie_embeddings if spec.tie_embeddings is not None else not gated,
-        head=spec.head or Head.lm,
-        num_labels=spec.num_labels or 2,
+        head=spec.head or (Head.classification if vit else Head.lm),
+        num_labels=spec.num_labels or (DEFAULT_IMAGE_CLASSES if vit else 2),
         bias=bias,  # type: ignore[arg-type]
         dropout=dropout,  # type: ignore[arg-type]
         type_vocab=_type_vocab(spec, arch, position),  # type: ignore[arg-type]
@@ -135,8 +150,22 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
         else (arch is Architecture.decoder and position is Position.learned),
         relative_buckets=spec.relative_attention_buckets or DEFAULT_RELATIVE_BUCKETS,
         stated_params=spec.params,
+        patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
+        channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
+        moe=_resolve_moe(spec, ffn, notes),  # type: ignore[arg-type]
     )
-    return _with_vocab(shape, spec, notes), notes
+    return (shape if vit else _with_vocab(shape, spec, notes)), notes
+
+
+def _resolve_moe(spec: ModelSpec, ffn: object, notes: list[str]) -> MoeShape | None:
+    from vramcalc.moe import resolve_moe
+
+    return resolve_moe(spec, int(ffn), notes)  # type: ignore[call-overload]
+
+
+def vit_tokens(image_size: int, patch_size: int) -> int:
+    """ViT sequence length: one token per patch plus the class token ((224 / 16)^2 + 1 = 197)."""
+    return (image_size // patch_size) ** 2 + 1
 
 
 def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:
@@ -197,7 +226,10 @@ def layer_params(shape: ModelShape, cross_attention: bool = False) -> int:
 
 
 def embedding_params(shape: ModelShape) -> int:
-    """Token, learned-position and token-type tables, plus BERT's embedding LayerNorm."""
+    """Token, learned-position and token-type tables, plus BERT's embedding LayerNorm.
+    ViT: class token, position table and the patch-embedding convolution (channels x patch^2 x hidden + bias)."""
+    if shape.architecture is Architecture.vit:
+        return shape.hidden * (1 + shape.positions) + patch_conv_params(shape)
     emb = (shape.vocab + shape.positions + shape.type_vocab) * shape.hidden
     if shape.architecture is Architecture.encoder and shape.position is Position.learned:
         emb += _norm_params(shape)
@@ -238,7 +270,22 @@ def count_params(shape: ModelShape) -> int:
         body = shape.layers * layer_params(shape) + shape.decoder_layers * layer_params(shape, cross_attention=True)
     else:
         body = shape.layers * layer_params(shape)
-    return embedding_params(shape) + body + head_params(shape) + relative_bias_params(shape)
+    total = embedding_params(shape) + body + head_params(shape) + relative_bias_params(shape)
+    return total + _moe_delta(shape)
+
+
+def _moe_delta(shape: ModelShape) -> int:
+    """Experts and routers beyond dense MLPs (vramcalc/moe.py); 0 for a dense model."""
+    if shape.moe is None:
+        return 0
+    from vramcalc.moe import moe_param_delta
+
+    return moe_param_delta(shape)
+
+
+def patch_conv_params(shape: ModelShape) -> int:
+    """ViT patch embedding: a patch x patch convolution from channels to hidden, with bias."""
+    return shape.channels * shape.patch_size**2 * shape.hidden + shape.hidden if shape.patch_size else 0
 
 
 def linear_weight_params(shape: ModelShape) -> int:
@@ -260,7 +307,7 @@ def linear_weight_params(shape: ModelShape) -> int:
             head += _linear(h, h, True) + shape.vocab
     elif shape.head is Head.classification:
         head += _linear(h, shape.num_labels, True)
-    return layers + head
+    return layers + head + patch_conv_params(shape) + _moe_delta(shape)  # conv2d is on autocast's 16-bit list too
 
 
 def param_tensors(shape: ModelShape) -> list[tuple[int, int, int]]:

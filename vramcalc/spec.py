@@ -7,7 +7,7 @@ renamed. Every model forbids unknown keys, so a typo is an error, not a silently
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -24,8 +24,11 @@ from vramcalc.choices import (
     Position,
     Precision,
 )
-from vramcalc.errors import SpecError
-from vramcalc.units import ByteSize, Fraction, ParamCount
+from vramcalc.choices import KvCacheDtype, Runtime
+from vramcalc.errors import SpecError, UnitError
+from vramcalc.spec_llm import AdapterSpec, QuantizationSpec, name_to_mapping
+from vramcalc.target import Target
+from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
 #: Spec files larger than this are rejected before parsing (a real spec is a few hundred bytes).
 MAX_SPEC_BYTES = 1_000_000
@@ -44,8 +47,8 @@ class ModelSpec(_Strict):
     """Shape of the network. Omitted keys are filled by :func:`vramcalc.model.resolve_model`."""
 
     architecture: Architecture | None = None
-    layers: PositiveInt
-    hidden_size: PositiveInt
+    layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
     heads: PositiveInt | None = None
     kv_heads: PositiveInt | None = None
     head_dim: PositiveInt | None = None
@@ -67,9 +70,40 @@ class ModelSpec(_Strict):
     pooler: bool | None = None
     fused_qkv: bool | None = None
     relative_attention_buckets: PositiveInt | None = None
+    patch_size: PositiveInt | None = None
+    depth: Literal[18, 34, 50, 101, 152] | None = None
+    # Mixture of experts (issue 6; vramcalc/moe.py):
+    experts: PositiveInt | None = None
+    experts_per_token: PositiveInt | None = None
+    shared_experts: Annotated[int, Field(strict=True, ge=0, le=10**4)] | None = None
+    expert_ffn_size: PositiveInt | None = None
+    moe_layer_frequency: PositiveInt | None = None
+    capacity_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
+
+    @model_validator(mode="after")
+    def _moe_rules(self) -> ModelSpec:
+        moe_keys = ("experts_per_token", "shared_experts", "expert_ffn_size", "moe_layer_frequency", "capacity_factor")
+        if self.experts is None:
+            given = [key for key in moe_keys if getattr(self, key) is not None]
+            if given:
+                raise ValueError(f"{given[0]}: only valid with experts (a mixture-of-experts model)")
+            return self
+        top_k = self.experts_per_token if self.experts_per_token is not None else 2
+        if top_k > self.experts:
+            raise ValueError(f"experts_per_token: {top_k} is more than experts ({self.experts})")
+        return self
 
     @model_validator(mode="after")
     def _shape_rules(self) -> ModelSpec:
+        if self.architecture is Architecture.resnet:
+            return self._resnet_rules()
+        if self.layers is None or self.hidden_size is None:
+            missing = "layers" if self.layers is None else "hidden_size"
+            raise ValueError(f"{missing}: required for a transformer")
+        if self.depth is not None:
+            raise ValueError("depth: only valid with architecture: resnet")
+        if self.patch_size is not None and self.architecture is not Architecture.vit:
+            raise ValueError("patch_size: only valid with architecture: vit")
         if self.head_dim is None and self.heads is not None and self.hidden_size % self.heads:
             raise ValueError(
                 f"heads: {self.heads} does not divide hidden_size {self.hidden_size} (give head_dim explicitly)"
@@ -78,10 +112,19 @@ class ModelSpec(_Strict):
             heads = self.heads if self.heads is not None else max(1, self.hidden_size // 64)
             if self.kv_heads > heads or heads % self.kv_heads:
                 raise ValueError(f"kv_heads: {self.kv_heads} must divide heads ({heads})")
-        if self.vocab_size is None and self.params is None:
+        if self.vocab_size is None and self.params is None and self.architecture is not Architecture.vit:
             raise ValueError("vocab_size: required unless params is given (then it is derived from params)")
         if self.decoder_layers is not None and self.architecture is not Architecture.encoder_decoder:
             raise ValueError("decoder_layers: only valid with architecture: encoder-decoder")
+        return self
+
+    def _resnet_rules(self) -> ModelSpec:
+        if self.depth is None:
+            raise ValueError("depth: required for architecture: resnet (18, 34, 50, 101 or 152)")
+        allowed = {"architecture", "depth", "num_labels", "params", "head"}
+        extra = sorted(k for k in self.model_fields_set if k not in allowed)
+        if extra:
+            raise ValueError(f"{extra[0]}: not a ResNet key (a ResNet takes depth and num_labels)")
         return self
 
 
@@ -90,13 +133,65 @@ class Workload(_Strict):
 
     mode: Mode = Mode.train
     batch_size: PositiveCount
-    seq_len: PositiveCount
+    seq_len: PositiveCount | None = None
     target_len: PositiveCount | None = None
     precision: Precision = Precision.fp32
     optimizer: Optimizer | None = None
     optimizer_impl: OptimizerImpl = OptimizerImpl.foreach
     gradient_checkpointing: Checkpointing = Checkpointing.none
     attention: Attention = Attention.sdpa
+    image_size: PositiveInt | None = None
+    channels: PositiveInt | None = None
+    # LLM inference, quantization and adapters (issue 6; README "LLM inference, quantization and adapters"):
+    prompt_len: PositiveCount | None = None
+    max_new_tokens: Annotated[ParamCount, Field(ge=0, le=10**12)] | None = None
+    use_cache: bool | None = None
+    runtime: Runtime | None = None
+    kv_cache_dtype: KvCacheDtype | None = None
+    kv_block_size: PositiveInt | None = None
+    memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    quantization: QuantizationSpec | None = None
+    adapter: AdapterSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _context_from_prompt(cls, data: Any) -> Any:
+        """``seq_len`` (the total context) defaults to ``prompt_len + max_new_tokens``."""
+        if not isinstance(data, dict) or data.get("seq_len") is not None:
+            return data
+        if data.get("prompt_len") is None or data.get("max_new_tokens") is None:
+            return data
+        try:
+            total = parse_count(data["prompt_len"], "prompt_len") + parse_count(data["max_new_tokens"], "max_new_tokens")
+        except UnitError:
+            return data  # the field validators report the bad value
+        return {**data, "seq_len": total}
+
+    @field_validator("quantization", mode="before")
+    @classmethod
+    def _quantization_name(cls, value: Any) -> Any:
+        return name_to_mapping(value, "method")
+
+    @model_validator(mode="after")
+    def _generation_rules(self) -> Workload:
+        llm_keys = ("prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size")
+        if self.mode is Mode.train:
+            given = [key for key in (*llm_keys, "memory_utilization") if getattr(self, key) is not None]
+            if given:
+                raise ValueError(f"{given[0]}: only valid with mode: inference")
+        elif self.adapter is not None:
+            raise ValueError("adapter: only valid with mode: train (inference with merged LoRA weights is the base model)")
+        if self.seq_len is not None and self.max_new_tokens is not None and self.max_new_tokens >= self.seq_len:
+            raise ValueError(f"max_new_tokens: {self.max_new_tokens} leaves no prompt in seq_len {self.seq_len}")
+        if self.seq_len is None or self.prompt_len is None:
+            return self
+        if self.max_new_tokens is not None and self.prompt_len + self.max_new_tokens != self.seq_len:
+            raise ValueError(
+                f"seq_len: {self.seq_len} is not prompt_len + max_new_tokens ({self.prompt_len} + {self.max_new_tokens})"
+            )
+        if self.prompt_len > self.seq_len:
+            raise ValueError(f"prompt_len: {self.prompt_len} is longer than seq_len {self.seq_len} (the total context)")
+        return self
 
     @field_validator("gradient_checkpointing", mode="before")
     @classmethod
@@ -127,6 +222,25 @@ class Spec(_Strict):
     model: ModelSpec
     workload: Workload
     overhead: Overhead = Overhead()
+    target: Target | None = None
+
+    @model_validator(mode="after")
+    def _inputs_match_architecture(self) -> Spec:
+        vision = self.model.architecture in (Architecture.vit, Architecture.resnet)
+        wl = self.workload
+        if vision and wl.image_size is None:
+            raise ValueError("workload.image_size: required for a vision model")
+        if vision and (wl.seq_len is not None or wl.target_len is not None):
+            raise ValueError("workload.seq_len: not used by a vision model (give image_size)")
+        if not vision and wl.seq_len is None:
+            raise ValueError("workload.seq_len: Field required")
+        if not vision and (wl.image_size is not None or wl.channels is not None):
+            raise ValueError("workload.image_size: only used by vision models (architecture: vit or resnet)")
+        if self.model.architecture is Architecture.vit:
+            patch = self.model.patch_size or 16
+            if wl.image_size is not None and wl.image_size % patch:
+                raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
+        return self
 
 
 def _yaml_loader() -> Any:
@@ -183,11 +297,11 @@ def read_yaml(path: Path) -> Any:
 def _format_validation_error(source: str, exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
-        loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        loc = ".".join(str(part) for part in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"
-        lines.append(f"{source}: {loc}: {message}")
+        lines.append(f"{source}: {loc}: {message}" if loc else f"{source}: {message}")
     return "\n".join(lines)
 
 
@@ -215,6 +329,9 @@ def override_workload(spec: Spec, source: str, **changes: Any) -> Spec:
     if not changes:
         return spec
     data = {**spec.workload.model_dump(exclude_none=True), **changes}
+    new_split = {"prompt_len", "max_new_tokens"} & changes.keys()
+    if new_split and "seq_len" not in changes and None not in (data.get("prompt_len"), data.get("max_new_tokens")):
+        data.pop("seq_len", None)  # the context follows the new prompt_len + max_new_tokens
     try:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
