@@ -155,6 +155,80 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+#: Real-GPU measurements copied from shared/calibration/measured.yaml with their citations.
+MEASURED_CASES = ROOT / "benchmarks" / "data" / "measured_bert_large_v100.yaml"
+#: HF Trainer of 2022 (transformers ~4.17): optimizer names as vramcalc spells them. Its default
+#: "adamw_hf" is transformers' own AdamW, a per-parameter loop (temporaries of one tensor at a time).
+MEASURED_OPTIMIZERS = {"adamw": ("adamw", "forloop"), "adafactor": ("adafactor", "forloop"), "adam8bit": ("adamw-8bit", "foreach")}
+
+
+def measured_spec(case: dict[str, Any], context_bytes: int) -> dict[str, Any]:
+    """BertForSequenceClassification (pooler + 2 labels) as in the HF performance guide's runs."""
+    model, workload = case["model"], case["workload"]
+    optimizer, impl = MEASURED_OPTIMIZERS[workload["optimizer"]]
+    return {
+        "name": case["id"],
+        "model": {
+            "architecture": "encoder",
+            "layers": model["layers"],
+            "hidden_size": model["hidden_size"],
+            "heads": model["heads"],
+            "ffn_size": model["ffn_size"],
+            "vocab_size": model["vocab_size"],
+            "head": "classification",
+            "num_labels": 2,
+            "pooler": True,
+        },
+        "workload": {
+            "batch_size": workload["batch_size"],
+            "seq_len": workload["seq_len"],
+            "precision": workload["precision"],
+            "optimizer": optimizer,
+            "optimizer_impl": impl,
+            "gradient_checkpointing": "full" if workload["gradient_checkpointing"] else "none",
+            "attention": workload["attention"],
+        },
+        "overhead": {"cuda_context": f"{context_bytes}B", "allocator_reserve": "0%"},
+    }
+
+
+def evaluate_measured() -> list[dict[str, Any]]:
+    """nvml_used on a V100 (device total read after the run): compare one-sided, P + C <= measured,
+    and report (measured - C) / P, the implied reserved-over-allocated ratio (>= 1 when consistent)."""
+    import yaml
+
+    with open(MEASURED_CASES, encoding="utf-8") as fh:
+        cases = yaml.safe_load(fh)
+    context = next(c for c in cases if c["id"] == "hf-perf-bert-large-load-context-only")["measured"]["value_bytes"]
+    rows = []
+    for case in cases:
+        if case["kind"] != "training_full":
+            continue
+        result = estimate(parse_spec(measured_spec(case, context), case["id"]), hopper_or_newer=False)
+        measured = case["measured"]["value_bytes"]
+        rows.append(
+            {
+                "case": case["id"],
+                "measured_bytes": measured,
+                "estimate_total_bytes": result.peak_allocated_bytes + context,
+                "implied_reserve_ratio": (measured - context) / result.peak_allocated_bytes,
+                "consistent": result.peak_allocated_bytes + context <= measured,
+            }
+        )
+    return rows
+
+
+def print_measured(rows: list[dict[str, Any]]) -> None:
+    gib = 2**30
+    print("\nReal GPU (V100 16 GB, HF Trainer 2022, nvml_used after the run incl. the 1343 MiB CUDA context):")
+    print(f"{'case':48} {'measured GiB':>12} {'P + C GiB':>10} {'(v-C)/P':>8}  P + C <= v")
+    for r in rows:
+        print(
+            f"{r['case']:48} {r['measured_bytes'] / gib:12.3f} {r['estimate_total_bytes'] / gib:10.3f} "
+            f"{r['implied_reserve_ratio']:8.2f}  {'yes' if r['consistent'] else 'NO'}"
+        )
+
+
 def groups(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Summary groups: all cases, then by family and by mode."""
     out = {"all": rows}
@@ -180,6 +254,7 @@ def main() -> int:
             f"{r['case']:48} {r['reference_bytes'] / gib:13.3f} {r['estimate_bytes'] / gib:12.3f} "
             f"{r['error_pct']:+7.1f}%  {r['reference_phase']}/{r['estimate_phase']}"
         )
+    print_measured(evaluate_measured())
     print()
     for label, subset in groups(rows).items():
         st = summary(subset)

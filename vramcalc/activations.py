@@ -80,8 +80,10 @@ def input_copy_bytes(n_tokens: int, width: int, n_linears: int, dt: Dtypes) -> i
 
 
 def _softmax_upcast(shape: ModelShape) -> bool:
-    """Llama and T5 compute the eager softmax in fp32 and cast back; BERT and GPT-2 do not."""
-    return shape.norm is Norm.rmsnorm
+    """Llama, T5 and ViT compute the eager softmax in fp32 and cast back (transformers 5's shared
+    ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``); BERT and
+    GPT-2 take the softmax in the activation dtype (checked with the tracer on bf16 models)."""
+    return shape.norm is Norm.rmsnorm or shape.architecture is Architecture.vit
 
 
 #: Largest head dimension of PyTorch's flash-attention kernel.
