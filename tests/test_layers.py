@@ -14,6 +14,9 @@ CORE = [
     "vramcalc.activations",
     "vramcalc.estimator",
     "vramcalc.catalog",
+    "vramcalc.timeline",
+    "vramcalc.compare",
+    "vramcalc.local_gpu",
 ]
 
 

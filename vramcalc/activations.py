@@ -180,6 +180,38 @@ def layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Atte
     return total
 
 
+def layer_replicated_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, decoder: bool = False) -> int:
+    """The part of :func:`layer_saved_bytes` that Megatron-style tensor parallelism does not split
+    (issue 7): hidden-wide tensors every TP rank holds in full. Korthikanti et al. 2022 ("Reducing
+    Activation Recomputation in Large Transformer Models", Table 2) count ``10 sbh`` of them for GPT:
+    both norms' inputs and outputs (the outputs are the column-parallel linears' inputs), and the two
+    residual dropout masks. Here also the norm statistics and, under autocast, the 16-bit copies of the
+    column-parallel linears' inputs (QKV, MLP up/gate; cross-attention Q and K/V). Sequence parallelism
+    splits exactly this part along the sequence. Depends on the hidden size and tokens only.
+    """
+    n_tokens = tk.decoder if decoder else tk.encoder
+    h = shape.hidden
+    total = 2 * norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 2)
+    total += input_copy_bytes(n_tokens, h, 1 if shape.fused_qkv else 3, dt)
+    total += input_copy_bytes(n_tokens, h, 2 if shape.gated else 1, dt)
+    if decoder and shape.architecture is Architecture.encoder_decoder:
+        total += norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 1)
+        total += input_copy_bytes(n_tokens, h, 1, dt) + input_copy_bytes(tk.encoder, h, 2, dt)
+    return total
+
+
+def layer_saved_split(
+    shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention, decoder: bool = False
+) -> tuple[int, int]:
+    """(TP-split, replicated) bytes of one block, for ``shape`` as one tensor-parallel rank sees it
+    (heads, kv_heads and ffn_size already divided by the TP degree). Their sum is
+    :func:`layer_saved_bytes` of that shape: Q, K, V, the attention core and output and the
+    ffn-wide MLP tensors are split (Korthikanti et al. Table 2: ``24 sbh / t + 5 a s^2 b / t``);
+    :func:`layer_replicated_bytes` is not."""
+    replicated = layer_replicated_bytes(shape, tk, dt, decoder)
+    return layer_saved_bytes(shape, tk, dt, attention, decoder) - replicated, replicated
+
+
 def embedding_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
     """Embedding stage. BERT (post-LN) saves its embedding-LayerNorm input and the dropout output
     that enters layer 0; pre-LN models only add a dropout mask (their output is layer 0's norm input).

@@ -251,11 +251,16 @@ def select_gpus(
 
 def get_gpu(name: str) -> GPU:
     """The card a name picks (an ambiguous short name picks its documented default)."""
-    return load_catalog().get(name)
+    return resolve_gpu(name)[0]
 
 
 def resolve_gpu(name: str) -> tuple[GPU, list[str]]:
-    """The card a name picks and, when the name is an ambiguous short name, the other variants' ids."""
+    """The card a name picks and, when the name is an ambiguous short name, the other variants' ids.
+    ``local`` / ``local:N`` is the installed card, read through NVML (:mod:`vramcalc.local_gpu`)."""
+    from vramcalc import local_gpu
+
+    if local_gpu.is_local(name):
+        return local_gpu.local_gpu(name, load_catalog()), []
     return load_catalog().resolve(name)
 
 

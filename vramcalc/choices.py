@@ -49,6 +49,10 @@ class Precision(StrEnum):
     bf16 = "bf16"
     amp_fp16 = "amp-fp16"
     amp_bf16 = "amp-bf16"
+    # 16-bit parameters and activations with fp32 master weights and optimizer states (DeepSpeed fp16/bf16,
+    # Megatron-LM, FSDP MixedPrecision); estimated per rank by vramcalc/parallel.py (issue 7).
+    mixed_fp16 = "mixed-fp16"
+    mixed_bf16 = "mixed-bf16"
 
 
 class Optimizer(StrEnum):

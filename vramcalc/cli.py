@@ -15,7 +15,16 @@ import typer
 from rich.console import Console
 
 from vramcalc import __version__
-from vramcalc.choices import Optimizer, Precision
+from vramcalc.choices import (
+    Attention,
+    Checkpointing,
+    KvCacheDtype,
+    Mode,
+    Optimizer,
+    OptimizerImpl,
+    Precision,
+    Runtime,
+)
 from vramcalc.errors import SpecError, VramcalcError
 
 app = typer.Typer(
@@ -79,37 +88,78 @@ def main(
 
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
+OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --hf-config).", show_default=False)]
+LLM = "LLM workload (issue 6)"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help="Catalog GPU to compare against (see 'vramcalc gpus').")]
+GpuOpt = Annotated[
+    str | None,
+    typer.Option("--gpu", help="Catalog GPU to compare against (see 'vramcalc gpus'), or 'local' (NVML, free memory)."),
+]
 
 
 @app.command()
 def estimate(
-    spec: SpecArg,
+    spec: OptSpecArg = None,
     *,
     json_out: JsonOpt = False,
     gpu: GpuOpt = None,
+    timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
     batch_size: Annotated[int | None, typer.Option(min=1, help="Override workload.batch_size.")] = None,
     seq_len: Annotated[int | None, typer.Option(min=1, help="Override workload.seq_len.")] = None,
     precision: Annotated[Precision | None, typer.Option(help="Override workload.precision.")] = None,
     optimizer: Annotated[Optimizer | None, typer.Option(help="Override workload.optimizer.")] = None,
+    hf_config: Annotated[
+        Path | None, typer.Option(help="A transformers config.json instead of SPEC.", rich_help_panel=LLM)
+    ] = None,
+    mode: Annotated[Mode | None, typer.Option(help="workload.mode.")] = None,
+    target_len: Annotated[int | None, typer.Option(min=1, help="workload.target_len.")] = None,
+    optimizer_impl: Annotated[OptimizerImpl | None, typer.Option(help="workload.optimizer_impl.")] = None,
+    gradient_checkpointing: Annotated[
+        Checkpointing | None, typer.Option(help="workload.gradient_checkpointing.")
+    ] = None,
+    attention: Annotated[Attention | None, typer.Option(help="workload.attention.")] = None,
+    image_size: Annotated[int | None, typer.Option(min=1, help="workload.image_size (vision).")] = None,
+    channels: Annotated[int | None, typer.Option(min=1, help="workload.channels (vision).")] = None,
+    prompt_len: Annotated[int | None, typer.Option(min=1, help="workload.prompt_len.", rich_help_panel=LLM)] = None,
+    max_new_tokens: Annotated[
+        int | None, typer.Option(min=0, help="workload.max_new_tokens.", rich_help_panel=LLM)
+    ] = None,
+    use_cache: Annotated[bool | None, typer.Option(help="workload.use_cache.", rich_help_panel=LLM)] = None,
+    runtime: Annotated[Runtime | None, typer.Option(help="workload.runtime.", rich_help_panel=LLM)] = None,
+    kv_cache_dtype: Annotated[
+        KvCacheDtype | None, typer.Option(help="workload.kv_cache_dtype.", rich_help_panel=LLM)
+    ] = None,
+    kv_block_size: Annotated[
+        int | None, typer.Option(min=1, help="workload.kv_block_size.", rich_help_panel=LLM)
+    ] = None,
+    memory_utilization: Annotated[
+        float | None, typer.Option(help="workload.memory_utilization (0-1].", rich_help_panel=LLM)
+    ] = None,
+    quantization: Annotated[
+        str | None, typer.Option(help="workload.quantization: nf4 or '{method: gptq, bits: 4}'.", rich_help_panel=LLM)
+    ] = None,
+    adapter: Annotated[
+        str | None, typer.Option(help="workload.adapter: '{rank: 16, targets: all-linear}'.", rich_help_panel=LLM)
+    ] = None,
 ) -> None:
-    """Estimate the peak memory of one step of SPEC, by component and phase."""
+    """Estimate the peak memory of one step of SPEC (or of --hf-config), by component and phase."""
+    flags = {k: v for k, v in locals().items() if k not in ("spec", "json_out", "gpu", "timeline", "hf_config")}
+    from vramcalc.cli_llm import load_for_estimate
     from vramcalc.estimator import estimate as run_estimate
     from vramcalc.render import estimate_dict, render_estimate
-    from vramcalc.spec import load_spec, override_workload
 
-    with user_errors(str(spec)):
-        loaded = load_spec(spec)
-        loaded = override_workload(
-            loaded, str(spec), batch_size=batch_size, seq_len=seq_len, precision=precision, optimizer=optimizer
-        )
+    with user_errors(str(spec or hf_config or "estimate")):
+        loaded, _ = load_for_estimate(spec, hf_config, flags)
         card = lookup_gpu(gpu) if gpu else None
         result = run_estimate(loaded, hopper_or_newer=card.hopper_or_newer if card else True)
+    from vramcalc.cli_report import print_timeline, timeline_doc
+
     if json_out:
-        print_json(estimate_dict(result, card))
+        print_json(estimate_dict(result, card) | (timeline_doc(loaded, result) if timeline else {}))
     else:
         render_estimate(result, stdout(), card)
+        if timeline:
+            print_timeline(loaded, result, card)
 
 
 @app.command()
@@ -128,3 +178,19 @@ def register(extension: Callable[[typer.Typer], None]) -> None:
 from vramcalc.cli_gpus import add_commands as _add_gpu_commands  # noqa: E402
 
 register(_add_gpu_commands)
+
+from vramcalc.cli_report import add_commands as _add_report_commands  # noqa: E402
+
+register(_add_report_commands)
+
+from vramcalc.cli_check import add_commands as _add_check_commands  # noqa: E402
+
+register(_add_check_commands)
+
+from vramcalc.cli_llm import add_commands as _add_llm_commands  # noqa: E402
+
+register(_add_llm_commands)
+
+from vramcalc.cli_parallel import add_commands as _add_parallel_commands  # noqa: E402
+
+register(_add_parallel_commands)

@@ -21,3 +21,11 @@ class CatalogError(VramcalcError):
 
 class UnknownGPUError(VramcalcError):
     """A GPU name matches no catalog entry; the message lists the closest names."""
+
+
+class LocalGPUError(VramcalcError):
+    """``--gpu local``: NVML is missing, finds no GPU, or the card is not in the catalog."""
+
+
+class MeasuredStatsError(VramcalcError):
+    """A ``torch.cuda.memory_stats()`` JSON file (or a measured figure) is unreadable or invalid."""

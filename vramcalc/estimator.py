@@ -16,8 +16,10 @@ A training step is modelled as PyTorch runs it on its second iteration with
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from vramcalc import activations as act
 from vramcalc.model import (
@@ -31,7 +33,7 @@ from vramcalc.model import (
     resolve_model,
 )
 from vramcalc.spec import Architecture, Attention, Checkpointing, Mode, Optimizer, OptimizerImpl, Precision, Spec
-from vramcalc.units import MiB
+from vramcalc.units import MiB, ceil_div
 
 #: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
 #: and newer (CUBLAS_WORKSPACE_CONFIG ":4096:8"), 8.125 MiB before (":4096:2:16:8"), per
@@ -61,6 +63,10 @@ COMPONENTS = (
     "autocast_weight_copies",
     "temporaries",
     "workspace",
+    "kv_cache",
+    # several GPUs (issue 7; vramcalc/parallel_phases.py): ZeRO-3/FSDP unsharded working set, DeepSpeed buckets
+    "gathered_parameters",
+    "communication_buffers",
 )
 
 DTYPES = {
@@ -69,6 +75,9 @@ DTYPES = {
     Precision.bf16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
     Precision.amp_fp16: act.Dtypes(param=4, compute=2, residual=4, amp=True),
     Precision.amp_bf16: act.Dtypes(param=4, compute=2, residual=4, amp=True),
+    # activations as pure 16-bit; master weights and states per vramcalc/parallel.py (``layout``)
+    Precision.mixed_fp16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+    Precision.mixed_bf16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
 }
 
 
@@ -86,6 +95,8 @@ class Estimate:
     phase_components: dict[str, dict[str, int]]
     overhead: dict[str, int]
     assumptions: list[str] = field(default_factory=list)
+    llm: Any = None  # vramcalc.llm.LlmDetails: KV cache, adapter, experts, quantization (issue 6)
+    parallel: Any = None  # vramcalc.parallel_phases.ParallelDetails: plan, stage, host memory (issue 7)
 
     @property
     def peak_allocated_bytes(self) -> int:
@@ -97,7 +108,7 @@ class Estimate:
 
 
 def _round(n_bytes: int) -> int:
-    return math.ceil(n_bytes / ALLOC_BLOCK) * ALLOC_BLOCK
+    return ceil_div(n_bytes, ALLOC_BLOCK) * ALLOC_BLOCK
 
 
 def _round_tensors(tensors: list[tuple[int, int, int]], bytes_per_element: int) -> int:
@@ -135,7 +146,7 @@ def optimizer_state_bytes_for(optimizer: Optimizer, tensors: list[tuple[int, int
         if numel < BNB_MIN_8BIT_SIZE:
             total += n * 2 * _round(numel * 4)
         else:
-            total += n * 2 * (_round(numel) + _round(math.ceil(numel / BNB_BLOCK) * 4))
+            total += n * 2 * (_round(numel) + _round(ceil_div(numel, BNB_BLOCK) * 4))
     return total
 
 
@@ -204,6 +215,11 @@ def _default_optimizer(spec: Spec) -> Optimizer:
 
 def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     """Estimate the peak allocated memory of one step of ``spec``."""
+    if spec.parallel is not None or spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
+        from vramcalc.parallel_phases import per_rank_estimate  # several GPUs: every figure per rank (issue 7)
+
+        phases, n_params, assumptions, ranked = per_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
+        return dataclasses.replace(_assemble(spec, n_params, phases, assumptions), parallel=ranked)
     if spec.model.architecture is Architecture.resnet:
         from vramcalc import vision
 
@@ -228,6 +244,11 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     }
     if not hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
+    from vramcalc import llm
+
+    if llm.applies(spec):
+        phases, details = llm.llm_phases(spec, shape, tk, dt, base, n_params, assumptions)
+        return dataclasses.replace(_assemble(spec, n_params, phases, assumptions), llm=details)
     if wl.mode is Mode.inference:
         phases = {"forward": {**base, "activations": act.inference_transient_bytes(shape, tk, dt, wl.attention)}}
     else:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from vramcalc.catalog import GPU
 from vramcalc.estimator import COMPONENTS, Estimate
+from vramcalc.local_gpu import LocalGPU
 from vramcalc.units import GB, GiB
 
 BAR_WIDTH = 24
@@ -22,6 +24,9 @@ LABELS = {
     "autocast_weight_copies": "autocast weight copies",
     "temporaries": "temporaries",
     "workspace": "cuBLAS workspace",
+    "kv_cache": "KV cache",
+    "gathered_parameters": "gathered parameters",
+    "communication_buffers": "communication buffers",
     "cuda_context": "CUDA context",
     "allocator_reserve": "allocator reserve",
 }
@@ -60,10 +65,18 @@ def estimate_dict(result: Estimate, gpu: GPU | None = None) -> dict[str, Any]:
             "headroom_bytes": gpu.usable_bytes - result.total_bytes,
             "fits": result.total_bytes <= gpu.usable_bytes,
         }
+    from vramcalc.render_llm import llm_dict
+
+    doc.update(llm_dict(result, gpu))  # KV cache, capacity, trainable/active params (issue 6)
+    from vramcalc.render_parallel import parallel_dict
+
+    doc.update(parallel_dict(result))  # per_rank, host_bytes, parallel (issue 7)
     return doc
 
 
 def usable_basis(gpu: GPU) -> str:
+    if isinstance(gpu, LocalGPU):
+        return gpu.basis
     if gpu.driver_total_mib:
         return f"driver total {gpu.driver_total_mib:,} MiB (nvidia-smi)"
     unit = "GiB" if gpu.capacity_is_binary else "GB"
@@ -73,7 +86,9 @@ def usable_basis(gpu: GPU) -> str:
 def render_estimate(result: Estimate, console: Console, gpu: GPU | None = None) -> None:
     """Component table (at the peak and each component's own maximum), phases, overhead, verdict."""
     peak = result.peak_allocated_bytes
-    table = Table(title=f"{result.name}: {result.params:,} parameters, {result.mode}", title_justify="left")
+    per_gpu = f", per GPU of {result.parallel.plan.gpus}" if result.parallel and result.parallel.plan.gpus > 1 else ""
+    title = f"{escape(result.name)}: {result.params:,} parameters, {result.mode}{per_gpu}"
+    table = Table(title=title, title_justify="left")
     table.add_column("component")
     table.add_column("at peak GiB", justify="right")
     table.add_column("own max GiB", justify="right")
@@ -96,8 +111,16 @@ def render_estimate(result: Estimate, console: Console, gpu: GPU | None = None) 
             f"note: gradients are {gib(result.component_peaks['gradients'])} GiB once allocated; "
             f"at the {result.peak_phase} peak only {gib(result.components['gradients'])} GiB of them exist."
         )
+    if result.llm is not None:
+        from vramcalc.render_llm import render_llm
+
+        render_llm(result, console, gpu)
+    if result.parallel is not None:
+        from vramcalc.render_parallel import render_parallel
+
+        render_parallel(result, console)
     if result.assumptions:
-        console.print("assumptions: " + "; ".join(result.assumptions))
+        console.print("assumptions: " + escape("; ".join(result.assumptions)))
     if gpu is not None:
         render_headroom(result, gpu, console)
 

@@ -6,6 +6,10 @@ renamed. Every model forbids unknown keys, so a typo is an error, not a silently
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+import unicodedata
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -16,6 +20,7 @@ from vramcalc.choices import (
     Attention,
     Checkpointing,
     Head,
+    KvCacheDtype,
     Mlp,
     Mode,
     Norm,
@@ -23,10 +28,11 @@ from vramcalc.choices import (
     OptimizerImpl,
     Position,
     Precision,
+    Runtime,
 )
-from vramcalc.choices import KvCacheDtype, Runtime
 from vramcalc.errors import SpecError, UnitError
 from vramcalc.spec_llm import AdapterSpec, QuantizationSpec, name_to_mapping
+from vramcalc.spec_parallel import ParallelSpec
 from vramcalc.target import Target
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
@@ -34,6 +40,12 @@ from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 MAX_SPEC_BYTES = 1_000_000
 #: YAML aliases allowed in one document (bounds "billion laughs" expansion).
 MAX_YAML_ALIASES = 50
+#: Nesting levels allowed in one document (a spec needs 4; bounds the parser's recursion).
+MAX_YAML_DEPTH = 50
+#: YAML nodes allowed in one document (a spec has a few dozen; bounds parse time, PyYAML being pure Python).
+MAX_YAML_NODES = 10_000
+#: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
@@ -162,7 +174,8 @@ class Workload(_Strict):
         if data.get("prompt_len") is None or data.get("max_new_tokens") is None:
             return data
         try:
-            total = parse_count(data["prompt_len"], "prompt_len") + parse_count(data["max_new_tokens"], "max_new_tokens")
+            prompt = parse_count(data["prompt_len"], "prompt_len")
+            total = prompt + parse_count(data["max_new_tokens"], "max_new_tokens")
         except UnitError:
             return data  # the field validators report the bad value
         return {**data, "seq_len": total}
@@ -180,14 +193,15 @@ class Workload(_Strict):
             if given:
                 raise ValueError(f"{given[0]}: only valid with mode: inference")
         elif self.adapter is not None:
-            raise ValueError("adapter: only valid with mode: train (inference with merged LoRA weights is the base model)")
+            raise ValueError("adapter: only valid with mode: train (inference with merged LoRA is the base model)")
         if self.seq_len is not None and self.max_new_tokens is not None and self.max_new_tokens >= self.seq_len:
             raise ValueError(f"max_new_tokens: {self.max_new_tokens} leaves no prompt in seq_len {self.seq_len}")
         if self.seq_len is None or self.prompt_len is None:
             return self
         if self.max_new_tokens is not None and self.prompt_len + self.max_new_tokens != self.seq_len:
             raise ValueError(
-                f"seq_len: {self.seq_len} is not prompt_len + max_new_tokens ({self.prompt_len} + {self.max_new_tokens})"
+                f"seq_len: {self.seq_len} is not prompt_len + max_new_tokens "
+                f"({self.prompt_len} + {self.max_new_tokens})"
             )
         if self.prompt_len > self.seq_len:
             raise ValueError(f"prompt_len: {self.prompt_len} is longer than seq_len {self.seq_len} (the total context)")
@@ -223,6 +237,16 @@ class Spec(_Strict):
     workload: Workload
     overhead: Overhead = Overhead()
     target: Target | None = None
+    parallel: ParallelSpec | None = None  # several GPUs (issue 7; vramcalc/spec_parallel.py, vramcalc/parallel.py)
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str | None) -> str | None:
+        """The name is printed to the terminal: no control, line-break or bidi-override characters."""
+        for char in value or "":
+            if unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS:
+                raise ValueError(f"contains the control character U+{ord(char):04X}; names are printed to the terminal")
+        return value
 
     @model_validator(mode="after")
     def _inputs_match_architecture(self) -> Spec:
@@ -245,59 +269,132 @@ class Spec(_Strict):
 
 def _yaml_loader() -> Any:
     import yaml
+    from yaml.composer import ComposerError
+    from yaml.constructor import ConstructorError
 
     class BoundedLoader(yaml.SafeLoader):
-        """SafeLoader (no Python object tags) that also bounds alias expansion."""
+        """SafeLoader (no Python object tags) that also bounds aliases, nesting and node count, and
+        rejects duplicate keys."""
 
         alias_count = 0
+        node_count = 0
+        depth = 0
 
         def compose_node(self, parent: Any, index: Any) -> Any:
+            mark = self.peek_event().start_mark
             if self.check_event(yaml.AliasEvent):
                 self.alias_count += 1
                 if self.alias_count > MAX_YAML_ALIASES:
-                    raise yaml.YAMLError(f"more than {MAX_YAML_ALIASES} aliases (possible alias bomb)")
-            return super().compose_node(parent, index)
+                    raise ComposerError(None, None, f"more than {MAX_YAML_ALIASES} aliases (possible alias bomb)", mark)
+            self.node_count += 1
+            if self.node_count > MAX_YAML_NODES:
+                raise ComposerError(None, None, f"more than {MAX_YAML_NODES:,} values (a spec has a few dozen)", mark)
+            self.depth += 1
+            try:
+                if self.depth > MAX_YAML_DEPTH:
+                    raise ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", mark)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except (ValueError, LookupError, TypeError, AttributeError, ArithmeticError):
+                # PyYAML raises these for malformed explicit tags such as "!!timestamp x" or "!!bool maybe"
+                kind = str(node.tag).rsplit(":", 1)[-1]
+                raise ConstructorError(None, None, f"cannot read this value as {kind}", node.start_mark) from None
 
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            keys = [self.construct_object(k, deep=True) for k, _ in node.value]
-            duplicates = sorted({str(k) for k in keys if keys.count(k) > 1})
-            if duplicates:
-                raise yaml.YAMLError(f"duplicate key {duplicates[0]!r}")
+            if isinstance(node, yaml.MappingNode):
+                seen: set[Any] = set()
+                for key_node, _ in node.value:
+                    key = self.construct_object(key_node, deep=True)
+                    try:
+                        duplicate = key in seen
+                        seen.add(key)
+                    except TypeError:
+                        continue  # an unhashable key: SafeConstructor reports it
+                    if duplicate:
+                        raise ConstructorError(None, None, f"duplicate key {str(key)!r}", key_node.start_mark)
             return super().construct_mapping(node, deep=deep)
 
     return BoundedLoader
 
 
-def read_yaml(path: Path) -> Any:
-    """Read one YAML document with safe, bounded loading; errors become :class:`SpecError`."""
-    import yaml
+def _os_problem(exc: OSError | ValueError) -> str:
+    """Why a path cannot be read, in a few words."""
+    if isinstance(exc, ValueError):  # an embedded NUL or a name the file system cannot encode
+        return "not a valid file name"
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return "no such file"
+    if exc.errno == errno.ELOOP:
+        return "symlink loop (too many levels of symbolic links)"
+    return f"cannot read ({exc.strerror or exc})"
 
-    if not path.exists():
-        raise SpecError(f"{path}: no such file")
-    if not path.is_file():
-        raise SpecError(f"{path}: not a regular file")
-    size = path.stat().st_size
-    if size > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: file is {size:,} bytes; spec files are limited to {MAX_SPEC_BYTES:,} bytes")
+
+def _open_nonblocking(file: str, flags: int) -> int:
+    return os.open(file, flags | getattr(os, "O_NONBLOCK", 0))
+
+
+def _read_text(path: Path) -> str:
+    """The UTF-8 text of a regular file of at most MAX_SPEC_BYTES; never blocks on a FIFO or device."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        info = path.stat()
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{path}: {_os_problem(exc)}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(f"{path}: not a regular file")
+    if info.st_size > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: file is {info.st_size:,} bytes; spec files are limited to {MAX_SPEC_BYTES:,} bytes")
+    try:
+        with open(path, "rb", opener=_open_nonblocking) as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced since the stat() above
+                raise SpecError(f"{path}: not a regular file")
+            data = handle.read(MAX_SPEC_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"{path}: {_os_problem(exc)}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"{path}: grew past {MAX_SPEC_BYTES:,} bytes while being read (the limit for spec files)")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def read_yaml(path: Path) -> Any:
+    """Read one YAML document with safe, bounded loading; errors become :class:`SpecError`."""
+    return parse_yaml(_read_text(path), str(path))
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML text (a file's, or a flag's) as :func:`read_yaml` does; errors name ``source``."""
+    import yaml
+
     try:
         return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - BoundedLoader is a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = " ".join((getattr(exc, "problem", None) or str(exc)).split())
-        raise SpecError(f"{path}: invalid YAML{where}: {problem}") from None
+        raise SpecError(f"{source}: invalid YAML{where}: {problem}") from None
+    except (ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError) as exc:
+        # what construct_object cannot catch: a failure inside a collection's deferred construction
+        raise SpecError(f"{source}: invalid YAML: a value could not be read ({type(exc).__name__})") from None
+
+
+def _show_key(part: object) -> str:
+    """A key as an error line shows it: quoted when empty, padded, unprintable or long."""
+    text = str(part)
+    if text and text.isprintable() and text == text.strip() and len(text) <= 80:
+        return text
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def _format_validation_error(source: str, exc: ValidationError) -> str:
     lines = []
     for error in exc.errors():
-        loc = ".".join(str(part) for part in error["loc"])
+        loc = ".".join(_show_key(part) for part in error["loc"])
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"

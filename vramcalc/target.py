@@ -18,7 +18,7 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 from vramcalc.errors import UnitError
-from vramcalc.units import parse_fraction, parse_size
+from vramcalc.units import parse_fraction, parse_size, quoted
 
 #: Most GPUs one run may be planned for (a sanity bound on typos, not a hardware limit).
 MAX_GPU_COUNT = 100_000
@@ -45,12 +45,12 @@ def parse_reserve(value: object, what: str = "reserve") -> Reserve:
     if isinstance(value, Reserve):
         return value
     if not isinstance(value, str):
-        raise UnitError(f"{what}: expected a percentage such as '10%' or a size such as '2GiB', got {value!r}")
+        raise UnitError(f"{what}: expected a percentage such as '10%' or a size such as '2GiB', got {quoted(value)}")
     text = value.strip()
     if text.endswith("%"):
         return Reserve(fraction=parse_fraction(text, what), text=text)
     if text and text[-1].isdigit():
-        raise UnitError(f"{what}: {value!r} needs a unit: a percentage such as '10%' or a size such as '2GiB'")
+        raise UnitError(f"{what}: {quoted(value)} needs a unit: a percentage such as '10%' or a size such as '2GiB'")
     return Reserve(n_bytes=parse_size(text, what), text=text)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
@@ -72,18 +73,36 @@ _COUNT_RE = re.compile(rf"^\s*{_NUMBER}\s*([kKmMbBtT]?)\s*$")
 _PERCENT_RE = re.compile(rf"^\s*{_NUMBER}\s*%\s*$")
 
 
+#: How error messages quote a user's value: short, escaped, and safe on huge or deeply nested input
+#: (a YAML alias bomb reaches a message as a list of millions of items).
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = _QUOTE.maxother = 60
+_QUOTE.maxlong = 40
+_QUOTE.maxlevel = 3
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` for an error message, truncated: never megabytes, never a RecursionError."""
+    return _QUOTE.repr(value)
+
+
+def ceil_div(numerator: int, denominator: int) -> int:
+    """``ceil(numerator / denominator)`` in exact integer arithmetic (a float division loses bytes above 2**53)."""
+    return -(-numerator // denominator)
+
+
 def dtype_bytes(dtype: str, n_elements: int) -> int:
     """Bytes of ``n_elements`` stored as ``dtype``, rounded up to a whole byte."""
-    return math.ceil(n_elements * DTYPE_BITS[dtype] / 8)
+    return ceil_div(n_elements * DTYPE_BITS[dtype], 8)
 
 
 def _decimal(text: str, what: str) -> Decimal:
     try:
         value = Decimal(text)
     except InvalidOperation:
-        raise UnitError(f"{what}: {text!r} is not a number") from None
+        raise UnitError(f"{what}: {quoted(text)} is not a number") from None
     if not value.is_finite():
-        raise UnitError(f"{what}: {text!r} is not a finite number")
+        raise UnitError(f"{what}: {quoted(text)} is not a finite number")
     return value
 
 
@@ -93,61 +112,63 @@ def parse_size(value: object, what: str = "size") -> int:
     Bare numbers are rejected: ``80`` could mean bytes or GB, so the user must say.
     """
     if isinstance(value, bool) or not isinstance(value, str):
-        raise UnitError(f"{what}: expected a size with a unit such as '16GiB' or '80GB', got {value!r}")
+        raise UnitError(f"{what}: expected a size with a unit such as '16GiB' or '80GB', got {quoted(value)}")
     match = _SIZE_RE.match(value)
     if not match:
-        raise UnitError(f"{what}: expected a size with a unit such as '16GiB' or '80GB', got {value!r}")
+        raise UnitError(f"{what}: expected a size with a unit such as '16GiB' or '80GB', got {quoted(value)}")
     number, unit = match.groups()
     factor = SIZE_UNITS.get(unit.lower())
     if factor is None:
-        raise UnitError(f"{what}: unknown unit {unit!r} in {value!r} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)")
+        raise UnitError(
+            f"{what}: unknown unit {quoted(unit)} in {quoted(value)} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+        )
     n_bytes = math.ceil(_decimal(number, what) * factor)
     if n_bytes > MAX_BYTES:
-        raise UnitError(f"{what}: {value!r} is out of range (at most 1 EiB)")
+        raise UnitError(f"{what}: {quoted(value)} is out of range (at most 1 EiB)")
     return n_bytes
 
 
 def parse_count(value: object, what: str = "count") -> int:
     """Parse a count such as ``110M``, ``7B``, ``6738415616`` or ``1.5e9`` into an int."""
     if isinstance(value, bool):
-        raise UnitError(f"{what}: expected a count such as 110M or 7B, got {value!r}")
+        raise UnitError(f"{what}: expected a count such as 110M or 7B, got {quoted(value)}")
     if isinstance(value, int):
         number = Decimal(value)
         suffix = ""
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise UnitError(f"{what}: {value!r} is not a finite number")
+            raise UnitError(f"{what}: {quoted(value)} is not a finite number")
         number, suffix = Decimal(repr(value)), ""
     elif isinstance(value, str):
         match = _COUNT_RE.match(value)
         if not match:
-            raise UnitError(f"{what}: expected a count such as 110M or 7B, got {value!r}")
+            raise UnitError(f"{what}: expected a count such as 110M or 7B, got {quoted(value)}")
         number, suffix = _decimal(match.group(1), what), match.group(2)
     else:
-        raise UnitError(f"{what}: expected a count such as 110M or 7B, got {value!r}")
+        raise UnitError(f"{what}: expected a count such as 110M or 7B, got {quoted(value)}")
     count = number * COUNT_SUFFIXES[suffix.lower()]
     if count != count.to_integral_value():
-        raise UnitError(f"{what}: {value!r} is not a whole number")
+        raise UnitError(f"{what}: {quoted(value)} is not a whole number")
     if count > MAX_COUNT:
-        raise UnitError(f"{what}: {value!r} is out of range (at most 10^18)")
+        raise UnitError(f"{what}: {quoted(value)} is out of range (at most 10^18)")
     return int(count)
 
 
 def parse_fraction(value: object, what: str = "fraction") -> float:
     """Parse ``"10%"`` or a number in [0, 1] into a fraction in [0, 1)."""
     if isinstance(value, bool):
-        raise UnitError(f"{what}: expected a percentage such as '10%', got {value!r}")
+        raise UnitError(f"{what}: expected a percentage such as '10%', got {quoted(value)}")
     if isinstance(value, str):
         match = _PERCENT_RE.match(value)
         if not match:
-            raise UnitError(f"{what}: expected a percentage such as '10%', got {value!r}")
+            raise UnitError(f"{what}: expected a percentage such as '10%', got {quoted(value)}")
         fraction = float(_decimal(match.group(1), what)) / 100
     elif isinstance(value, (int, float)):
         fraction = float(value)
     else:
-        raise UnitError(f"{what}: expected a percentage such as '10%', got {value!r}")
+        raise UnitError(f"{what}: expected a percentage such as '10%', got {quoted(value)}")
     if not math.isfinite(fraction) or not 0 <= fraction < 1:
-        raise UnitError(f"{what}: {value!r} must be at least 0% and below 100%")
+        raise UnitError(f"{what}: {quoted(value)} must be at least 0% and below 100%")
     return fraction
 
 

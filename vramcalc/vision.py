@@ -137,6 +137,12 @@ def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str
     derived = resnet_params(depth, channels, labels)
     n_params = spec.model.params or derived
     notes: list[str] = []
+    if wl.channels is None:
+        notes.append("channels not given: 3")
+    if spec.model.num_labels is None:
+        notes.append("num_labels not given: 1000 (ImageNet-1k)")
+    if wl.mode is Mode.train and wl.optimizer is None:
+        notes.append("optimizer not given: adamw")
     pixels = batch * channels * image**2
     pixel_copy = pixels * dt.compute if dt.amp else 0
     base = {
