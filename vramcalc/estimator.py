@@ -17,6 +17,7 @@ A training step is modelled as PyTorch runs it on its second iteration with
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +117,7 @@ def _round_tensors(tensors: list[tuple[int, int, int]], bytes_per_element: int) 
     return sum(n * _round(r * c * bytes_per_element) for n, r, c in tensors)
 
 
+@functools.lru_cache(maxsize=512)
 def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int) -> int:
     """Optimizer state, allocated like the parameter as torch.optim does (dtype of the param).
 

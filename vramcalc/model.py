@@ -7,6 +7,7 @@ Parameter counts follow the Hugging Face implementations the three families are 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,7 +92,37 @@ def _default_architecture(spec: ModelSpec, assumptions: list[str]) -> Architectu
 
 
 def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
-    """Fill omitted model keys with documented defaults; return the shape and the assumptions made."""
+    """Fill omitted model keys with documented defaults; return the shape and the assumptions made.
+
+    Memoised on the inputs it reads (the model section and the workload's sequence/image size), so
+    sweeps over batch size do not redo it; a fresh notes list is returned each time."""
+    try:
+        shape, notes = _resolve_cached(spec, workload.seq_len, workload.image_size, workload.channels)
+    except TypeError:  # an unhashable model section (not produced by the current spec models)
+        shape, notes = _resolve(spec, workload.seq_len, workload.image_size, workload.channels)
+    return shape, list(notes)
+
+
+def _resolve(
+    spec: ModelSpec, seq_len: int | None, image_size: int | None, channels: int | None
+) -> tuple[ModelShape, tuple[str, ...]]:
+    shape, notes = _resolve_uncached(spec, _SizeOnly(seq_len, image_size, channels))
+    return shape, tuple(notes)
+
+
+_resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
+
+
+@dataclass(frozen=True)
+class _SizeOnly:
+    """The workload fields the shape depends on."""
+
+    seq_len: int | None
+    image_size: int | None
+    channels: int | None
+
+
+def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape, list[str]]:
     notes: list[str] = []
     arch = _default_architecture(spec, notes)
     heads = int(
@@ -264,6 +295,7 @@ def relative_bias_params(shape: ModelShape) -> int:
     return stacks * shape.relative_buckets * shape.heads
 
 
+@functools.lru_cache(maxsize=512)
 def count_params(shape: ModelShape) -> int:
     """Exact parameter count derived from the shape."""
     if shape.architecture is Architecture.encoder_decoder:
@@ -310,7 +342,8 @@ def linear_weight_params(shape: ModelShape) -> int:
     return layers + head + patch_conv_params(shape) + _moe_delta(shape)  # conv2d is on autocast's 16-bit list too
 
 
-def param_tensors(shape: ModelShape) -> list[tuple[int, int, int]]:
+@functools.lru_cache(maxsize=512)
+def param_tensors(shape: ModelShape) -> tuple[tuple[int, int, int], ...]:
     """Parameter tensors as (how many, rows, columns); vectors have one column.
 
     Needed where optimizer state depends on tensor shapes (Adafactor's factored moments,
@@ -338,4 +371,4 @@ def param_tensors(shape: ModelShape) -> list[tuple[int, int, int]]:
         tensors.append((rest // h, h, 1))
         if rest % h:
             tensors.append((1, rest % h, 1))
-    return tensors
+    return tuple(tensors)
