@@ -274,21 +274,77 @@ def test_fit_json_lists_every_card() -> None:
         assert card["headroom_bytes"] == card["available_bytes"] - card["needed_bytes"]
         assert card["fits"] == (card["headroom_bytes"] >= 0)
         if card["fits"]:
-            assert card["min_cards"] == 1 and card["min_cards_note"] is None
+            assert card["min_cards"] == 1 and card["min_cards_note"] is None and card["min_cards_plan"] is None
+        elif card["min_cards"] is not None:  # the fewest cards of a sharded plan that fits
+            assert card["min_cards"] >= 2 and card["min_cards_needed_bytes"] <= card["available_bytes"]
+            assert card["min_cards_note"] == f"{card['min_cards']} x {card['gpu']} with {card['min_cards_plan']}"
         else:
-            assert card["min_cards"] is None and "not reducible by data parallelism" in card["min_cards_note"]
+            assert card["min_cards_note"].startswith("no sharded plan fits within 64 GPUs")
+    # GPT-2 (124M) needs 26 GiB at batch 16 x 1,024: 8 GB cards need more of them, never none
+    assert {c["gpu"]: c["min_cards"] for c in doc["cards"]}["rtx-3070"] >= 2
     assert doc["target"]["gpu"] == "a100-80gb-sxm" and doc["target"]["fits"] is True
-    assert "names no sharding" in doc["sharding"]
+    assert "pure data parallelism does not reduce per-card memory" in doc["sharding"] and doc["max_gpus"] == 64
 
 
 def test_fit_exit_1_and_suggestions_when_the_target_does_not_fit() -> None:
     result = run("fit", TOO_BIG)
     assert result.exit_code == 1
     assert "target v100-16gb-sxm2" in result.stdout and "It would fit with:" in result.stdout
-    assert "not reducible by data parallelism" in result.stdout
+    assert "pure data parallelism does not reduce per-card memory" in result.stdout
+    assert re.search(r"v100-16gb-sxm2 .* no +│ 8: TP 8, no ZeRO \+ SP", result.stdout)
     doc = json.loads(run("fit", TOO_BIG, "--json").stdout)
     changes = [s["change"] for s in doc["target"]["suggestions"]]
     assert changes[0] == "gradient_checkpointing: full"
+
+
+def test_fit_reports_the_fewest_sharded_cards() -> None:
+    # configs/llama-2-70b-fsdp.yaml (32 GPUs, FSDP full_shard; 44.0 GiB per GPU). Minimality is checked
+    # by hand in tests/test_planning_fit.py (16 bytes per parameter over all GPUs: at least 30 of 40 GiB).
+    spec = str(ROOT / "configs" / "llama-2-70b-fsdp.yaml")
+    doc = json.loads(run("fit", spec, "--json").stdout)
+    cards = {c["gpu"]: c for c in doc["cards"]}
+    a100 = cards["a100-40gb-sxm"]
+    assert a100["fits"] is False and a100["min_cards"] == 30
+    assert a100["min_cards_note"] == "30 x a100-40gb-sxm with TP 2 x DP 15, FSDP full_shard + SP"
+    assert a100["min_cards_parallel"]["tensor"] == 2 and a100["min_cards_parallel"]["data"] == 15
+    assert cards["h100-sxm"]["fits"] and cards["h100-sxm"]["min_cards"] == 15  # fewer than the spec's 32
+    table = run("fit", spec, "--max-gpus", "16")
+    assert table.exit_code == 0, table.output  # it fits its target (h100-sxm) as the spec lays it out
+    assert re.search(r"a100-40gb-sxm .* no +│ > 16 ", table.stdout)
+    assert "15 x h100-sxm with FSDP full_shard" in table.stdout  # the target's line: fits on fewer cards
+    assert run("fit", spec, "--max-gpus", "0").exit_code == 2
+
+
+def test_check_suggests_sharding_that_fits(write_spec) -> None:
+    # Llama-2-7B bf16 AdamW: 70.8 GiB on one GPU; FSDP full_shard over 2 GPUs: 35.7 GiB each
+    code, (doc,) = check_json(str(ROOT / "configs" / "llama-2-7b.yaml"), "--gpu", "a100-40gb-sxm")
+    assert code == 1 and doc["fits"] is False
+    shard = [s for s in doc["suggestions"] if s["parallel"]]
+    assert [s["change"] for s in shard] == ["shard over 2 GPUs (FSDP full_shard)"]
+    assert shard[0]["total_bytes"] <= doc["available_bytes"] and doc["min_cards"] == 2
+    assert all(s["parallel"] is None for s in doc["suggestions"] if s not in shard)
+    table = run("check", str(ROOT / "configs" / "llama-2-7b.yaml"), "--gpu", "a100-40gb-sxm")
+    assert "parallel: {gpus: 2, fsdp: full_shard}" in table.stdout
+
+
+def test_target_count_must_match_the_parallel_section(write_spec) -> None:
+    text = (ROOT / "configs" / "llama-2-70b-fsdp.yaml").read_text(encoding="utf-8")
+    assert "parallel:\n  gpus: 32\n" in text and text.endswith("target:\n  gpu: h100-sxm\n")
+    bad = write_spec(text + "  count: 16\n", "count.yaml")
+    message = (
+        f"error: {bad}: target.count: 16 GPUs, but the parallel section spreads the run over 32 "
+        "(parallel.gpus, or data x tensor x pipeline x context); make them agree or drop one"
+    )
+    for command in (["check"], ["fit"], ["max-batch"], ["check", "--format", "json"]):
+        result = run(*command, str(bad))
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == message
+    flag = run("check", str(ROOT / "configs" / "llama-2-70b-fsdp.yaml"), "--gpus", "8")
+    assert flag.exit_code == 2 and "--gpus: 8 GPUs, but the parallel section spreads the run over 32" in flag.stderr
+    good = write_spec(text + "  count: 32\n", "same.yaml")
+    result = run("check", str(good))
+    assert result.exit_code == 0, result.output
+    assert "planned for 32 GPUs as the spec's parallel section lays out (figures per GPU)" in result.stdout
 
 
 def test_fit_without_target_and_bad_input(write_spec) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

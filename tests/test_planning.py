@@ -22,7 +22,6 @@ from vramcalc.planning import (
     Budget,
     accumulation_total,
     budget_for,
-    fit_cards,
     largest_fitting,
     max_batch,
     max_seq,
@@ -31,6 +30,7 @@ from vramcalc.planning import (
     sweep,
     with_workload,
 )
+from vramcalc.planning_fit import fit_cards
 from vramcalc.spec import Spec, load_spec, parse_spec
 from vramcalc.target import Reserve, parse_reserve
 
@@ -243,7 +243,9 @@ def test_fit_cards_uses_each_generations_estimate() -> None:
     assert cards["a100-80gb-sxm"].needed_bytes == estimate(spec, hopper_or_newer=False).total_bytes
     for card in cards.values():
         assert card.fits == (card.needed_bytes <= card.budget.available_bytes)
-        assert card.min_cards == (1 if card.fits else None)
+        # one card when it fits; otherwise the sharded plan's GPU count (two or more), or None
+        assert card.min_cards == (1 if card.fits else (card.plan.gpus if card.plan else None))
+        assert card.fits or card.plan is None or (card.plan.gpus >= 2 and card.plan.fits)
     ordered = fit_cards(spec, load_catalog().gpus)
     first_no = next(i for i, card in enumerate(ordered) if not card.fits)
     assert all(card.fits for card in ordered[:first_no]) and not any(card.fits for card in ordered[first_no:])
@@ -292,7 +294,7 @@ def test_report_exit_codes() -> None:
 
 def test_core_does_not_import_cli_libraries() -> None:
     code = (
-        "import sys; import vramcalc.planning, vramcalc.check, vramcalc.target; "
+        "import sys; import vramcalc.planning, vramcalc.planning_fit, vramcalc.check, vramcalc.target; "
         "print(','.join(m for m in ('typer', 'rich', 'click') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -467,12 +469,3 @@ def test_max_batch_zero_where_full_fine_tuning_ran_out_of_memory(case_id: str) -
     a100 = get_gpu("a100-80gb-sxm")
     assert a100.usable_bytes == case["gpu"]["vram_bytes"] and case["measured"]["quantity"] == "oom"
     assert max_batch(spec, budget_for(a100)).value == 0 < case["workload"]["batch_size"]
-
-
-def test_sharding_note_follows_the_spec() -> None:
-    from types import SimpleNamespace
-
-    from vramcalc.planning import NOT_REDUCIBLE, PLAN_AS_GIVEN, sharding_note
-
-    assert sharding_note(load_spec(CONFIGS / "gpt2.yaml")) == NOT_REDUCIBLE  # no parallel section
-    assert sharding_note(SimpleNamespace(parallel=object())) == PLAN_AS_GIVEN  # type: ignore[arg-type]

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from vramcalc.catalog import GPU, ambiguity_note, resolve_gpu
 from vramcalc.errors import SpecError, VramcalcError
-from vramcalc.planning import Budget, CardFit, budget_for, check_on
+from vramcalc.planning import Budget, budget_for
+from vramcalc.planning_fit import DEFAULT_MAX_GPUS, CardFit, ShardSearch, check_on, plan_gpus
 from vramcalc.spec import Spec, load_spec
 from vramcalc.target import NO_RESERVE, Reserve
 
@@ -125,8 +126,27 @@ def budgets_for(spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU
         gpus = [gpu]
         if others:
             notes.append(f"{source}: {ambiguity_note(target.gpu, gpu, others)}")
-    count = flags.count or (target.count if target else 1)
-    return [budget_for(gpu, reserve_for(spec, flags.reserve), count) for gpu in gpus], notes
+    count = gpu_count(spec, source, flags.count)
+    sharded = spec.parallel is not None
+    return [budget_for(gpu, reserve_for(spec, flags.reserve), count, sharded) for gpu in gpus], notes
+
+
+def gpu_count(spec: Spec, source: str, flag: int | None) -> int:
+    """GPUs the run is planned for: ``--gpus``, else ``target.count``, else 1. With a ``parallel`` section
+    its GPU count; a ``--gpus`` or an explicit ``target.count`` that differs is bad input (the per-GPU
+    figures follow the parallel section, so the two counts cannot both hold)."""
+    target = spec.target
+    given = target.count if target is not None and "count" in target.model_fields_set else None
+    if spec.parallel is None:
+        return flag or given or 1
+    gpus = plan_gpus(spec.parallel)
+    for name, value in (("--gpus", flag), ("target.count", given)):
+        if value is not None and value != gpus:
+            raise SpecError(
+                f"{source}: {name}: {value} GPUs, but the parallel section spreads the run over {gpus} "
+                "(parallel.gpus, or data x tensor x pipeline x context); make them agree or drop one"
+            )
+    return gpus
 
 
 def reserve_for(spec: Spec, flag: Reserve | None) -> Reserve:
@@ -136,23 +156,26 @@ def reserve_for(spec: Spec, flag: Reserve | None) -> Reserve:
     return spec.target.reserve if spec.target and spec.target.reserve else NO_RESERVE
 
 
-def check_file(source: str, flags: TargetFlags, flag_gpus: list[GPU]) -> tuple[list[CheckRow], list[str]]:
+def check_file(
+    source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one spec file; raises :class:`VramcalcError` for bad input."""
     spec = load_spec(source)
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
     name = spec.name or Path(source).stem
-    return [CheckRow(source, name, check_on(spec, budget)) for budget in budgets], notes
+    search = ShardSearch(spec, max_gpus)
+    return [CheckRow(source, name, check_on(spec, budget, search)) for budget in budgets], notes
 
 
-def run_check(args: list[str], flags: TargetFlags) -> CheckReport:
-    """Check every spec named by ``args``. Bad ``--gpu`` names raise (nothing can be checked);
-    a bad spec file is recorded and the others are still checked."""
+def run_check(args: list[str], flags: TargetFlags, max_gpus: int = DEFAULT_MAX_GPUS) -> CheckReport:
+    """Check every spec named by ``args``; sharded plans are searched up to ``max_gpus``. Bad ``--gpu``
+    names raise (nothing can be checked); a bad spec file is recorded and the others are still checked."""
     flag_gpus, notes = resolve_flag_gpus(flags)
     sources, errors = expand_paths(args)
     report = CheckReport(errors=errors, notes=notes)
     for source in sources:
         try:
-            rows, file_notes = check_file(source, flags, flag_gpus)
+            rows, file_notes = check_file(source, flags, flag_gpus, max_gpus)
         except VramcalcError as exc:
             report.errors.append(_error(source, exc))
             continue

@@ -71,16 +71,18 @@ def fixes(row: CheckRow) -> list[str]:
 
 def basis_lines(report: CheckReport) -> list[str]:
     """One line per card: which capacity is used, the reserve and the count."""
-    budgets: dict[tuple[str, str, int], Budget] = {}
+    budgets: dict[tuple[str, str, int, bool], Budget] = {}
     for row in report.rows:
         b = row.fit.budget
-        budgets.setdefault((b.gpu_id, b.reserve.text, b.count), b)
+        budgets.setdefault((b.gpu_id, b.reserve.text, b.count, b.sharded), b)
     lines = []
     for b in budgets.values():
         line = f"{b.gpu_id}: usable {gib(b.usable_bytes)} GiB = {b.capacity_basis}"
         if b.reserve_bytes:
             line += f"; reserve {b.reserve.text} = {gib(b.reserve_bytes)} GiB"
-        if b.count > 1:
+        if b.count > 1 and b.sharded:
+            line += f"; planned for {b.count} GPUs as the spec's parallel section lays out (figures per GPU)"
+        elif b.count > 1:
             line += f"; planned for {b.count} GPUs, per-card memory unchanged (no sharding in the spec)"
         lines.append(line)
     return lines
@@ -102,6 +104,8 @@ def row_dict(row: CheckRow) -> dict[str, Any]:
         "reserve_bytes": b.reserve_bytes,
         "capacity_basis": b.capacity_basis,
         "suggestions": [suggestion_dict(s) for s in fit.suggestions],
+        "min_cards": fit.min_cards,
+        "min_cards_note": None if fit.fits else fit.sharding,
     }
 
 
@@ -111,6 +115,7 @@ def suggestion_dict(item: Suggestion) -> dict[str, Any]:
         "detail": item.detail,
         "total_bytes": item.total_bytes,
         "headroom_bytes": item.headroom_bytes,
+        "parallel": item.parallel,
     }
 
 

@@ -1,9 +1,9 @@
 """CI gate and planning commands: `vramcalc check`, `fit`, `max-batch`, `max-seq`, `sweep`.
 
 Imported when the CLI starts, so the top level imports only typer, typing, enum and pathlib; the
-planning core and the formatters are imported inside the commands. Command bodies parse options,
-call the core (:mod:`vramcalc.check`, :mod:`vramcalc.planning`) and hand a formatter's string to
-:func:`emit`, the only place output is written.
+planning core and the formatters are imported inside the commands. Command bodies parse options, call
+the core (:mod:`vramcalc.check`, :mod:`vramcalc.planning`, :mod:`vramcalc.planning_fit`) and hand a
+formatter's string to :func:`emit`, the only place output is written.
 """
 
 from __future__ import annotations
@@ -45,6 +45,15 @@ ReserveOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (int bytes).")]
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", dir_okay=False, help="Write the report to FILE instead of stdout.")
+]
+MaxGpusOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-gpus",
+        min=1,
+        max=100_000,  # vramcalc.plan_search.MAX_SEARCH_GPUS (not imported: the CLI starts without the core)
+        help="Largest GPU count the sharded-plan search considers.",
+    ),
 ]
 
 
@@ -89,8 +98,12 @@ def check(
     gpu: Annotated[
         list[str] | None, typer.Option("--gpu", help="Check on this card instead of target.gpu (repeatable).")
     ] = None,
-    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs the run is planned for.")] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", min=1, help="GPUs the run is planned for (must match a spec's parallel section)."),
+    ] = None,
     reserve: ReserveOpt = None,
+    max_gpus: MaxGpusOpt = 64,
     fmt: Annotated[CheckFormat, typer.Option("--format", help="Output format.")] = CheckFormat.table,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     output: OutputOpt = None,
@@ -100,7 +113,9 @@ def check(
     Each spec's [bold]target:[/] section (gpu, count, reserve) names the card; --gpu, --gpus and
     --reserve override it. The estimate's total (allocated peak + CUDA context + allocator reserve) is
     compared with the card's usable memory (the driver total where the catalog has it) minus the
-    reserve. A spec that does not fit is listed with the single changes that would make it fit.
+    reserve. A spec that does not fit is listed with the single changes that would make it fit, sharding
+    over more GPUs included (ZeRO-3/FSDP for a one-GPU spec; the spec's own framework for a spec with a
+    [bold]parallel:[/] section, whose GPU count --gpus and target.count must match).
 
     Exit codes: 0 = every spec fits; 1 = at least one spec does not fit; 2 = bad input (one error line
     per problem on stderr; the other specs are still reported, but nothing is reported as passing).
@@ -110,7 +125,7 @@ def check(
     from vramcalc.cli import user_errors
 
     with user_errors():
-        report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, _reserve(reserve)))
+        report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, _reserve(reserve)), max_gpus)
     for error in report.errors:
         for line in error.messages:
             typer.echo(f"error: {line}", err=True)
@@ -134,25 +149,37 @@ def _load(spec: Path, gpu: str | None, reserve: str | None, *, required: bool) -
     return loaded, budget, reserve_for(loaded, flag)
 
 
-def fit(spec: SpecArg, *, gpu: GpuOpt = None, reserve: ReserveOpt = None, json_out: JsonOpt = False) -> None:
+def fit(
+    spec: SpecArg,
+    *,
+    gpu: GpuOpt = None,
+    reserve: ReserveOpt = None,
+    max_gpus: MaxGpusOpt = 64,
+    json_out: JsonOpt = False,
+) -> None:
     """Every catalog card SPEC fits on, with the headroom, and what would make it fit its target card.
 
-    For the target card (target.gpu or --gpu) a spec that does not fit is listed with the single changes
-    that would make it fit. More cards of a kind do not help: specs name no sharding yet, and data
-    parallelism does not reduce per-card memory.
+    For a card it does not fit, "cards needed" is the fewest cards of that kind under a sharded plan
+    (the search of 'vramcalc plan': ZeRO/FSDP, tensor and pipeline parallelism, up to --max-gpus; one
+    search per distinct capacity). Pure data parallelism does not reduce per-card memory. For the target
+    card (target.gpu or --gpu) a spec that does not fit is listed with the single changes that would make
+    it fit, "shard over N GPUs" included.
 
     Exit codes: 0 = it fits its target card (or, with no target, at least one card); 1 = it does not;
     2 = bad input.
     """
     from vramcalc.catalog import load_catalog
-    from vramcalc.planning import check_on, fit_cards
+    from vramcalc.cli import user_errors
+    from vramcalc.planning_fit import ShardSearch, check_on, fit_cards
     from vramcalc.planning_formats import fit_json, fit_table
 
     loaded, budget, kept = _load(spec, gpu, reserve, required=False)
-    cards = fit_cards(loaded, load_catalog().gpus, kept)
-    target = check_on(loaded, budget) if budget else None
-    name = loaded.name or spec.stem
-    emit(fit_json(str(spec), name, cards, target) if json_out else fit_table(str(spec), name, cards, target))
+    with user_errors(str(spec)):
+        search = ShardSearch(loaded, max_gpus)
+        cards = fit_cards(loaded, load_catalog().gpus, kept, search)
+        target = check_on(loaded, budget, search, fewest=True) if budget else None
+    name, source = loaded.name or spec.stem, str(spec)
+    emit((fit_json if json_out else fit_table)(source, name, cards, target, search))
     fits = target.fits if target else any(card.fits for card in cards)
     raise typer.Exit(0 if fits else 1)
 

@@ -37,7 +37,6 @@ final norm and head (a tied head keeps a copy of the word embeddings there, as M
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -59,6 +58,11 @@ DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 #: ZeRO-3 steps the optimizer on sub-groups of at most ``sub_group_size`` elements (default 1e9), so its
 #: fp32 gradient copy is bounded by one sub-group.
 DEEPSPEED_SUB_GROUP = 1_000_000_000
+
+
+def ceil_div(numerator: int, denominator: int) -> int:
+    """Integer ceiling of a quotient (exact for any size, unlike ``math.ceil`` of a float)."""
+    return -(-numerator // denominator)
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,7 @@ def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
         prefetch_bucket=_bucket(section.buckets.prefetch, DEEPSPEED_PREFETCH_BUCKET, framework),
         gpus_per_node=per_node,
         fp32_grads=section.fp32_grads if section.fp32_grads is not None else framework is not Framework.deepspeed,
-        stage_layers=math.ceil(shape.layers / section.pipeline),
+        stage_layers=ceil_div(shape.layers, section.pipeline),
     )
 
 
@@ -285,14 +289,8 @@ def _check_shape(spec: Spec, section: ParallelSpec, shape: ModelShape) -> None:
             f"parallel.pipeline: {what} does not divide layers ({shape.layers}); set uneven_pipeline: true "
             "for stages of up to ceil(layers / pipeline)"
         )
-    seq = spec.workload.seq_len
-    c = section.context
-    if c > 1 and (seq is None or spec.workload.attention is Attention.eager):
+    if section.context > 1 and (spec.workload.seq_len is None or spec.workload.attention is Attention.eager):
         raise SpecError("parallel.context: context parallelism needs a text model with attention: sdpa")
-    if seq is not None and seq % c:
-        raise SpecError(f"parallel.context: {c} does not divide seq_len ({seq})")
-    if section.sequence_parallel and seq is not None and (seq // c) % t:
-        raise SpecError(f"parallel.sequence_parallel: tensor {t} does not divide the sequence per rank ({seq // c})")
 
 
 def layout(precision: Precision, framework: Framework, fp32_grads: bool, param_bytes: int) -> Layout:
@@ -309,7 +307,7 @@ def tp_local(shape: ModelShape, tensor: int) -> ModelShape:
     padded to a multiple of ``tensor`` and split (Megatron's vocab-parallel embedding and loss)."""
     if tensor == 1:
         return shape
-    vocab = math.ceil(shape.vocab / tensor)
+    vocab = ceil_div(shape.vocab, tensor)
     return replace(
         shape, heads=shape.heads // tensor, kv_heads=shape.kv_heads // tensor, ffn=shape.ffn // tensor, vocab=vocab
     )

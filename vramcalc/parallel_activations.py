@@ -10,24 +10,24 @@ the pipeline schedule keeps in flight.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from vramcalc import activations as act
 from vramcalc.choices import Architecture, Attention, Checkpointing
 from vramcalc.estimator import DTYPES
 from vramcalc.model import ModelShape
-from vramcalc.parallel import Plan, tp_local
+from vramcalc.parallel import Plan, ceil_div, tp_local
 from vramcalc.spec import Spec
 from vramcalc.spec_parallel import Schedule
 
 
 def rank_tokens(spec: Spec, shape: ModelShape, plan: Plan) -> act.Tokens:
-    """One micro-batch on one rank: ``batch_size`` sequences of ``seq_len / context`` tokens."""
+    """One micro-batch on one rank: ``batch_size`` sequences of ``seq_len / context`` tokens (rounded up:
+    a sequence that does not divide evenly is padded, as the frameworks require equal chunks)."""
     wl = spec.workload
     seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
     target = wl.target_len if wl.target_len is not None and shape.architecture is Architecture.encoder_decoder else seq
-    return act.Tokens(batch=wl.batch_size, seq=seq // plan.context, target=target // plan.context)
+    return act.Tokens(batch=wl.batch_size, seq=ceil_div(seq, plan.context), target=ceil_div(target, plan.context))
 
 
 def in_flight(plan: Plan, stage: str) -> int:
@@ -92,7 +92,7 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
 
 def _sp(plan: Plan, n_bytes: int) -> int:
     """Sequence parallelism splits the replicated, hidden-wide tensors along the sequence."""
-    return math.ceil(n_bytes / plan.tensor) if plan.sequence_parallel else n_bytes
+    return ceil_div(n_bytes, plan.tensor) if plan.sequence_parallel else n_bytes
 
 
 def _block_bytes(spec: Spec, shape: ModelShape, plan: Plan, tk: act.Tokens) -> tuple[int, int, int, int]:

@@ -35,7 +35,6 @@ The most loaded stage is reported: the first (embeddings, most micro-batches in 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +56,7 @@ from vramcalc.parallel import (
     Layout,
     ParallelDetails,
     Plan,
+    ceil_div,
     check_supported,
     largest_fsdp_unit,
     largest_tensor,
@@ -145,7 +145,7 @@ def _stage(spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int,
     tk = rank_tokens(spec, shape, plan)
     derived = stage_params(shape, plan, stage)
     full = count_params(shape)
-    n = derived if n_params == full else round(derived * n_params / full)
+    n = derived if n_params == full else (derived * n_params + full // 2) // full
     k = in_flight(plan, stage)
     inputs = input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param)
     base = {"inputs": inputs * (k if stage == "first" else 1), "workspace": workspace_bytes(wl.mode, hopper)}
@@ -176,7 +176,7 @@ def rank_parts(
 
 def _state_parts(
     spec: Spec, shape: ModelShape, plan: Plan, stage: str, n: int, derived: int, optimizer: Optimizer
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Parameters, gradients, optimizer states, gathered working set, buckets and host bytes."""
     lay = layout(spec.workload.precision, plan.framework, plan.fp32_grads, DTYPES[spec.workload.precision].param)
     local = tp_local(shape, plan.tensor)
@@ -189,7 +189,7 @@ def _state_parts(
     uses_bucket = plan.framework is Framework.deepspeed and (plan.stage >= 1 or plan.data * plan.context > 1)
     bucket = plan.reduce_bucket * lay.working if uses_bucket else 0
     return {
-        "params": 0 if plan.offload_params else math.ceil(lay.param * n / _div(plan, 3)),
+        "params": 0 if plan.offload_params else ceil_div(lay.param * n, _div(plan, 3)),
         "states": 0 if plan.offload_optimizer else states,
         "grads_persistent": persistent,
         "grads_stored": stored,
@@ -255,12 +255,12 @@ def _states(plan: Plan, lay: Layout, optimizer: Optimizer, local: ModelShape, n:
     """Optimizer states (shaped like the stage's parameters, at the state width) plus the fp32 master
     copy, divided over the shard group from ZeRO stage 1 on."""
     states = optimizer_state_bytes(optimizer, local, lay.state) * derived // count_params(local)
-    return math.ceil((states + lay.master * n) / _div(plan, 1))
+    return ceil_div(states + lay.master * n, _div(plan, 1))
 
 
 def _grads(plan: Plan, lay: Layout, n: int) -> tuple[int, int]:
     """(gradients alive from the start of the step, gradients alive after backward) on the GPU."""
-    stored = math.ceil(lay.grad * n / _div(plan, 2))
+    stored = ceil_div(lay.grad * n, _div(plan, 2))
     if plan.offload_optimizer and plan.stage >= 2:
         stored = 0  # gradient partitions are copied to the host as they are reduced (ZeRO-Offload)
     persistent = 0
@@ -297,10 +297,10 @@ def _optimizer_temps(spec: Spec, plan: Plan, lay: Layout, optimizer: Optimizer, 
     updated shard), and DeepSpeed's fp32 copy of a 16-bit gradient partition. None when offloaded."""
     if plan.offload_optimizer:
         return 0
-    updated = math.ceil((lay.master or lay.param) * n / _div(plan, 1))
+    updated = ceil_div((lay.master or lay.param) * n, _div(plan, 1))
     temps = optimizer_temp_bytes(optimizer, optimizer_impl(spec, plan), local, updated, lay.master or lay.param)
     if plan.framework is Framework.deepspeed and spec.workload.precision in MIXED and lay.grad < FP32:
-        partition = math.ceil(n / _div(plan, 1))
+        partition = ceil_div(n, _div(plan, 1))
         temps += FP32 * (min(partition, DEEPSPEED_SUB_GROUP) if plan.stage == 3 else partition)
     return temps
 
@@ -323,7 +323,7 @@ def _host(plan: Plan, lay: Layout, states: int, n: int) -> int:
     """Host bytes per rank. DeepSpeed ZeRO-Offload: fp32 master + optimizer states + fp32 gradient
     partition (the "16" of DeepSpeed's estimators), plus the 16-bit parameter partition when parameters
     are offloaded (their "18"). FSDP CPUOffload: sharded parameters, gradients and optimizer states."""
-    shard = math.ceil(n / plan.shard)
+    shard = ceil_div(n, plan.shard)
     host = 0
     if plan.offload_optimizer:
         host += states + (lay.grad * shard if plan.framework is Framework.fsdp else FP32 * shard)

@@ -80,6 +80,8 @@ def search_plans(spec: Spec, budget: Budget, *, max_gpus: int, top: int = 10) ->
     plan needing the least per GPU at the largest data degree tried."""
     if not 1 <= max_gpus <= MAX_SEARCH_GPUS:
         raise SpecError(f"--max-gpus: expected 1 to {MAX_SEARCH_GPUS:,}, got {max_gpus}")
+    if spec.model.architecture is Architecture.resnet:
+        raise SpecError("model.architecture: resnet has no multi-GPU model yet; plan searches transformers only")
     search = _Search(spec, budget, max_gpus)
     found = [c for c in (search.smallest(base) for base in combinations(spec, max_gpus)) if c is not None]
     fitting = sorted((c for c in found if c.fits), key=_order)

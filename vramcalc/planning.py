@@ -1,5 +1,6 @@
-"""Planning on top of the estimator: fit checks, the largest batch or sequence that fits, what would
-make a spec fit, and grids of totals. Pure: no I/O, neither typer nor rich.
+"""Planning on top of the estimator: budgets, the largest batch or sequence that fits, the workload
+changes that would make a spec fit, and grids of totals (fit on each card: :mod:`vramcalc.planning_fit`).
+Pure: no I/O, neither typer nor rich.
 
 What is compared (the same everywhere):
 
@@ -50,13 +51,6 @@ NO_BF16 = frozenset(
         "rtx-2080-ti",
     }
 )
-#: Why a card that is too small is not made to fit by adding more of it (no sharding in specs yet).
-NOT_REDUCIBLE = (
-    "not reducible by data parallelism: the spec names no sharding, and every data-parallel GPU holds "
-    "the whole model, its gradients and optimizer states, and its own activations"
-)
-#: The same, for a spec with a ``parallel`` section (issue 7): its layout is taken as given.
-PLAN_AS_GIVEN = "the spec's parallel section fixes the per-GPU layout; other GPU counts under it are not searched yet"
 
 
 @dataclass(frozen=True)
@@ -71,6 +65,7 @@ class Budget:
     reserve: Reserve = NO_RESERVE
     count: int = 1
     bf16: bool = True  # the card has bf16 tensor cores (bf16 precisions are suggested)
+    sharded: bool = False  # ``count`` is the GPU count of the spec's parallel section (figures per GPU)
 
     @property
     def reserve_bytes(self) -> int:
@@ -80,11 +75,6 @@ class Budget:
     def available_bytes(self) -> int:
         """Usable memory minus the reserve: what the estimate's total is compared with."""
         return self.usable_bytes - self.reserve_bytes
-
-
-def sharding_note(spec: Spec) -> str:
-    """Why ``min_cards`` is unknown for a card the spec does not fit (one line)."""
-    return PLAN_AS_GIVEN if getattr(spec, "parallel", None) is not None else NOT_REDUCIBLE
 
 
 def capacity_basis(gpu: GPU) -> str:
@@ -101,10 +91,11 @@ def capacity_basis(gpu: GPU) -> str:
     )
 
 
-def budget_for(gpu: GPU, reserve: Reserve = NO_RESERVE, count: int = 1) -> Budget:
+def budget_for(gpu: GPU, reserve: Reserve = NO_RESERVE, count: int = 1, sharded: bool = False) -> Budget:
     """The budget of a catalog card."""
     basis = capacity_basis(gpu)
-    return Budget(gpu.id, gpu.name, gpu.usable_bytes, basis, gpu.hopper_or_newer, reserve, count, gpu.id not in NO_BF16)
+    bf16 = gpu.id not in NO_BF16
+    return Budget(gpu.id, gpu.name, gpu.usable_bytes, basis, gpu.hopper_or_newer, reserve, count, bf16, sharded)
 
 
 def estimate_on(spec: Spec, budget: Budget) -> Estimate:
@@ -196,12 +187,13 @@ def max_seq(spec: Spec, budget: Budget) -> Limit:
 
 @dataclass(frozen=True)
 class Suggestion:
-    """One workload change that makes the spec fit, with the total it leads to."""
+    """One change that makes the spec fit, with the (per-GPU) total it leads to."""
 
     change: str
     detail: str
     total_bytes: int
     headroom_bytes: int
+    parallel: dict[str, Any] | None = None  # the plan's parallel section, for "shard over N GPUs"
 
 
 PRECISION_NOTES = {
@@ -236,8 +228,8 @@ def _candidates(spec: Spec, budget: Budget) -> list[tuple[str, str, dict[str, An
 
 
 def suggestions(spec: Spec, budget: Budget) -> list[Suggestion]:
-    """The single changes that make ``spec`` fit ``budget``, most headroom first. Sharding is not
-    offered: specs name no sharding yet, and data parallelism does not reduce per-card memory."""
+    """The single workload changes that make ``spec`` fit ``budget``, most headroom first
+    (:func:`vramcalc.planning_fit.check_on` adds "shard over N GPUs")."""
     found = []
     for change, why, keys in _candidates(spec, budget):
         try:
@@ -250,6 +242,11 @@ def suggestions(spec: Spec, budget: Budget) -> list[Suggestion]:
     smaller = _smaller_batch(spec, budget)
     if smaller is not None:
         found.append(smaller)
+    return best_first(found)
+
+
+def best_first(found: list[Suggestion]) -> list[Suggestion]:
+    """Least total (most headroom) first; ties by the change's text."""
     return sorted(found, key=lambda s: (s.total_bytes, s.change))
 
 
@@ -295,48 +292,6 @@ def accumulation_total(result: Estimate, spec: Spec) -> int:
     reserve = spec.overhead.allocator_reserve
     fraction = DEFAULT_ALLOCATOR_RESERVE if reserve is None else reserve
     return peak + result.overhead["cuda_context"] + math.ceil(peak * fraction)
-
-
-# -- fit on every card ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CardFit:
-    """The spec on one card: needed against available, and how many cards it would take."""
-
-    budget: Budget
-    needed_bytes: int
-    suggestions: tuple[Suggestion, ...] = ()
-    sharding: str = NOT_REDUCIBLE
-
-    @property
-    def headroom_bytes(self) -> int:
-        return self.budget.available_bytes - self.needed_bytes
-
-    @property
-    def fits(self) -> bool:
-        return self.needed_bytes <= self.budget.available_bytes
-
-    @property
-    def min_cards(self) -> int | None:
-        """1 when one card holds the spec; None otherwise (see ``sharding``)."""
-        return 1 if self.fits else None
-
-
-def fit_cards(spec: Spec, gpus: list[GPU], reserve: Reserve = NO_RESERVE) -> list[CardFit]:
-    """The spec on every card: those it fits first (smallest first), then the rest (largest first)."""
-    totals = {flag: estimate(spec, hopper_or_newer=flag).total_bytes for flag in {g.hopper_or_newer for g in gpus}}
-    note = sharding_note(spec)
-    rows = [CardFit(budget_for(gpu, reserve), totals[gpu.hopper_or_newer], sharding=note) for gpu in gpus]
-    return sorted(rows, key=lambda r: (not r.fits, r.budget.available_bytes * (1 if r.fits else -1), r.budget.gpu_id))
-
-
-def check_on(spec: Spec, budget: Budget) -> CardFit:
-    """One spec on one card, with the changes that would make it fit when it does not."""
-    needed = estimate_on(spec, budget).total_bytes
-    if needed <= budget.available_bytes:
-        return CardFit(budget, needed, sharding=sharding_note(spec))
-    return CardFit(budget, needed, tuple(suggestions(spec, budget)), sharding_note(spec))
 
 
 # -- sweeps --------------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import json
 from typing import Any
 
 from vramcalc.check_formats import AVAILABLE, NEEDED, gib, suggestion_dict, suggestion_text
-from vramcalc.planning import NOT_REDUCIBLE, Budget, CardFit, Limit, Sweep
+from vramcalc.planning import Budget, Limit, Sweep
+from vramcalc.planning_fit import DATA_PARALLEL, CardFit, ShardSearch, plan_text
 
 JSON_KEYS = {"batch_size": "max_batch_size", "seq_len": "max_seq_len"}
 
@@ -47,39 +48,62 @@ def card_dict(card: CardFit) -> dict[str, Any]:
         "headroom_bytes": card.headroom_bytes,
         "fits": card.fits,
         "min_cards": card.min_cards,
-        "min_cards_note": None if card.fits else card.sharding,
+        "min_cards_note": None if card.min_cards == 1 else card.sharding,
         "suggestions": [suggestion_dict(s) for s in card.suggestions],
+        "min_cards_plan": plan_text(card.plan) if card.plan else None,
+        "min_cards_parallel": card.plan.parallel if card.plan else None,
+        "min_cards_needed_bytes": card.plan.needed_bytes if card.plan else None,
     }
 
 
-def fit_json(source: str, name: str, cards: list[CardFit], target: CardFit | None) -> str:
+def sharding_note(search: ShardSearch) -> str:
+    """How "cards needed" was found (one line, no final period)."""
+    if search.reason:
+        return f"cards needed: not searched: {search.reason}; {DATA_PARALLEL}"
+    return (
+        f"cards needed: the fewest cards of a sharded plan, from vramcalc plan's search (ZeRO/FSDP, tensor and "
+        f"pipeline parallelism, up to {search.max_gpus} GPUs; batch_size stays per GPU); {DATA_PARALLEL}"
+    )
+
+
+def fit_json(source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch) -> str:
     doc = {
         "spec": source,
         "name": name,
         "cards": [card_dict(card) for card in cards],
         "target": card_dict(target) if target else None,
-        "sharding": cards[0].sharding if cards else None,
+        "sharding": sharding_note(search).removeprefix("cards needed: "),
+        "max_gpus": search.max_gpus,
     }
     return json.dumps(doc, indent=2) + "\n"
 
 
-def fit_table(source: str, name: str, cards: list[CardFit], target: CardFit | None, width: int = 120) -> str:
+def cards_needed(card: CardFit, search: ShardSearch) -> str:
+    """The table cell: 1, '4: FSDP full_shard', '32: the spec's plan', '> 64' or 'not searched'."""
+    if card.plan is not None and card.plan.gpus > 1:
+        return f"{card.plan.gpus}: {plan_text(card.plan)}"
+    if card.min_cards is not None:
+        return str(card.min_cards) + (": the spec's plan" if card.min_cards > 1 else "")
+    return "not searched" if search.reason else f"> {search.max_gpus}"
+
+
+def fit_table(
+    source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch, width: int = 120
+) -> str:
     """Every card: available, needed, headroom, fits, cards needed; then what would fit the target."""
     from rich.table import Table
 
     fits = sum(card.fits for card in cards)
-    no_plan = not cards or cards[0].sharding == NOT_REDUCIBLE
     table = Table(title=f"{name} ({source}): fits on {fits} of {len(cards)} cards", title_justify="left")
     for column in ("GPU", "available GiB", "needed GiB", "headroom GiB", "fits", "cards needed"):
         table.add_column(column, justify="right" if "GiB" in column else "left")
     for card in cards:
-        cards_needed = "1" if card.fits else ("not reducible by data parallelism" if no_plan else "not searched")
         row = (gib(card.budget.available_bytes), gib(card.needed_bytes), gib(card.headroom_bytes))
-        table.add_row(card.budget.gpu_id, *row, "yes" if card.fits else "no", cards_needed)
+        table.add_row(card.budget.gpu_id, *row, "yes" if card.fits else "no", cards_needed(card, search))
     notes = [
         NEEDED,
         AVAILABLE + ": the driver total (nvidia-smi) where the catalog has it, else the nominal size.",
-        f"cards needed: {cards[0].sharding if cards else NOT_REDUCIBLE}.",
+        sharding_note(search) + ".",
     ]
     return _render(table, *notes, *target_lines(target), width=width)
 
@@ -90,9 +114,10 @@ def target_lines(target: CardFit | None) -> list[str]:
     b = target.budget
     head = f"target {b.gpu_id}: needs {gib(target.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available"
     if target.fits:
-        return [f"{head}: fits (headroom {gib(target.headroom_bytes)} GiB)."]
+        fewer = f"; on fewer cards: {target.sharding}" if target.plan else ""
+        return [f"{head}: fits (headroom {gib(target.headroom_bytes)} GiB){fewer}."]
     if not target.suggestions:
-        return [f"{head}: does not fit, and no single change makes it fit."]
+        return [f"{head}: does not fit, and no single change makes it fit; more GPUs: {target.sharding}."]
     return [f"{head}: does not fit. It would fit with:", *(f"  - {suggestion_text(s)}" for s in target.suggestions)]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import unicodedata
 from pathlib import Path
@@ -44,6 +45,8 @@ MAX_YAML_ALIASES = 50
 MAX_YAML_DEPTH = 50
 #: YAML nodes allowed in one document (a spec has a few dozen; bounds parse time, PyYAML being pure Python).
 MAX_YAML_NODES = 10_000
+#: How pydantic tags a union member in an error's location ("list[str]", "literal['all-linear']").
+_UNION_MEMBER = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\])$")
 #: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
@@ -391,13 +394,30 @@ def _show_key(part: object) -> str:
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
+def _error_parts(error: Any) -> tuple[str, str, bool]:
+    """(dotted location, message, whether it is a union member's) of one pydantic error; a union member's
+    tag ("list[str]") is left out of the location."""
+    parts = list(error["loc"])
+    if error["type"] == "extra_forbidden":
+        return ".".join(_show_key(part) for part in parts), "unknown key", False
+    message = error["msg"].removeprefix("Value error, ")
+    member = next((i for i, part in enumerate(parts) if isinstance(part, str) and _UNION_MEMBER.match(part)), None)
+    if member is not None:
+        inner = ".".join(_show_key(part) for part in parts[member + 1 :])
+        parts = parts[:member]
+        message = f"{inner}: {message}" if inner else message
+    return ".".join(_show_key(part) for part in parts), message, member is not None
+
+
 def _format_validation_error(source: str, exc: ValidationError) -> str:
+    """One line per problem: the members of a union (each reports its own error) share one line."""
+    problems: dict[object, tuple[str, list[str]]] = {}
+    for index, error in enumerate(exc.errors()):
+        loc, message, union = _error_parts(error)
+        problems.setdefault(loc if union else index, (loc, []))[1].append(message)
     lines = []
-    for error in exc.errors():
-        loc = ".".join(_show_key(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown key"
+    for loc, messages in problems.values():
+        message = "; or ".join(dict.fromkeys(messages))
         lines.append(f"{source}: {loc}: {message}" if loc else f"{source}: {message}")
     return "\n".join(lines)
 

@@ -24,6 +24,8 @@ from fuzz_support import (
     error_lines,
     invoke,
     time_limit,
+    tolerating_known_issues,
+    violation,
     workspace,
 )
 from fuzz_values import (
@@ -101,12 +103,14 @@ def check_estimate(result: Any, what: str) -> None:
         raise FuzzFailure(f"peak_allocated_bytes is not the sum of the components\ninput: {what}")
 
 
+@tolerating_known_issues
 def check_yaml_cli(data: bytes) -> None:
     """``vramcalc estimate FILE`` on random YAML: exit 0 or 2, each error line naming the file."""
     path = workspace().spec_file(data)
     args = ["estimate", str(path), "--json"]
     result = invoke(args)
-    check_result(args, result)
+    if not check_result(args, result):
+        return
     if result.exit_code == 2:
         _errors_name_file(args, result, path)
 
@@ -273,15 +277,17 @@ def _duplicate_line(text: str, path: tuple[str, ...]) -> str:
     raise AssertionError(f"no line for {path} in {text!r}")
 
 
+@tolerating_known_issues
 def check_mutated_spec(example: MutatedSpec) -> None:
     """A mutated spec estimates sanely or is rejected with one line per problem naming file and field."""
     path = workspace().spec_file(example.text)
     args = ["estimate", str(path), *(["--json"] if example.json else [])]
     result = invoke(args)
-    check_result(args, result)
+    if not check_result(args, result):
+        return
     rejected = [m for m in example.mutations if m.must_reject]
     if rejected and result.exit_code != 2:
-        raise FuzzFailure(f"{rejected[0]} must be rejected\n{example!r}\n" + describe(args, result))
+        violation(f"{rejected[0]} must be rejected", f"{example!r}\n" + describe(args, result))
     if result.exit_code != 2:
         return
     _errors_name_file(args, result, path)
@@ -337,12 +343,14 @@ def extreme_specs(draw: st.DrawFn) -> str:
     return yaml_text({"name": "huge", "model": model, "workload": workload})
 
 
+@tolerating_known_issues
 def check_extreme_spec(text: str) -> None:
     """Huge valid specs: exact big ints (or a clear error), never inf, NaN or negative bytes."""
     path = workspace().spec_file(text)
     for args in (["estimate", str(path), "--json"], ["estimate", str(path), "--gpu", "h100"]):
         result = invoke(args)
-        check_result(args, result)
+        if not check_result(args, result):
+            continue
         if result.exit_code == 2:
             _errors_name_file(args, result, path)
         if "inf" in result.stdout.lower().replace("inference", "") or "nan" in result.stdout.lower().split():
@@ -363,7 +371,7 @@ class Target:
 
 
 TARGETS = [
-    Target("yaml-library", yaml_documents, check_yaml_library, 700),
+    Target("yaml-library", yaml_documents, check_yaml_library, 500),
     Target("yaml-cli", yaml_documents, check_yaml_cli, 150),
     Target("mutated-spec", mutated_specs, check_mutated_spec, 300),
     Target("argv", argv, check_argv, 400),

@@ -289,5 +289,7 @@ def test_known_issue_is_still_open(issue: KnownIssue) -> None:
     args = [arg.replace("{fixtures}", fixtures) for arg in issue.reproducer]
     result = invoke(args)
     check_result(args, result, known=False)
+    if issue.expect_exit is not None:
+        assert result.exit_code == issue.expect_exit, result.output
     if "--json" in args:
         check_json(result.stdout, lambda why: pytest.fail(why))

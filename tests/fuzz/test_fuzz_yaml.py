@@ -187,3 +187,13 @@ def test_parse_yaml_names_the_source() -> None:
 @pytest.mark.parametrize("text", ["\ufeff" + GOOD, GOOD.replace("\n", "\r\n"), "%YAML 1.1\n---\n" + GOOD])
 def test_harmless_variants_of_a_good_spec_load(write_spec, text: str) -> None:
     assert load_spec(write_spec(text)).name == "tiny"
+
+
+def test_a_union_key_reports_one_line(write_spec) -> None:
+    """spec._format_validation_error: a union (adapter.targets: a list or 'all-linear') reported one line
+    per member for one bad value."""
+    spec = GOOD + "  adapter: {rank: 8, targets: [[q_proj]]}\n"
+    message = one_error(write_spec(spec))
+    assert message.endswith(
+        "workload.adapter.targets: 0: Input should be a valid string; or Input should be 'all-linear'"
+    )
