@@ -76,10 +76,14 @@ def expand_paths(args: list[str]) -> tuple[list[str], list[CheckError]]:
     errors: list[CheckError] = []
     for arg in args:
         path = Path(arg)
-        if path.is_dir():
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except (OSError, ValueError):  # a name too long for the file system, or an embedded NUL
+            is_dir, exists = False, True  # left to the spec reader, which reports it in one line
+        if is_dir:
             found = [str(p) for p in sorted(path.rglob("*")) if _is_spec_file(p, path)]
             what = "no *.yaml or *.yml files in this directory"
-        elif not path.exists() and glob.has_magic(arg):
+        elif not exists and glob.has_magic(arg):
             found = [p for p in sorted(glob.glob(arg, recursive=True)) if Path(p).suffix in SPEC_SUFFIXES]
             what = "no spec files match this pattern"
         else:

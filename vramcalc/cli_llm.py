@@ -23,13 +23,13 @@ def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
     """A flag holding a name (``nf4``) or a YAML flow mapping (``{method: gptq, bits: 4}``)."""
     if text is None:
         return None
-    import yaml
+    from vramcalc.spec import parse_yaml
 
     if len(text) > MAX_FLAG_CHARS:
         raise SpecError(f"{flag}: longer than {MAX_FLAG_CHARS} characters")
     try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError:
+        value = parse_yaml(text, flag)  # the spec files' bounded safe loader (aliases, depth, duplicates)
+    except SpecError:
         raise SpecError(f"{flag}: not a name or a YAML mapping such as '{{{name_key}: ...}}': {text!r}") from None
     if isinstance(value, str):
         return {name_key: value}

@@ -81,14 +81,10 @@ class Comparison:
 
 def load_memory_stats(path: str | Path) -> MeasuredStats:
     """Read and check a memory_stats JSON file (bounded size, UTF-8)."""
+    from vramcalc.spec import read_regular_file
+
     source = str(path)
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_STATS_BYTES + 1)
-    except OSError as exc:
-        raise MeasuredStatsError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_STATS_BYTES:
-        raise MeasuredStatsError(f"{source}: larger than {MAX_STATS_BYTES // 2**20} MiB, not a memory_stats() dump")
+    raw = read_regular_file(Path(path), MAX_STATS_BYTES, "memory_stats() dumps")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

@@ -259,13 +259,12 @@ FAMILIES: dict[str, Callable[[_Reader, list[str]], Model]] = {
 
 def read_config(path: str | Path) -> Config:
     """Read a config.json (bounded size, UTF-8, a JSON object); errors name the file."""
+    from vramcalc.spec import read_regular_file
+
     path = Path(path)
-    if not path.is_file():
-        raise SpecError(f"{path}: no such file")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise SpecError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes; not a model config.json")
+    raw = read_regular_file(path, MAX_CONFIG_BYTES, "model config.json files")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:

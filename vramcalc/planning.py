@@ -73,8 +73,9 @@ class Budget:
 
     @property
     def available_bytes(self) -> int:
-        """Usable memory minus the reserve: what the estimate's total is compared with."""
-        return self.usable_bytes - self.reserve_bytes
+        """Usable memory minus the reserve (never below zero: a reserve larger than the card leaves
+        nothing): what the estimate's total is compared with."""
+        return max(0, self.usable_bytes - self.reserve_bytes)
 
 
 def capacity_basis(gpu: GPU) -> str:

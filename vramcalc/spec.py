@@ -340,25 +340,34 @@ def _open_nonblocking(file: str, flags: int) -> int:
     return os.open(file, flags | getattr(os, "O_NONBLOCK", 0))
 
 
-def _read_text(path: Path) -> str:
-    """The UTF-8 text of a regular file of at most MAX_SPEC_BYTES; never blocks on a FIFO or device."""
+def read_regular_file(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; never blocks on a FIFO or a device.
+
+    Every reader of user files (spec files, config.json, memory_stats dumps) goes through here, so
+    they all refuse the same hostile inputs the same way (:class:`SpecError`, one line)."""
     try:
         info = path.stat()
     except (OSError, ValueError) as exc:
         raise SpecError(f"{path}: {_os_problem(exc)}") from None
     if not stat.S_ISREG(info.st_mode):
         raise SpecError(f"{path}: not a regular file")
-    if info.st_size > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: file is {info.st_size:,} bytes; spec files are limited to {MAX_SPEC_BYTES:,} bytes")
+    if info.st_size > limit:
+        raise SpecError(f"{path}: file is {info.st_size:,} bytes; {what} are limited to {limit:,} bytes")
     try:
         with open(path, "rb", opener=_open_nonblocking) as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced since the stat() above
                 raise SpecError(f"{path}: not a regular file")
-            data = handle.read(MAX_SPEC_BYTES + 1)
-    except OSError as exc:
+            data = handle.read(limit + 1)
+    except (OSError, ValueError) as exc:
         raise SpecError(f"{path}: {_os_problem(exc)}") from None
-    if len(data) > MAX_SPEC_BYTES:
-        raise SpecError(f"{path}: grew past {MAX_SPEC_BYTES:,} bytes while being read (the limit for spec files)")
+    if len(data) > limit:
+        raise SpecError(f"{path}: grew past {limit:,} bytes while being read (the limit for {what})")
+    return data
+
+
+def _read_text(path: Path) -> str:
+    """The UTF-8 text of a spec file of at most MAX_SPEC_BYTES."""
+    data = read_regular_file(path, MAX_SPEC_BYTES, "spec files")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

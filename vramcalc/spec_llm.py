@@ -66,7 +66,7 @@ class AdapterSpec(_Strict):
 
     type: AdapterType = AdapterType.lora
     rank: Annotated[int, Field(strict=True, gt=0, le=65536)]
-    alpha: Annotated[float, Field(gt=0)] | None = None
+    alpha: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     targets: list[str] | Literal["all-linear"] | None = None
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
     autocast_adapter_dtype: bool = True

@@ -86,45 +86,7 @@ class KnownIssue:
 
 
 LONG_NAME = "/" + "x" * 300 + "/" + "y" * 4000
-KNOWN_ISSUES: tuple[KnownIssue, ...] = (
-    KnownIssue(
-        "check.py",
-        r"uncaught OSError: \[Errno 36\]",
-        "check.expand_paths: Path.is_dir() raises OSError for a file name too long",
-        ("check", LONG_NAME),
-    ),
-    KnownIssue(
-        "hf_import.py",
-        r"uncaught OSError: \[Errno 36\]",
-        "hf_import.read_config: Path.is_file() raises OSError for a file name too long",
-        ("import", LONG_NAME),
-    ),
-    KnownIssue(
-        "compare.py",
-        r"uncaught Hang",
-        "compare.load_memory_stats opens --measured without checking for a regular file: a FIFO blocks",
-        ("compare", "{fixtures}/tiny.yaml", "--measured", "{fixtures}/fifo.yaml"),
-    ),
-    KnownIssue(
-        "cli_llm.py",
-        r"uncaught (RecursionError|AttributeError|ValueError|KeyError|TypeError)",
-        "cli_llm.parse_mapping_flag parses --adapter/--quantization with yaml.safe_load, not spec.parse_yaml",
-        ("estimate", "{fixtures}/tiny.yaml", "--adapter", "!!timestamp 2001-12-14>-"),
-    ),
-    KnownIssue(
-        "spec_llm.py",
-        r"'adapter', 'alpha'\), value=.*must be rejected",
-        "spec_llm.AdapterSpec.alpha has no upper bound and allows inf (alpha: 1e30 and alpha: .inf are accepted)",
-        ("estimate", "{fixtures}/alpha-inf.yaml"),
-        expect_exit=2,
-    ),
-    KnownIssue(
-        "planning",
-        r"--json available_bytes: -\d+ is negative",
-        "fit/max-batch: a --reserve larger than the card gives a negative available_bytes (not an error)",
-        ("fit", "{fixtures}/tiny.yaml", "--gpu", "rtx-3080", "--reserve", "24GiB", "--json"),
-    ),
-)
+KNOWN_ISSUES: tuple[KnownIssue, ...] = ()
 #: benchmarks/fuzz.py sets this: known issues are then raised (as KnownIssueHit) to be counted.
 REPORT_KNOWN = False
 

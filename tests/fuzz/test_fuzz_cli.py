@@ -18,9 +18,7 @@ from typing import Any
 import pytest
 from fuzz_argv import Argv, argv, check_argv, param_info
 from fuzz_support import (
-    KNOWN_ISSUES,
     ROOT,
-    KnownIssue,
     check_json,
     check_result,
     ci_settings,
@@ -274,22 +272,34 @@ def test_the_source_reads_no_undocumented_environment_variable() -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# Known issues in files other developers are still writing (tests/fuzz/fuzz_support.py KNOWN_ISSUES).
-# Strict xfail: once an issue is fixed this test passes, fails the run, and the entry should go.
+# Regressions: inputs the long campaign once found crashing, hanging or printing a negative size.
+# Each must now end in exit 0, 1 or 2 without a traceback (and the stated exit code where given).
 # --------------------------------------------------------------------------------------------------
 
+LONG_NAME = "/" + "x" * 300 + "/" + "y" * 4000
+FIXED = [
+    # check.expand_paths: Path.is_dir() raised OSError (ENAMETOOLONG)
+    (("check", LONG_NAME, "--gpu", "h100-sxm"), 2),
+    # hf_import.read_config: Path.is_file() raised OSError (ENAMETOOLONG)
+    (("import", LONG_NAME), 2),
+    # compare.load_memory_stats opened --measured without checking for a regular file: a FIFO blocked
+    (("compare", "{fixtures}/tiny.yaml", "--measured", "{fixtures}/fifo.yaml"), 2),
+    # cli_llm.parse_mapping_flag used plain yaml.safe_load: malformed tags raised from PyYAML
+    (("estimate", "{fixtures}/tiny.yaml", "--adapter", "!!timestamp 2001-12-14>-"), 2),
+    # spec_llm.AdapterSpec.alpha had no upper bound and accepted .inf
+    (("estimate", "{fixtures}/alpha-inf.yaml"), 2),
+    # fit: a --reserve larger than the card gave a negative available_bytes
+    (("fit", "{fixtures}/tiny.yaml", "--gpu", "rtx-3080", "--reserve", "24GiB", "--json"), None),
+]
 
-@pytest.mark.parametrize(
-    "issue",
-    [pytest.param(issue, marks=pytest.mark.xfail(strict=True, reason=issue.summary)) for issue in KNOWN_ISSUES],
-    ids=[issue.module for issue in KNOWN_ISSUES],
-)
-def test_known_issue_is_still_open(issue: KnownIssue) -> None:
+
+@pytest.mark.parametrize(("reproducer", "expect_exit"), FIXED, ids=[r[0][0] + str(i) for i, r in enumerate(FIXED)])
+def test_fixed_campaign_findings(reproducer: tuple[str, ...], expect_exit: int | None) -> None:
     fixtures = str(workspace().fixtures)
-    args = [arg.replace("{fixtures}", fixtures) for arg in issue.reproducer]
+    args = [arg.replace("{fixtures}", fixtures) for arg in reproducer]
     result = invoke(args)
     check_result(args, result, known=False)
-    if issue.expect_exit is not None:
-        assert result.exit_code == issue.expect_exit, result.output
+    if expect_exit is not None:
+        assert result.exit_code == expect_exit, result.output
     if "--json" in args:
         check_json(result.stdout, lambda why: pytest.fail(why))
