@@ -188,3 +188,23 @@ def test_bad_flag_value_exits_2() -> None:
     assert result.exit_code == 2
     result = runner.invoke(app, ["estimate", BERT, "--batch-size", "0"])
     assert result.exit_code == 2
+
+
+def test_console_entry_point_turns_usage_errors_into_one_line() -> None:
+    # the installed `vramcalc` command (vramcalc.cli:run), as a user or CI calls it
+    import subprocess
+    import sys
+
+    cases = [
+        (["estimate", BERT, "--batch-size", "abc"], "error: Invalid value for '--batch-size'"),
+        (["estimate", BERT, "--no-such-flag"], "error: No such option: --no-such-flag"),
+        (["no-such-command"], "error: No such command 'no-such-command'."),
+    ]
+    for args, expected in cases:
+        done = subprocess.run([sys.executable, "-m", "vramcalc", *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(expected), done.stderr
+        assert done.stdout == ""
+    ok = subprocess.run([sys.executable, "-m", "vramcalc", "--version"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and ok.stdout.startswith("vramcalc ")

@@ -1,5 +1,5 @@
 """``python -m vramcalc``."""
 
-from vramcalc.cli import app
+from vramcalc.cli import run
 
-app()
+run()

@@ -194,3 +194,22 @@ register(_add_llm_commands)
 from vramcalc.cli_parallel import add_commands as _add_parallel_commands  # noqa: E402
 
 register(_add_parallel_commands)
+
+
+def run() -> None:
+    """Console entry point. Typer's own usage errors (a bad flag value, an unknown option) become
+    one ``error:`` line and exit code 2, like every other input error, instead of a usage panel."""
+    import sys
+
+    usage_error = typer.BadParameter.__mro__[1]  # typer's vendored UsageError (never import click)
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as exc:
+        message = " ".join(exc.format_message().split())
+        if message:  # no message: `vramcalc` alone, whose help was already printed
+            typer.echo(f"error: {message}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
