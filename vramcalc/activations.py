@@ -108,8 +108,11 @@ def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> in
     if dt.amp:
         # softmax runs in fp32 (autocast fp32 list); the matmul with V saves a 16-bit copy
         return FP32 + dt.compute + (MASK if dropout else 0)
-    softmax = FP32 + dt.compute if _softmax_upcast(shape) and dt.compute != FP32 else dt.compute
-    return softmax + ((dt.compute + MASK) if dropout else 0)
+    if _softmax_upcast(shape) and dt.compute != FP32:
+        # fp32 softmax saved; its cast back is saved by the matmul only when no dropout follows
+        # (dropout keeps its mask, and its own output goes to the matmul)
+        return FP32 + ((dt.compute + MASK) if dropout else dt.compute)
+    return dt.compute + ((dt.compute + MASK) if dropout else 0)
 
 
 def attention_saved_bytes(

@@ -33,7 +33,18 @@ from vramcalc.model import (
     param_tensors,
     resolve_model,
 )
-from vramcalc.spec import Architecture, Attention, Checkpointing, Mode, Optimizer, OptimizerImpl, Precision, Spec
+from vramcalc.spec import (
+    Architecture,
+    Attention,
+    Checkpointing,
+    Head,
+    Mode,
+    Norm,
+    Optimizer,
+    OptimizerImpl,
+    Precision,
+    Spec,
+)
 from vramcalc.units import MiB, ceil_div
 
 #: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
@@ -293,8 +304,8 @@ def _training_phases(
         recompute = {
             **live,
             "autocast_weight_copies": head_copy + (copies - head_copy) // max(1, n_blocks),
-            "activations": kept + layer,
-            "gradients": shape.vocab * shape.hidden * dt.param,
+            "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention),
+            "gradients": head_gradient_params(shape) * dt.param,
         }
         backward = max(start, recompute, key=lambda p: sum(p.values()))
     else:
@@ -311,7 +322,7 @@ def _training_phases(
             **live,
             "autocast_weight_copies": copies,
             "activations": saved - act.head_saved_bytes(shape, tk, dt),
-            "gradients": (head_params(shape) + layer_params(shape)) * dt.param,
+            "gradients": (head_gradient_params(shape) + layer_params(shape)) * dt.param,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
         backward = max(backward, last_block, key=lambda p: sum(p.values()))
@@ -321,6 +332,24 @@ def _training_phases(
     temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     return {"forward": forward, "backward": backward, "optimizer": step}
+
+
+def head_gradient_params(shape: ModelShape) -> int:
+    """Gradients that exist once backward has left the head: the head's own parameters and, for a
+    tied LM head, the embedding matrix (its gradient is written by the LM head's backward)."""
+    tied_lm = shape.head is Head.lm and shape.tie_embeddings
+    return head_params(shape) + (shape.vocab * shape.hidden if tied_lm else 0)
+
+
+def recomputed_input_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """The recomputed block's input is its checkpoint; its first norm saves that same tensor (LayerNorm,
+    or RMSNorm on an fp32 residual), so it is not counted twice."""
+    if shape.norm is not Norm.layernorm and dt.residual != act.FP32:
+        return 0  # HF RMSNorm saves an fp32 copy, a different tensor from the 16-bit checkpoint
+    decoder_larger = shape.architecture is Architecture.encoder_decoder and act.layer_saved_bytes(
+        shape, tk, dt, attention, decoder=True
+    ) > act.layer_saved_bytes(shape, tk, dt, attention)
+    return (tk.decoder if decoder_larger else tk.encoder) * shape.hidden * dt.residual
 
 
 def _eager_score_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:

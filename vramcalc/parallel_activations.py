@@ -85,7 +85,11 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
         total = one * in_flight(plan, stage)
     k = in_flight(plan, stage) if last else 1
     loss = act.LossBytes(loss.saved * k, loss.forward_transient, loss.backward_temporaries)
-    layer = max(blocks[2], blocks[3]) if wl.gradient_checkpointing is Checkpointing.full else 0
+    layer = 0
+    if wl.gradient_checkpointing is Checkpointing.full:  # the recomputed block, its input (the checkpoint) once
+        from vramcalc.estimator import recomputed_input_bytes
+
+        layer = max(blocks[2], blocks[3]) - _sp(plan, recomputed_input_bytes(local, tk, dt, wl.attention))
     temps = act.block_backward_temp_bytes(local, tk, dt)
     return StageActivations(total, head, layer, n_enc + n_dec, loss, temps)
 

@@ -42,13 +42,14 @@ from vramcalc import activations as act
 from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl
 from vramcalc.estimator import (
     DTYPES,
+    head_gradient_params,
     image_elements,
     input_bytes,
     optimizer_state_bytes,
     optimizer_temp_bytes,
     workspace_bytes,
 )
-from vramcalc.model import ModelShape, count_params, head_params, layer_params, linear_weight_params, resolve_model
+from vramcalc.model import ModelShape, count_params, layer_params, linear_weight_params, resolve_model
 from vramcalc.parallel import (
     DEEPSPEED_SUB_GROUP,
     FP32,
@@ -235,9 +236,8 @@ def _early_grads(plan: Plan, lay: Layout, local: ModelShape, last: bool, persist
     sharded path (ZeRO-2/3 and FSDP buckets and units, counted there)."""
     if plan.stage >= 2 or persistent:
         return 0, 0
-    head = head_params(local) if last else 0
-    lm_head = local.vocab * local.hidden if last else 0
-    return (layer_params(local) + head) * lay.grad, lm_head * lay.grad
+    head = head_gradient_params(local) if last else 0  # the head's (and a tied LM head's embedding)
+    return (layer_params(local) + head) * lay.grad, head * lay.grad
 
 
 def _div(plan: Plan, stage: int) -> int:

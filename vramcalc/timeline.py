@@ -51,8 +51,8 @@ import math
 from dataclasses import dataclass, field
 
 from vramcalc import activations as act
-from vramcalc.estimator import DTYPES, Estimate
-from vramcalc.model import ModelShape, head_params, layer_params, resolve_model
+from vramcalc.estimator import DTYPES, Estimate, head_gradient_params, recomputed_input_bytes
+from vramcalc.model import ModelShape, layer_params, resolve_model
 from vramcalc.spec import Architecture, Checkpointing, Head, OptimizerImpl, Spec
 
 #: At most this many points per pass through the blocks; neighbouring blocks are grouped beyond it.
@@ -189,9 +189,14 @@ def step_parts(spec: Spec) -> StepParts:
         loss_transient=loss.forward_transient,
         loss_grads=loss.backward_temporaries,
         head_copy=shape.vocab * shape.hidden * dt.compute if dt.amp else 0,
-        head_grad=shape.vocab * shape.hidden * dt.param,
-        recompute_layer=act.largest_layer_saved_bytes(shape, tk, dt, wl.attention) if checkpointing else 0,
-        last_block_grads=(head_params(shape) + layer_params(shape)) * dt.param,
+        head_grad=head_gradient_params(shape) * dt.param,
+        recompute_layer=(
+            act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
+            - recomputed_input_bytes(shape, tk, dt, wl.attention)
+            if checkpointing
+            else 0
+        ),
+        last_block_grads=(head_gradient_params(shape) + layer_params(shape)) * dt.param,
         block_temps=act.block_backward_temp_bytes(shape, tk, dt),
         checkpointing=checkpointing,
         optimizer_impl=wl.optimizer_impl,
