@@ -123,25 +123,10 @@ def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
 
 
 def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
-    """Optimizer state of the adapter tensors (same rules as vramcalc.estimator.optimizer_state_bytes)."""
-    from vramcalc.estimator import BNB_BLOCK, BNB_MIN_8BIT_SIZE, _round, _round_tensors
+    """Optimizer state of the adapter tensors: the estimator's rules for any tensor list."""
+    from vramcalc.estimator import optimizer_state_bytes_for
 
-    if optimizer in (Optimizer.none, Optimizer.sgd):
-        return 0
-    if optimizer in (Optimizer.sgd_momentum, Optimizer.lion):
-        return _round_tensors(tensors, state_bytes)
-    if optimizer in (Optimizer.adam, Optimizer.adamw):
-        return 2 * _round_tensors(tensors, state_bytes)
-    if optimizer is Optimizer.adafactor:
-        return sum(n * (_round(r * state_bytes) + _round(c * state_bytes)) for n, r, c in tensors)
-    total = 0
-    for n, rows, cols in tensors:  # adamw-8bit
-        numel = rows * cols
-        if numel < BNB_MIN_8BIT_SIZE:
-            total += n * 2 * _round(numel * 4)
-        else:
-            total += n * 2 * (_round(numel) + _round(-(-numel // BNB_BLOCK) * 4))
-    return total
+    return optimizer_state_bytes_for(optimizer, tensors, state_bytes)
 
 
 def lora_saved_per_token(matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float) -> int:
