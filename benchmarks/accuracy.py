@@ -159,7 +159,11 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 MEASURED_CASES = ROOT / "benchmarks" / "data" / "measured_bert_large_v100.yaml"
 #: HF Trainer of 2022 (transformers ~4.17): optimizer names as vramcalc spells them. Its default
 #: "adamw_hf" is transformers' own AdamW, a per-parameter loop (temporaries of one tensor at a time).
-MEASURED_OPTIMIZERS = {"adamw": ("adamw", "forloop"), "adafactor": ("adafactor", "forloop"), "adam8bit": ("adamw-8bit", "foreach")}
+MEASURED_OPTIMIZERS = {
+    "adamw": ("adamw", "forloop"),
+    "adafactor": ("adafactor", "forloop"),
+    "adam8bit": ("adamw-8bit", "foreach"),
+}
 
 
 def measured_spec(case: dict[str, Any], context_bytes: int) -> dict[str, Any]:

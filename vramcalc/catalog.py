@@ -33,8 +33,20 @@ from vramcalc.units import GB, GiB, MiB, parse_size
 
 #: NVIDIA cards of compute capability >= 9.0 (Hopper, Blackwell): PyTorch gives them 32 MiB cuBLAS
 #: workspaces instead of 8.125 MiB (aten/src/ATen/cuda/CublasHandlePool.cpp).
-HOPPER_OR_NEWER = {"h100-pcie", "h100-sxm", "h100-nvl", "h200-sxm", "h200-nvl", "h20", "gh200-96gb",
-                   "gh200-144gb", "b100", "b200", "rtx-5080", "rtx-5090"}
+HOPPER_OR_NEWER = {
+    "h100-pcie",
+    "h100-sxm",
+    "h100-nvl",
+    "h200-sxm",
+    "h200-nvl",
+    "h20",
+    "gh200-96gb",
+    "gh200-144gb",
+    "b100",
+    "b200",
+    "rtx-5080",
+    "rtx-5090",
+}
 
 Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=60)]
 #: Name tokens that only tell variants of one product apart (see the module docstring).
@@ -224,7 +236,11 @@ def load_catalog() -> Catalog:
 
 
 def select_gpus(
-    gpus: list[GPU], *, vendor: str | None = None, memory_type: str | None = None, min_memory: str | None = None,
+    gpus: list[GPU],
+    *,
+    vendor: str | None = None,
+    memory_type: str | None = None,
+    min_memory: str | None = None,
     sort: str | None = None,
 ) -> list[GPU]:
     """Filter by vendor, memory type and nominal capacity (``capacity_bytes``); sort largest first."""
