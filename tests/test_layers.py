@@ -10,6 +10,7 @@ CORE = [
     "vramcalc.units",
     "vramcalc.errors",
     "vramcalc.spec",
+    "vramcalc.yamlio",
     "vramcalc.model",
     "vramcalc.activations",
     "vramcalc.estimator",
