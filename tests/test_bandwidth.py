@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from spec_texts import TINY_DECODER
 
 from vramcalc.bandwidth import (
     DEFAULT_HOST_EFFICIENCY,
@@ -36,28 +37,8 @@ from vramcalc.memory_clock import (
     parse_data_rate_gbps,
 )
 from vramcalc.spec import load_spec
+from vramcalc.units import GB
 from vramcalc.weights import kv_bytes_per_token, select_weights, weights_from_flags, weights_from_spec
-
-GB = 10**9
-
-TINY_DECODER = """\
-name: tiny-decoder
-model:
-  architecture: decoder
-  layers: 2
-  hidden_size: 64
-  heads: 4
-  kv_heads: 2
-  ffn_size: 128
-  mlp: swiglu
-  vocab_size: 100
-workload:
-  mode: inference
-  batch_size: 4
-  seq_len: 32
-  precision: bf16
-"""
-
 
 # --- clock semantics -----------------------------------------------------------------------------
 

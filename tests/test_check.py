@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from spec_texts import TINY_SPEC as TINY
 from typer.testing import CliRunner, Result
 
 from vramcalc.check_formats import FORMATTERS
@@ -31,19 +32,6 @@ FITS = str(EXAMPLES / "gpt2-a100.yaml")  # 26.3 GiB needed, 72 GiB available
 TOO_BIG = str(EXAMPLES / "bert-large-v100.yaml")  # 69.3 GiB needed, 15 GiB available
 GiB, MiB = 2**30, 2**20
 CHECK_KEYS = ["spec", "gpu", "needed_bytes", "available_bytes", "headroom_bytes", "fits"]
-
-TINY = """\
-name: tiny
-model:
-  architecture: decoder
-  layers: 2
-  hidden_size: 64
-  heads: 4
-  vocab_size: 100
-workload:
-  batch_size: 2
-  seq_len: 16
-"""
 
 
 def run(*args: str) -> Result:

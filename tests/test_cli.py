@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from spec_texts import TINY_SPEC as GOOD
 from typer.testing import CliRunner
 
 from vramcalc import __version__
@@ -14,19 +15,6 @@ from vramcalc.cli import app
 runner = CliRunner()
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 BERT = str(CONFIGS / "bert-base.yaml")
-
-GOOD = """\
-name: tiny
-model:
-  architecture: decoder
-  layers: 2
-  hidden_size: 64
-  heads: 4
-  vocab_size: 100
-workload:
-  batch_size: 2
-  seq_len: 16
-"""
 
 
 def test_version() -> None:

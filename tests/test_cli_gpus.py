@@ -6,31 +6,15 @@ import json
 import re
 
 import pytest
+from spec_texts import TINY_DECODER
 from typer.testing import CliRunner
 
 from vramcalc.bandwidth import DEFAULT_HOST_EFFICIENCY, DEFAULT_MEMORY_EFFICIENCY
 from vramcalc.cli import app
+from vramcalc.units import GB
 
 runner = CliRunner()
-GB = 10**9
 
-TINY_DECODER = """\
-name: tiny-decoder
-model:
-  architecture: decoder
-  layers: 2
-  hidden_size: 64
-  heads: 4
-  kv_heads: 2
-  ffn_size: 128
-  mlp: swiglu
-  vocab_size: 100
-workload:
-  mode: inference
-  batch_size: 4
-  seq_len: 32
-  precision: bf16
-"""
 
 BANDWIDTH_KEYS = {
     "gpu",

@@ -21,22 +21,10 @@ from fuzz_targets import (
     yaml_documents,
 )
 from hypothesis import given
+from spec_texts import TINY_SPEC as GOOD
 
 from vramcalc.errors import SpecError
 from vramcalc.spec import MAX_YAML_DEPTH, MAX_YAML_NODES, load_spec, parse_yaml
-
-GOOD = """\
-name: tiny
-model:
-  architecture: decoder
-  layers: 2
-  hidden_size: 64
-  heads: 4
-  vocab_size: 100
-workload:
-  batch_size: 2
-  seq_len: 16
-"""
 
 
 @ci_settings(TARGETS_BY_NAME["yaml-library"].ci_examples)
