@@ -6,7 +6,10 @@
 * max-batch beyond start-up: median wall time of `vramcalc max-batch SPEC --gpu CARD` minus that of
   `vramcalc estimate SPEC --gpu CARD` (same imports, spec, catalog and one estimate);
 * sweep throughput: estimates per second of :func:`vramcalc.planning.grid_totals` on a
-  10,000-point grid (100 batch sizes x 100 sequence lengths), in-process (goal: >= 100,000/s);
+  10,000-point grid (100 batch sizes x 100 sequence lengths), in-process (goal: >= 100,000/s), for
+  the first sweep in the process (what one `vramcalc sweep` pays) and a second one (caches warm);
+  checked equal to a full estimate at each of 1,000 points, and compared with a full estimate per
+  point and with a spec off the symbolic path (vramcalc/batch_totals.py);
 * --profile: where a grid point's time goes (cProfile, cumulative share of the top functions).
 """
 
@@ -31,6 +34,8 @@ from vramcalc.spec import load_spec  # noqa: E402
 
 CASES = [("bert-base.yaml", "a100-80gb-sxm"), ("llama-2-7b.yaml", "h100-sxm"), ("gpt2.yaml", "rtx-4090")]
 GRID_SPEC = "gpt2.yaml"
+SWEEP_SPECS = ["gpt2.yaml", "bert-base.yaml", "llama-3-8b.yaml", "t5-base.yaml"]
+FALLBACK_SPEC = "llama-2-7b-qlora.yaml"
 BATCHES = list(range(1, 101))
 SEQS = list(range(64, 64 * 101, 64))
 
@@ -76,18 +81,34 @@ def beyond_startup(runs: int) -> None:
     )
 
 
+def _grid_rate(config: str) -> tuple[int, float, float]:
+    """Points, and estimates per second of the first and of a second sweep in this process."""
+    spec = load_spec(ROOT / "configs" / config)
+    rates = []
+    for _ in range(2):
+        start = time.perf_counter()
+        totals = grid_totals(spec, BATCHES, SEQS, hopper_or_newer=True)
+        rates.append(len(totals) / (time.perf_counter() - start))
+    return len(totals), rates[0], rates[1]
+
+
 def sweep_rate() -> None:
+    """The 10,000-point grid on the symbolic path, checked point by point against full estimates
+    on a 1,000-point part of it, then the rate of a full estimate per point for comparison."""
+    for config in SWEEP_SPECS:
+        points, first, again = _grid_rate(config)
+        print(f"sweep {config}: {points:,} points, {first:,.0f} estimates/s (second sweep: {again:,.0f}/s)")
     spec = load_spec(ROOT / "configs" / GRID_SPEC)
+    batches, seqs = BATCHES[:20], SEQS[:50]
+    specs = [with_workload(spec, batch_size=b, seq_len=s) for b in batches for s in seqs]
     start = time.perf_counter()
-    totals = grid_totals(spec, BATCHES, SEQS, hopper_or_newer=True)
-    elapsed = time.perf_counter() - start
-    print(f"sweep {GRID_SPEC}: {len(totals):,} points in {elapsed:.2f} s = {len(totals) / elapsed:,.0f} estimates/s")
-    specs = [with_workload(spec, batch_size=b, seq_len=s) for b in BATCHES[:20] for s in SEQS[:50]]
-    start = time.perf_counter()
-    for point in specs:
-        estimate(point)
+    full = [estimate(point).total_bytes for point in specs]
     rate = len(specs) / (time.perf_counter() - start)
-    print(f"  estimate() alone (specs prepared beforehand): {rate:,.0f} estimates/s (goal >= 100,000/s)")
+    same = full == grid_totals(spec, batches, seqs, hopper_or_newer=True)
+    print(f"  {GRID_SPEC}: the sweep equals a full estimate at all {len(full):,} points checked: {same}")
+    print(f"  a full estimate() per point instead (specs validated beforehand): {rate:,.0f} estimates/s")
+    points, first, _ = _grid_rate(FALLBACK_SPEC)
+    print(f"  off the symbolic path ({FALLBACK_SPEC}: LLM keys, one full estimate per point): {first:,.0f}/s")
 
 
 def profile() -> None:

@@ -1,5 +1,18 @@
 """Small spec files shared by several test modules (one copy of each)."""
 
+#: The estimator tests' hand-derived one-block decoder (tests/test_estimator.py derives its bytes).
+TINY_MODEL = {
+    "architecture": "decoder",
+    "layers": 1,
+    "hidden_size": 64,
+    "heads": 1,
+    "ffn_size": 256,
+    "mlp": "gelu",
+    "vocab_size": 10,
+    "max_position_embeddings": 8,
+    "dropout": 0.0,
+}
+
 #: A two-layer decoder (every key the CLI tests mutate is present).
 TINY_SPEC = """\
 name: tiny

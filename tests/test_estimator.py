@@ -7,25 +7,15 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spec_texts import TINY_MODEL
 
 from vramcalc import activations as act
-from vramcalc.estimator import COMPONENTS, DTYPES, estimate, optimizer_state_bytes
+from vramcalc.estimator import COMPONENTS, DTYPES, estimate
 from vramcalc.model import linear_weight_params, resolve_model
+from vramcalc.optimizer_memory import optimizer_state_bytes
 from vramcalc.spec import Optimizer, Precision, parse_spec
 
 MiB = 2**20
-
-TINY_MODEL = {
-    "architecture": "decoder",
-    "layers": 1,
-    "hidden_size": 64,
-    "heads": 1,
-    "ffn_size": 256,
-    "mlp": "gelu",
-    "vocab_size": 10,
-    "max_position_embeddings": 8,
-    "dropout": 0.0,
-}
 
 
 def spec(model: dict[str, Any] | None = None, **workload: Any) -> Any:

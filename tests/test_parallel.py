@@ -13,6 +13,7 @@ import pytest
 import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from spec_texts import TINY_MODEL
 
 from vramcalc import activations as act
 from vramcalc.choices import Attention, Precision
@@ -54,17 +55,7 @@ ROUND = {
 ROUND_PARAMS = 230_144
 #: The estimator tests' tiny decoder with two blocks: 32,928 saved bytes per block at batch 2, sequence 4,
 #: fp32, dropout 0 (tests/test_estimator.py derives it), final LayerNorm 8 tokens x 520 B = 4,160.
-TINY = {
-    "architecture": "decoder",
-    "layers": 2,
-    "hidden_size": 64,
-    "heads": 1,
-    "ffn_size": 256,
-    "mlp": "gelu",
-    "vocab_size": 10,
-    "max_position_embeddings": 8,
-    "dropout": 0.0,
-}
+TINY = {**TINY_MODEL, "layers": 2}
 
 
 def spec(model: dict[str, Any], parallel: dict[str, Any] | None, **workload: Any) -> Any:

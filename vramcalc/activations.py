@@ -8,6 +8,9 @@ entering a matmul to 16 bits (a saved copy per linear call); HF's RMSNorm upcast
 saves a 1-byte mask per element; fused SDPA kernels keep only output and logsumexp (no seq^2 term).
 The allocator-level truth these formulas were checked against is ``shared/calibration/tracer``.
 
+Sweeps run these formulas once on a symbolic batch size (:mod:`vramcalc.symbolic`), so a maximum of
+batch-dependent values is written ``maximum(...)``, never ``max(...)`` (which would compare them).
+
 Notation: ``T`` tokens (batch x sequence), ``h`` hidden, ``f`` ffn width, ``e`` bytes of the
 parameter dtype, ``c`` bytes of the compute dtype (2 under autocast), ``r`` bytes of the residual
 stream (4 under autocast: it stays fp32 because the parameters and norms are fp32).
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from vramcalc.model import ModelShape
 from vramcalc.spec import Architecture, Attention, Head, Mlp, Norm, Position
+from vramcalc.symbolic import maximum
 
 #: Bytes of fp32, the dtype of norm statistics, softmax under autocast, logsumexp and upcast losses.
 FP32 = 4
@@ -327,7 +331,7 @@ def largest_layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     """The block recomputed at one time during backward under checkpointing."""
     enc = layer_saved_bytes(shape, tk, dt, attention)
     if shape.architecture is Architecture.encoder_decoder:
-        return max(enc, layer_saved_bytes(shape, tk, dt, attention, decoder=True))
+        return maximum(enc, layer_saved_bytes(shape, tk, dt, attention, decoder=True))
     return enc
 
 
@@ -341,7 +345,7 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     them) plus the hidden state (and the MLM transform).
     """
     c = dt.compute
-    n_tok = max(tk.encoder, tk.decoder)
+    n_tok = maximum(tk.encoder, tk.decoder)
     residual = max(c, dt.residual)
     norm_out = FP32 if dt.amp else c
     attn = n_tok * (2 * shape.q_width + 2 * shape.kv_width) * c
@@ -349,7 +353,7 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
         seq = max(tk.seq, tk.target)
         attn += tk.batch * shape.heads * seq * seq * (c + (FP32 if dt.amp or _softmax_upcast(shape) else c))
     mlp = n_tok * shape.ffn * c * (3 if shape.gated else 2)
-    block = max(
+    block = maximum(
         n_tok * shape.hidden * (2 * residual + norm_out) + attn,
         n_tok * shape.hidden * (3 * residual + norm_out) + mlp,
     )
@@ -359,4 +363,4 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     if shape.head is Head.lm:
         out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
         head = out_tokens * shape.vocab * c + 2 * out_tokens * shape.hidden * max(c, dt.residual)
-    return max(block, head)
+    return maximum(block, head)

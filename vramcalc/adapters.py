@@ -124,7 +124,7 @@ def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
 
 def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
     """Optimizer state of the adapter tensors: the estimator's rules for any tensor list."""
-    from vramcalc.estimator import optimizer_state_bytes_for
+    from vramcalc.optimizer_memory import optimizer_state_bytes_for
 
     return optimizer_state_bytes_for(optimizer, tensors, state_bytes)
 

@@ -10,13 +10,16 @@ from __future__ import annotations
 import glob
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vramcalc.catalog import GPU, ambiguity_note, resolve_gpu
 from vramcalc.errors import SpecError, VramcalcError
-from vramcalc.planning import Budget, budget_for
-from vramcalc.planning_fit import DEFAULT_MAX_GPUS, CardFit, ShardSearch, check_on, plan_gpus
+from vramcalc.planning import DEFAULT_MAX_GPUS, Budget, budget_for
 from vramcalc.spec import Spec, load_spec
 from vramcalc.target import NO_RESERVE, Reserve
+
+if TYPE_CHECKING:
+    from vramcalc.planning_fit import CardFit
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
@@ -143,6 +146,8 @@ def gpu_count(spec: Spec, source: str, flag: int | None) -> int:
     given = target.count if target is not None and "count" in target.model_fields_set else None
     if spec.parallel is None:
         return flag or given or 1
+    from vramcalc.planning_fit import plan_gpus  # the sharded-plan search only when a spec needs it
+
     gpus = plan_gpus(spec.parallel)
     for name, value in (("--gpus", flag), ("target.count", given)):
         if value is not None and value != gpus:
@@ -167,6 +172,8 @@ def check_file(
     spec = load_spec(source)
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
     name = spec.name or Path(source).stem
+    from vramcalc.planning_fit import ShardSearch, check_on
+
     search = ShardSearch(spec, max_gpus)
     return [CheckRow(source, name, check_on(spec, budget, search)) for budget in budgets], notes
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import io
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
@@ -168,6 +167,8 @@ def format_junit(report: CheckReport) -> str:
         "failures": str(n_fail),
         "errors": str(len(report.errors)),
     }
+    import xml.etree.ElementTree as ET  # noqa: N817 (only the junit format needs it)
+
     root = ET.Element("testsuites", {"name": "vramcalc check", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "vramcalc check", **counts, "skipped": "0"})
     for row in report.rows:

@@ -17,7 +17,6 @@ A training step is modelled as PyTorch runs it on its second iteration with
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,9 +29,9 @@ from vramcalc.model import (
     head_params,
     layer_params,
     linear_weight_params,
-    param_tensors,
     resolve_model,
 )
+from vramcalc.optimizer_memory import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.spec import (
     Architecture,
     Attention,
@@ -41,11 +40,10 @@ from vramcalc.spec import (
     Mode,
     Norm,
     Optimizer,
-    OptimizerImpl,
     Precision,
     Spec,
 )
-from vramcalc.units import MiB, ceil_div
+from vramcalc.units import MiB, allocation_bytes
 
 #: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
 #: and newer (CUBLAS_WORKSPACE_CONFIG ":4096:8"), 8.125 MiB before (":4096:2:16:8"), per
@@ -59,13 +57,6 @@ DEFAULT_CUDA_CONTEXT = 512 * MiB
 #: Caching-allocator reserve above the allocated peak: median of reserved/allocated - 1 over the 34
 #: tracer cases' allocator replay (shared/calibration/tracer_cases.json, range 2-35 %).
 DEFAULT_ALLOCATOR_RESERVE = 0.12
-#: bitsandbytes 8-bit optimizers: 2048-element blocks with an fp32 absmax each; tensors under
-#: 4096 elements keep 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size=4096).
-BNB_BLOCK = 2048
-BNB_MIN_8BIT_SIZE = 4096
-#: The caching allocator rounds every allocation up to 512 bytes.
-ALLOC_BLOCK = 512
-
 COMPONENTS = (
     "parameters",
     "gradients",
@@ -119,76 +110,6 @@ class Estimate:
         return self.peak_allocated_bytes + sum(self.overhead.values())
 
 
-def _round(n_bytes: int) -> int:
-    return ceil_div(n_bytes, ALLOC_BLOCK) * ALLOC_BLOCK
-
-
-def _round_tensors(tensors: list[tuple[int, int, int]], bytes_per_element: int) -> int:
-    """Bytes of one state tensor per parameter tensor, each rounded to the allocator's 512 B."""
-    return sum(n * _round(r * c * bytes_per_element) for n, r, c in tensors)
-
-
-@functools.lru_cache(maxsize=512)
-def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int) -> int:
-    """Optimizer state, allocated like the parameter as torch.optim does (dtype of the param).
-
-    Adam/AdamW: exp_avg + exp_avg_sq (torch/optim/adamw.py). SGD momentum and Lion: one buffer.
-    Adafactor (torch.optim.Adafactor): row and column second-moment vectors for matrices, a full
-    variance for vectors. 8-bit AdamW: two 1-byte states + fp32 absmax per 2048-block.
-    """
-    return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes)
-
-
-def optimizer_state_bytes_for(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
-    """:func:`optimizer_state_bytes` for an explicit list of (count, rows, columns) parameter tensors."""
-    if optimizer in (Optimizer.none, Optimizer.sgd):
-        return 0
-    if optimizer in (Optimizer.sgd_momentum, Optimizer.lion):
-        return _round_tensors(tensors, state_bytes)
-    if optimizer in (Optimizer.adam, Optimizer.adamw):
-        return 2 * _round_tensors(tensors, state_bytes)
-    if optimizer is Optimizer.adafactor:
-        total = 0
-        for n, rows, cols in tensors:
-            factored = [rows, cols] if cols > 1 else [rows]
-            total += n * sum(_round(width * state_bytes) for width in factored)
-        return total
-    total = 0
-    for n, rows, cols in tensors:
-        numel = rows * cols
-        if numel < BNB_MIN_8BIT_SIZE:
-            total += n * 2 * _round(numel * 4)
-        else:
-            total += n * 2 * (_round(numel) + _round(ceil_div(numel, BNB_BLOCK) * 4))
-    return total
-
-
-def optimizer_temp_bytes(
-    optimizer: Optimizer, impl: OptimizerImpl, shape: ModelShape, param_bytes: int, dt: int
-) -> int:
-    """Temporaries of ``optimizer.step()``. foreach Adam/AdamW/Adafactor/Lion: one parameter-sized
-    list (sqrt of exp_avg_sq; Adafactor's update); forloop: the largest parameter; fused: none.
-    SGD (with or without momentum) updates in place."""
-    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):
-        return 0
-    if impl is OptimizerImpl.fused:
-        return 0
-    return optimizer_temp_bytes_for(optimizer, impl, param_tensors(shape), param_bytes, dt)
-
-
-def optimizer_temp_bytes_for(
-    optimizer: Optimizer, impl: OptimizerImpl, tensors: list[tuple[int, int, int]], param_bytes: int, dt: int
-) -> int:
-    """:func:`optimizer_temp_bytes` for an explicit list of parameter tensors."""
-    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):
-        return 0
-    if impl is OptimizerImpl.fused:
-        return 0
-    if impl is OptimizerImpl.forloop:
-        return max(_round(r * c * dt) for _, r, c in tensors)
-    return param_bytes
-
-
 def workspace_bytes(mode: Mode, hopper_or_newer: bool = True) -> int:
     per_handle = CUBLAS_WORKSPACE_HOPPER if hopper_or_newer else CUBLAS_WORKSPACE_PRE_HOPPER
     return per_handle * (2 if mode is Mode.train else 1)
@@ -196,16 +117,17 @@ def workspace_bytes(mode: Mode, hopper_or_newer: bool = True) -> int:
 
 def input_bytes_images(pixels: int, pixel_bytes: int, batch: int, mode: Mode) -> int:
     """Image batch in the parameter dtype, plus int64 class labels when training."""
-    labels = _round(batch * act.TOKEN_ID) if mode is Mode.train else 0
-    return _round(pixels * pixel_bytes) + labels
+    labels = allocation_bytes(batch * act.TOKEN_ID) if mode is Mode.train else 0
+    return allocation_bytes(pixels * pixel_bytes) + labels
 
 
-def image_elements(spec: Spec) -> int:
-    """Pixels of one batch: batch x channels x height x width (square images)."""
+def image_elements(spec: Spec, batch: Any = None) -> Any:
+    """Pixels of one batch: batch x channels x height x width (square images); ``batch`` defaults
+    to the spec's."""
     wl = spec.workload
     if wl.image_size is None:
         return 0
-    return wl.batch_size * (wl.channels or DEFAULT_CHANNELS) * wl.image_size**2
+    return (wl.batch_size if batch is None else batch) * (wl.channels or DEFAULT_CHANNELS) * wl.image_size**2
 
 
 def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode, pixels: int = 0, pixel_bytes: int = 4) -> int:
@@ -214,10 +136,29 @@ def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode, pixels: int = 0, 
     Images: batch x channels x H x W in the parameter dtype, plus int64 class labels when training."""
     if pixels:
         return input_bytes_images(pixels, pixel_bytes, tk.batch, mode)
-    ids = _round(tk.encoder * act.TOKEN_ID)
+    ids = allocation_bytes(tk.encoder * act.TOKEN_ID)
     if shape.architecture is Architecture.decoder:
         return ids
-    return ids + _round(tk.decoder * act.TOKEN_ID)
+    return ids + allocation_bytes(tk.decoder * act.TOKEN_ID)
+
+
+def tokens_for(spec: Spec, shape: ModelShape, batch: Any) -> act.Tokens:
+    """The batch shape of a step: ViT's length follows the image; an encoder-decoder's target is
+    ``target_len`` (default: the source length). ``batch`` may be a symbolic batch size."""
+    wl = spec.workload
+    seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
+    target = wl.target_len if wl.target_len is not None else seq
+    if shape.architecture is not Architecture.encoder_decoder:
+        target = seq
+    return act.Tokens(batch=batch, seq=seq, target=target)
+
+
+def weight_count(shape: ModelShape, assumptions: list[str]) -> int:
+    """Parameters the weights are sized by: ``params`` when the spec states it, else the exact count."""
+    derived = count_params(shape)
+    if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
+        assumptions.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
+    return shape.stated_params or derived
 
 
 def _default_optimizer(spec: Spec) -> Optimizer:
@@ -241,15 +182,8 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     shape, assumptions = resolve_model(spec.model, spec.workload)
     wl = spec.workload
     dt = DTYPES[wl.precision]
-    seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
-    target = wl.target_len if wl.target_len is not None else seq
-    if shape.architecture is not Architecture.encoder_decoder:
-        target = seq
-    tk = act.Tokens(batch=wl.batch_size, seq=seq, target=target)
-    derived = count_params(shape)
-    n_params = shape.stated_params or derived
-    if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
-        assumptions.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
+    tk = tokens_for(spec, shape, wl.batch_size)
+    n_params = weight_count(shape, assumptions)
     base = {
         "parameters": n_params * dt.param,
         "inputs": input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param),
@@ -262,14 +196,34 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     if llm.applies(spec):
         phases, details = llm.llm_phases(spec, shape, tk, dt, base, n_params, assumptions)
         return dataclasses.replace(_assemble(spec, n_params, phases, assumptions), llm=details)
-    if wl.mode is Mode.inference:
-        phases = {"forward": {**base, "activations": act.inference_transient_bytes(shape, tk, dt, wl.attention)}}
-    else:
-        optimizer = _default_optimizer(spec)
-        if wl.optimizer is None:
-            assumptions.append("optimizer not given: adamw")
-        phases = _training_phases(spec, shape, tk, dt, optimizer, base, n_params)
+    if wl.mode is Mode.train and wl.optimizer is None:
+        assumptions.append("optimizer not given: adamw")
+    phases = select_phases(phase_candidates(spec, shape, tk, dt, base, n_params))
     return _assemble(spec, n_params, phases, assumptions)
+
+
+Phase = dict[str, Any]  # component -> bytes (an int, or a polynomial in a symbolic batch size)
+
+
+def phase_candidates(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: Phase, n_params: int
+) -> dict[str, list[Phase]]:
+    """The moments that may set each phase's peak, for a dense single-GPU model (no LLM keys):
+    inference is one forward working set; training is :func:`_training_phase_candidates`."""
+    if spec.workload.mode is Mode.inference:
+        activations = act.inference_transient_bytes(shape, tk, dt, spec.workload.attention)
+        return {"forward": [{**base, "activations": activations}]}
+    return _training_phase_candidates(spec, shape, tk, dt, _default_optimizer(spec), base, n_params)
+
+
+def phase_total(components: Phase) -> Any:
+    """Bytes allocated at one moment: the sum of its components."""
+    return sum(components.values())
+
+
+def select_phases(candidates: dict[str, list[Phase]]) -> dict[str, Phase]:
+    """Each phase's largest moment (the first of equals)."""
+    return {name: max(moments, key=phase_total) for name, moments in candidates.items()}
 
 
 def _training_phases(
@@ -281,6 +235,22 @@ def _training_phases(
     base: dict[str, int],
     n_params: int,
 ) -> dict[str, dict[str, int]]:
+    """Forward, backward and optimizer phases of a training step, each at its largest moment."""
+    return select_phases(_training_phase_candidates(spec, shape, tk, dt, optimizer, base, n_params))
+
+
+def _training_phase_candidates(
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    optimizer: Optimizer,
+    base: Phase,
+    n_params: int,
+) -> dict[str, list[Phase]]:
+    """Backward has several candidate moments: its start (every saved activation plus the loss
+    gradients), the last block's backward, and its end (all gradients); under full checkpointing the
+    start and the first recomputed block instead of the last block."""
     wl = spec.workload
     param_bytes = n_params * dt.param
     states = optimizer_state_bytes(optimizer, shape, dt.param)
@@ -307,12 +277,12 @@ def _training_phases(
             "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention),
             "gradients": head_gradient_params(shape) * dt.param,
         }
-        backward = max(start, recompute, key=lambda p: sum(p.values()))
+        backward = [start, recompute]
     else:
         if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             saved -= _eager_score_bytes(shape, tk, dt)
         forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
-        backward = {
+        start = {
             **live,
             "autocast_weight_copies": copies,
             "activations": saved + loss.saved,
@@ -325,13 +295,11 @@ def _training_phases(
             "gradients": (head_gradient_params(shape) + layer_params(shape)) * dt.param,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
-        backward = max(backward, last_block, key=lambda p: sum(p.values()))
+        backward = [start, last_block]
     end_of_backward = {**live, "gradients": param_bytes}
-    if sum(end_of_backward.values()) > sum(backward.values()):
-        backward = end_of_backward
     temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
     step = {**live, "gradients": param_bytes, "temporaries": temps}
-    return {"forward": forward, "backward": backward, "optimizer": step}
+    return {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
 
 
 def head_gradient_params(shape: ModelShape) -> int:
@@ -367,14 +335,7 @@ def _assemble(spec: Spec, n_params: int, phases: dict[str, dict[str, int]], assu
     peak_phase = max(totals, key=lambda name: totals[name])
     components = full[peak_phase]
     component_peaks = {key: max(comps[key] for comps in full.values()) for key in COMPONENTS}
-    context = spec.overhead.cuda_context
-    if context is None:
-        context = DEFAULT_CUDA_CONTEXT
-        assumptions.append("CUDA context 512 MiB (outside PyTorch's allocator; set overhead.cuda_context)")
-    reserve = spec.overhead.allocator_reserve
-    if reserve is None:
-        reserve = DEFAULT_ALLOCATOR_RESERVE
-        assumptions.append("allocator reserve 12 % of the allocated peak (set overhead.allocator_reserve)")
+    context, reserve = overhead_terms(spec, assumptions)
     overhead = {"cuda_context": context, "allocator_reserve": math.ceil(sum(components.values()) * reserve)}
     return Estimate(
         name=spec.name or "unnamed",
@@ -388,3 +349,17 @@ def _assemble(spec: Spec, n_params: int, phases: dict[str, dict[str, int]], assu
         overhead=overhead,
         assumptions=assumptions,
     )
+
+
+def overhead_terms(spec: Spec, assumptions: list[str]) -> tuple[int, float]:
+    """The CUDA context's bytes and the allocator reserve's share of the allocated peak (the spec's
+    ``overhead`` section, else the defaults, noted in ``assumptions``)."""
+    context = spec.overhead.cuda_context
+    if context is None:
+        context = DEFAULT_CUDA_CONTEXT
+        assumptions.append("CUDA context 512 MiB (outside PyTorch's allocator; set overhead.cuda_context)")
+    reserve = spec.overhead.allocator_reserve
+    if reserve is None:
+        reserve = DEFAULT_ALLOCATOR_RESERVE
+        assumptions.append("allocator reserve 12 % of the allocated peak (set overhead.allocator_reserve)")
+    return context, reserve

@@ -33,6 +33,7 @@ from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Runtim
 from vramcalc.errors import SpecError
 from vramcalc.model import ModelShape
 from vramcalc.spec import Workload
+from vramcalc.units import allocation_bytes
 
 FP32 = 4
 GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization")
@@ -157,6 +158,4 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
 
 
 def _ids(n_tokens: int) -> int:
-    from vramcalc.estimator import _round
-
-    return _round(n_tokens * act.TOKEN_ID)
+    return allocation_bytes(n_tokens * act.TOKEN_ID)

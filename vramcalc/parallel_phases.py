@@ -45,11 +45,10 @@ from vramcalc.estimator import (
     head_gradient_params,
     image_elements,
     input_bytes,
-    optimizer_state_bytes,
-    optimizer_temp_bytes,
     workspace_bytes,
 )
 from vramcalc.model import ModelShape, count_params, layer_params, linear_weight_params, resolve_model
+from vramcalc.optimizer_memory import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.parallel import (
     DEEPSPEED_SUB_GROUP,
     FP32,

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from vramcalc.batch_totals import BatchTotals
 from vramcalc.catalog import GPU
 from vramcalc.choices import Attention, Checkpointing, Mode, Optimizer, Precision
 from vramcalc.errors import SpecError
@@ -37,6 +38,8 @@ MAX_SPEC_COUNT = 10**12
 #: Largest batch size or sequence length a search tries: one below that bound, so the value after
 #: it can still be estimated.
 SEARCH_CAP = MAX_SPEC_COUNT - 1
+#: Largest GPU count the sharded-plan search tries unless --max-gpus says otherwise (as `vramcalc plan`).
+DEFAULT_MAX_GPUS = 64
 #: NVIDIA cards of compute capability below 8.0 (Pascal, Volta, Turing): no bf16 tensor cores, so
 #: bf16 precisions are not suggested there (PyTorch can only emulate bf16 on them, slowly).
 NO_BF16 = frozenset(
@@ -158,10 +161,17 @@ def largest_fitting(
     return lo, seen
 
 
-def _limit(spec: Spec, budget: Budget, key: str) -> Limit:
-    def total_at(n: int) -> int:
-        return estimate_on(with_workload(spec, **{key: n}), budget).total_bytes
+def totals_along(spec: Spec, budget: Budget, key: str) -> Callable[[int], int]:
+    """``total_bytes`` as a function of ``batch_size`` or ``seq_len``, the other keys as in the spec.
+    Batch sizes come from one estimate on a symbolic batch size (:class:`~vramcalc.batch_totals.BatchTotals`);
+    each sequence length runs a full estimate (it can change the model itself: the default position table)."""
+    if key == "batch_size":
+        return BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer)
+    return lambda n: estimate_on(with_workload(spec, **{key: n}), budget).total_bytes
 
+
+def _limit(spec: Spec, budget: Budget, key: str) -> Limit:
+    total_at = totals_along(spec, budget, key)
     value, seen = largest_fitting(total_at, budget.available_bytes)
     at_next = seen[value + 1] if value + 1 in seen else total_at(value + 1)
     return Limit(key, value, seen.get(value), at_next, len(seen) + (value + 1 not in seen), budget)
@@ -333,14 +343,16 @@ def grid_totals(
 ) -> list[int]:
     """``total_bytes`` at every (batch, seq) pair, batch outer; a ``None`` seq keeps the spec's.
 
-    One full :func:`estimate` per point, so a sweep always agrees with ``vramcalc estimate``
+    Each sequence length is prepared once (:class:`vramcalc.batch_totals.BatchTotals`: the estimate
+    on a symbolic batch size) and every batch size is evaluated from it: the same integers as
+    ``vramcalc estimate`` at each point (tests/test_batch_totals.py), without re-running the formulas
     (benchmarks/planning_speed.py measures the rate and profiles where the time goes)."""
-    totals = []
-    for batch in batch_sizes:
-        for seq in seqs:
-            counts = {"batch_size": batch} if seq is None else {"batch_size": batch, "seq_len": seq}
-            totals.append(estimate(with_workload(spec, **counts), hopper_or_newer=hopper_or_newer).total_bytes)
-    return totals
+    columns = []
+    for seq in seqs:
+        at_seq = spec if seq is None else with_workload(spec, seq_len=seq)
+        total_at = BatchTotals.of(at_seq, hopper_or_newer=hopper_or_newer)
+        columns.append([total_at(batch) for batch in batch_sizes])
+    return [column[i] for i in range(len(batch_sizes)) for column in columns]
 
 
 def sweep(spec: Spec, batch_sizes: list[int], seq_lens: list[int] | None, budget: Budget | None) -> Sweep:

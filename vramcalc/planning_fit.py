@@ -31,13 +31,20 @@ from vramcalc.errors import SpecError
 from vramcalc.estimator import estimate
 from vramcalc.parallel import check_supported
 from vramcalc.plan_search import MAX_SEARCH_GPUS, Candidate, _order, _Search, combinations
-from vramcalc.planning import Budget, Suggestion, best_first, budget_for, estimate_on, suggestions, with_workload
+from vramcalc.planning import (
+    DEFAULT_MAX_GPUS,
+    Budget,
+    Suggestion,
+    best_first,
+    budget_for,
+    estimate_on,
+    suggestions,
+    with_workload,
+)
 from vramcalc.spec import Spec
 from vramcalc.spec_parallel import FsdpStrategy, ParallelSpec
 from vramcalc.target import NO_RESERVE, Reserve
 
-#: Largest GPU count searched unless --max-gpus says otherwise (as `vramcalc plan`).
-DEFAULT_MAX_GPUS = 64
 #: Why more cards of a kind do not help by themselves.
 DATA_PARALLEL = (
     "pure data parallelism does not reduce per-card memory: every replica holds the whole model, its "

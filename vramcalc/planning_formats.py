@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramcalc.check_formats import AVAILABLE, NEEDED, gib, suggestion_dict, suggestion_text
 from vramcalc.planning import Budget, Limit, Sweep
-from vramcalc.planning_fit import DATA_PARALLEL, CardFit, ShardSearch, plan_text
+
+if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
+    from vramcalc.planning_fit import CardFit, ShardSearch
 
 JSON_KEYS = {"batch_size": "max_batch_size", "seq_len": "max_seq_len"}
 
@@ -42,6 +44,8 @@ def budget_dict(budget: Budget) -> dict[str, Any]:
 
 
 def card_dict(card: CardFit) -> dict[str, Any]:
+    from vramcalc.planning_fit import plan_text
+
     return {
         **budget_dict(card.budget),
         "needed_bytes": card.needed_bytes,
@@ -58,6 +62,8 @@ def card_dict(card: CardFit) -> dict[str, Any]:
 
 def sharding_note(search: ShardSearch) -> str:
     """How "cards needed" was found (one line, no final period)."""
+    from vramcalc.planning_fit import DATA_PARALLEL
+
     if search.reason:
         return f"cards needed: not searched: {search.reason}; {DATA_PARALLEL}"
     return (
@@ -80,6 +86,8 @@ def fit_json(source: str, name: str, cards: list[CardFit], target: CardFit | Non
 
 def cards_needed(card: CardFit, search: ShardSearch) -> str:
     """The table cell: 1, '4: FSDP full_shard', '32: the spec's plan', '> 64' or 'not searched'."""
+    from vramcalc.planning_fit import plan_text
+
     if card.plan is not None and card.plan.gpus > 1:
         return f"{card.plan.gpus}: {plan_text(card.plan)}"
     if card.min_cards is not None:

@@ -91,6 +91,15 @@ def ceil_div(numerator: int, denominator: int) -> int:
     return -(-numerator // denominator)
 
 
+#: The caching allocator rounds every allocation up to 512 bytes.
+ALLOC_BLOCK = 512
+
+
+def allocation_bytes(n_bytes: int) -> int:
+    """``n_bytes`` as the caching allocator hands it out: rounded up to its 512-byte blocks."""
+    return ceil_div(n_bytes, ALLOC_BLOCK) * ALLOC_BLOCK
+
+
 def dtype_bytes(dtype: str, n_elements: int) -> int:
     """Bytes of ``n_elements`` stored as ``dtype``, rounded up to a whole byte."""
     return ceil_div(n_elements * DTYPE_BITS[dtype], 8)

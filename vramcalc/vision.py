@@ -129,6 +129,7 @@ def param_tensors(depth: int, channels: int, num_labels: int) -> list[tuple[int,
 def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str, dict[str, int]], int, list[str]]:
     """Phases of a ResNet step (same conventions as :func:`vramcalc.estimator.estimate`)."""
     from vramcalc import estimator as est
+    from vramcalc.optimizer_memory import optimizer_state_bytes_for, optimizer_temp_bytes_for
 
     wl = spec.workload
     dt = est.DTYPES[wl.precision]
@@ -157,7 +158,7 @@ def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str
         return {"forward": {**base, "activations": transient}}, n_params, notes
     optimizer = wl.optimizer or Optimizer.adamw
     tensors = param_tensors(depth, channels, labels)
-    states = est.optimizer_state_bytes_for(optimizer, tensors, dt.param)
+    states = optimizer_state_bytes_for(optimizer, tensors, dt.param)
     copies = n_params * dt.compute if dt.amp else 0
     live = {**base, "optimizer_states": states}
     stem = stem_saved_bytes(image, batch, dt.compute) + pixel_copy
@@ -165,7 +166,7 @@ def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str
     head = batch * final_width(depth) * dt.compute  # pooled features, saved by the classifier
     forward = {**live, "autocast_weight_copies": copies, "activations": stem + sum(per_stage) + head}
     backward = _backward_sweep(live, copies, stem, per_stage, all_stages, batch, dt, n_params, labels)
-    temps = est.optimizer_temp_bytes_for(optimizer, wl.optimizer_impl, tensors, n_params * dt.param, dt.param)
+    temps = optimizer_temp_bytes_for(optimizer, wl.optimizer_impl, tensors, n_params * dt.param, dt.param)
     step = {**live, "gradients": n_params * dt.param, "temporaries": temps}
     return {"forward": forward, "backward": backward, "optimizer": step}, n_params, notes
 

@@ -31,8 +31,7 @@ from fuzz_support import (
 from fuzz_targets import TARGETS_BY_NAME, check_extreme_spec, extreme_specs
 from hypothesis import given
 
-from vramcalc.estimator import _round
-from vramcalc.units import dtype_bytes
+from vramcalc.units import allocation_bytes, dtype_bytes
 
 COMMANDS = command_names()
 #: Environment variables vramcalc may read (README "Robustness"): rich's and typer's terminal settings.
@@ -114,9 +113,9 @@ def test_counts_beyond_the_range_are_a_clear_error(write_spec, value: str) -> No
 
 @pytest.mark.parametrize("n", [2**53 + 1, 10**17 + 1, 2**60 + 1, 10**40 + 7])
 def test_byte_rounding_is_exact_beyond_float_precision(n: int) -> None:
-    """estimator._round and units.dtype_bytes divided as floats: above 2**53 bytes the result could be
+    """units.allocation_bytes and units.dtype_bytes divided as floats: above 2**53 bytes the result could be
     below the exact size (2**60 + 1 bytes rounded to 2**60)."""
-    rounded = _round(n)
+    rounded = allocation_bytes(n)
     assert rounded >= n and rounded % 512 == 0 and rounded - n < 512
     assert dtype_bytes("int4", n) == (n + 1) // 2
     assert dtype_bytes("fp32", n) == 4 * n
