@@ -36,6 +36,7 @@ from vramcalc.estimator import (
 )
 from vramcalc.model import ModelShape, resolve_model
 from vramcalc.spec import Spec, override_workload
+from vramcalc.spec_llm import uses_llm_keys
 from vramcalc.symbolic import NotPolynomial, Peak, Poly, maximum
 
 
@@ -97,11 +98,9 @@ def _horner(coefs: tuple[int, ...], batch: int) -> int:
 def _symbolic_path(spec: Spec) -> bool:
     """The dense single-GPU path of :func:`vramcalc.estimator.estimate` (the one that runs
     :func:`~vramcalc.estimator.phase_candidates`)."""
-    from vramcalc import llm
-
     mixed = spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16)
     resnet = spec.model.architecture is Architecture.resnet
-    return spec.parallel is None and not mixed and not resnet and not llm.applies(spec)
+    return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec)
 
 
 def _symbolic_peak(spec: Spec, shape: ModelShape, hopper_or_newer: bool) -> Any:

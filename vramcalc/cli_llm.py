@@ -8,12 +8,14 @@ flags; ``--quantization`` and ``--adapter`` take a method name or a YAML flow ma
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from vramcalc.errors import SpecError
-from vramcalc.spec import Spec
+
+if TYPE_CHECKING:
+    from vramcalc.spec import Spec
 
 #: Longest --quantization / --adapter text accepted (a mapping of a few keys).
 MAX_FLAG_CHARS = 2000

@@ -43,6 +43,7 @@ from vramcalc.spec import (
     Precision,
     Spec,
 )
+from vramcalc.spec_llm import uses_llm_keys
 from vramcalc.units import MiB, allocation_bytes
 
 #: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
@@ -191,9 +192,9 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     }
     if not hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
-    from vramcalc import llm
+    if uses_llm_keys(spec):
+        from vramcalc import llm
 
-    if llm.applies(spec):
         phases, details = llm.llm_phases(spec, shape, tk, dt, base, n_params, assumptions)
         return dataclasses.replace(_assemble(spec, n_params, phases, assumptions), llm=details)
     if wl.mode is Mode.train and wl.optimizer is None:

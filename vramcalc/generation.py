@@ -36,12 +36,6 @@ from vramcalc.spec import Workload
 from vramcalc.units import allocation_bytes
 
 FP32 = 4
-GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization")
-
-
-def is_generation(wl: Workload) -> bool:
-    """True when any KV-cache key is given (else: the plain forward of the existing inference mode)."""
-    return any(getattr(wl, key) is not None for key in GENERATION_KEYS)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl
 from vramcalc.errors import SpecError
 from vramcalc.model import ModelShape
 from vramcalc.spec import Spec
+from vramcalc.spec_llm import is_generation
 
 Phases = dict[str, dict[str, int]]
 
@@ -35,18 +36,6 @@ class LlmDetails:
     trainable_params: int | None = None
     active_params: int | None = None
     quantization: dict[str, Any] | None = None
-
-
-def applies(spec: Spec) -> bool:
-    """Whether the spec uses any of the LLM keys (else the estimator's own paths run unchanged)."""
-    wl, m = spec.workload, spec.model
-    return (
-        wl.quantization is not None
-        or wl.adapter is not None
-        or m.experts is not None
-        or wl.use_cache is not None
-        or (wl.mode is Mode.inference and generation.is_generation(wl))
-    )
 
 
 def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes: list[str]) -> tuple[int, Any]:
@@ -104,7 +93,7 @@ def inference_phases(
     """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode."""
     wl = spec.workload
     attention = wl.attention
-    if not generation.is_generation(wl):
+    if not is_generation(wl):
         per_token = kvcache.shape_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
         kv = tk.batch * wl.seq_len * per_token if wl.use_cache else 0  # type: ignore[operator]
         forward = {

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vramcalc.catalog import GPU
 from vramcalc.estimator import COMPONENTS, Estimate
-from vramcalc.local_gpu import LocalGPU
 from vramcalc.units import GB, GiB
+
+if TYPE_CHECKING:  # the catalog and NVML modules load only when a card is named
+    from vramcalc.catalog import GPU
 
 BAR_WIDTH = 24
 
@@ -75,6 +76,8 @@ def estimate_dict(result: Estimate, gpu: GPU | None = None) -> dict[str, Any]:
 
 
 def usable_basis(gpu: GPU) -> str:
+    from vramcalc.local_gpu import LocalGPU
+
     if isinstance(gpu, LocalGPU):
         return gpu.basis
     if gpu.driver_total_mib:

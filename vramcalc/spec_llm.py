@@ -7,11 +7,14 @@ The key names are a public contract, like every spec key.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vramcalc.choices import AdapterType, QuantMethod
+from vramcalc.choices import AdapterType, Mode, QuantMethod
+
+if TYPE_CHECKING:
+    from vramcalc.spec import Spec, Workload
 
 #: Methods that store groups of ``bits``-wide integers with per-group scales (GPTQ, AWQ, torchao int4).
 GROUPED = (QuantMethod.int4, QuantMethod.gptq, QuantMethod.awq)
@@ -87,3 +90,26 @@ class AdapterSpec(_Strict):
 def name_to_mapping(value: Any, key: str) -> Any:
     """A bare method or type name (``quantization: nf4``) is short for ``{key: name}``."""
     return {key: value} if isinstance(value, str) else value
+
+
+#: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/generation.py).
+GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization")
+
+
+def is_generation(wl: Workload) -> bool:
+    """True when any KV-cache key is given (else: the plain forward of the existing inference mode)."""
+    return any(getattr(wl, key) is not None for key in GENERATION_KEYS)
+
+
+def uses_llm_keys(spec: Spec) -> bool:
+    """Whether the spec uses any of the LLM keys (quantization, adapter, experts, KV cache, generation):
+    then vramcalc/llm.py estimates it, else the estimator's own paths run (without importing it)."""
+    wl, m = spec.workload, spec.model
+    generation = wl.mode is Mode.inference and is_generation(wl)
+    return (
+        wl.quantization is not None
+        or wl.adapter is not None
+        or m.experts is not None
+        or wl.use_cache is not None
+        or generation
+    )
