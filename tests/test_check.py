@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from spec_texts import TINY_MODEL
 from spec_texts import TINY_SPEC as TINY
 from typer.testing import CliRunner, Result
 
@@ -455,3 +456,19 @@ def test_pre_commit_hook_entry(tmp_path: Path) -> None:
     cmd = _as_pre_commit_would(hook, tmp_path, ["configs/a.yaml", "configs/b.yml"])
     blocked = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert blocked.returncode == 1 and "configs/b.yml" in blocked.stdout and "DOES NOT FIT" in blocked.stdout
+
+
+def test_max_batch_shows_the_formula_behind_its_totals(write_spec) -> None:
+    # tests/test_batch_totals.py derives this spec's peak by hand: max(67,516,928 + 21,584 b, 67,518,976)
+    tiny = "\n".join(
+        ["name: tiny-by-hand", "model:", *(f"  {k}: {str(v).lower()}" for k, v in TINY_MODEL.items())]
+        + ["workload:", "  batch_size: 2", "  seq_len: 4", "  precision: fp32", "  optimizer: sgd"]
+    )
+    path = str(write_spec(tiny, "tiny-by-hand.yaml"))
+    doc = json.loads(run("max-batch", path, "--gpu", "h100-sxm", "--json").stdout)  # Hopper: 32 MiB workspaces
+    assert sorted(doc["peak_bytes_by_batch"]) == [[67_516_928, 21_584], [67_518_976]]
+    text = run("max-batch", path, "--gpu", "h100-sxm").stdout
+    # 67,516,928 B = 0.0629 GiB, 21,584 B = 0.0000201 GiB
+    assert "formula: allocated peak = max(0.063 + 0.000 b, 0.063) GiB + inputs (b = batch_size)" in text
+    seq = json.loads(run("max-seq", path, "--gpu", "h100-sxm", "--json").stdout)
+    assert seq["peak_bytes_by_batch"] is None  # sequence lengths run full estimates

@@ -134,6 +134,9 @@ class Limit:
     n_estimates: int
     budget: Budget
     notes: tuple[str, ...] = ()
+    #: How the totals were computed (max-batch on the symbolic path): the allocated peak without the
+    #: inputs is the largest of these polynomials in the batch size (int coefficients, constant first).
+    peak_by_batch: tuple[tuple[int, ...], ...] = ()
 
 
 def largest_fitting(
@@ -174,7 +177,9 @@ def _limit(spec: Spec, budget: Budget, key: str) -> Limit:
     total_at = totals_along(spec, budget, key)
     value, seen = largest_fitting(total_at, budget.available_bytes)
     at_next = seen[value + 1] if value + 1 in seen else total_at(value + 1)
-    return Limit(key, value, seen.get(value), at_next, len(seen) + (value + 1 not in seen), budget)
+    n_estimates = len(seen) + (value + 1 not in seen)
+    polynomials = total_at.peak if isinstance(total_at, BatchTotals) else ()
+    return Limit(key, value, seen.get(value), at_next, n_estimates, budget, peak_by_batch=polynomials)
 
 
 def max_batch(spec: Spec, budget: Budget) -> Limit:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramcalc.check_formats import AVAILABLE, NEEDED, gib, suggestion_dict, suggestion_text
 from vramcalc.planning import Budget, Limit, Sweep
+from vramcalc.units import GiB
 
 if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
     from vramcalc.planning_fit import CardFit, ShardSearch
@@ -140,6 +141,7 @@ def limit_json(source: str, name: str, limit: Limit, fixed: dict[str, int | None
         **budget_dict(limit.budget),
         "n_estimates": limit.n_estimates,
         "notes": list(limit.notes),
+        "peak_bytes_by_batch": [list(coefs) for coefs in limit.peak_by_batch] or None,
     }
     return json.dumps(doc, indent=2) + "\n"
 
@@ -162,8 +164,22 @@ def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None
         lines.append(f"  at {limit.value:,}: needs {gib(limit.total_at_max)} GiB, headroom {head} GiB")
     lines.append(f"  at {limit.value + 1:,}: needs {gib(limit.total_at_next)} GiB: does not fit")
     lines += [f"note: {note}" for note in limit.notes]
+    if limit.peak_by_batch:
+        lines.append(f"  formula: {peak_formula(limit.peak_by_batch)}")
     lines.append(f"({limit.n_estimates} estimates; {NEEDED})")
     return "\n".join(lines) + "\n"
+
+
+def peak_formula(polynomials: tuple[tuple[int, ...], ...]) -> str:
+    """'allocated peak = max(1.683 + 1.337 b, 2.380) GiB + inputs (b = batch_size)'."""
+
+    def term(power: int, coef: int) -> str:
+        return f"{coef / GiB:.3f}" + ("" if power == 0 else " b" if power == 1 else f" b^{power}")
+
+    shown = [" + ".join(term(p, c) for p, c in enumerate(coefs) if c or p == 0) for coefs in polynomials]
+    shown = [text.replace("+ -", "- ") for text in shown]
+    body = f"max({', '.join(shown)})" if len(shown) > 1 else shown[0]
+    return f"allocated peak = {body} GiB + inputs (b = batch_size)"
 
 
 def _fits(sweep: Sweep, total: int) -> bool | None:
