@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -355,6 +356,22 @@ def check_extreme_spec(text: str) -> None:
             _errors_name_file(args, result, path)
         if "inf" in result.stdout.lower().replace("inference", "") or "nan" in result.stdout.lower().split():
             raise FuzzFailure("inf or nan in the output\n" + describe(args, result))
+    check_sweep_matches_estimate(path)
+
+
+def check_sweep_matches_estimate(path: Path) -> None:
+    """`sweep` (one estimate on a symbolic batch size) gives the total `estimate --batch-size` gives."""
+    args = ["sweep", str(path), "--batch-size", "1,7,1000000", "--format", "json"]
+    result = invoke(args)
+    if not check_result(args, result) or result.exit_code != 0:
+        return
+    for point in json.loads(result.stdout)["points"]:
+        single = ["estimate", str(path), "--json", "--batch-size", str(point["batch_size"])]
+        alone = invoke(single)
+        if not check_result(single, alone):
+            continue
+        if alone.exit_code != 0 or json.loads(alone.stdout)["total_bytes"] != point["total_bytes"]:
+            raise FuzzFailure(f"sweep total {point} differs from estimate\n" + describe(single, alone))
 
 
 # --------------------------------------------------------------------------------------------------
