@@ -312,7 +312,7 @@ def accumulation_total(result: Estimate, spec: Spec) -> int:
 
 # -- sweeps --------------------------------------------------------------------------------------------
 
-#: Most grid points one sweep computes (a few seconds on the symbolic path, about a minute off it).
+#: Most grid points one sweep computes: a few seconds on the symbolic path, about two minutes off it.
 MAX_SWEEP_POINTS = 1_000_000
 
 
