@@ -65,11 +65,9 @@ class BatchTotals:
             peak = _symbolic_peak(spec, shape, hopper_or_newer)
         except NotPolynomial:
             return cls(spec, hopper_or_newer)
-        members = peak.members if isinstance(peak, Peak) else (Poly((peak,)) if isinstance(peak, int) else peak,)
         context, reserve = overhead_terms(spec, [])
         one = tokens_for(spec, shape, 1)
-        polys = tuple(m.coefs for m in members)
-        return cls(spec, hopper_or_newer, polys, shape, context, reserve, one, image_elements(spec, 1))
+        return cls(spec, hopper_or_newer, _coefficients(peak), shape, context, reserve, one, image_elements(spec, 1))
 
     @property
     def symbolic(self) -> bool:
@@ -86,6 +84,13 @@ class BatchTotals:
         inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
         allocated = max([_horner(coefs, batch) for coefs in self.peak]) + inputs
         return allocated + self.context + math.ceil(allocated * self.reserve)
+
+
+def _coefficients(peak: int | Poly | Peak) -> tuple[tuple[int, ...], ...]:
+    """The polynomials of a peak (an int when nothing depends on the batch size) as coefficient tuples."""
+    if isinstance(peak, Peak):
+        return tuple(member.coefs for member in peak.members)
+    return ((peak,),) if isinstance(peak, int) else (peak.coefs,)
 
 
 def _horner(coefs: tuple[int, ...], batch: int) -> int:

@@ -7,6 +7,7 @@ allocator's 512-byte blocks. Pure: no I/O.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from vramcalc.choices import Optimizer, OptimizerImpl
 from vramcalc.model import ModelShape, param_tensors
@@ -18,7 +19,7 @@ BNB_BLOCK = 2048
 BNB_MIN_8BIT_SIZE = 4096
 
 
-def _round_tensors(tensors: list[tuple[int, int, int]], bytes_per_element: int) -> int:
+def _round_tensors(tensors: Sequence[tuple[int, int, int]], bytes_per_element: int) -> int:
     """Bytes of one state tensor per parameter tensor, each rounded to the allocator's 512 B."""
     return sum(n * allocation_bytes(r * c * bytes_per_element) for n, r, c in tensors)
 
@@ -34,7 +35,7 @@ def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: 
     return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes)
 
 
-def optimizer_state_bytes_for(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
+def optimizer_state_bytes_for(optimizer: Optimizer, tensors: Sequence[tuple[int, int, int]], state_bytes: int) -> int:
     """:func:`optimizer_state_bytes` for an explicit list of (count, rows, columns) parameter tensors."""
     if optimizer in (Optimizer.none, Optimizer.sgd):
         return 0
@@ -72,7 +73,7 @@ def optimizer_temp_bytes(
 
 
 def optimizer_temp_bytes_for(
-    optimizer: Optimizer, impl: OptimizerImpl, tensors: list[tuple[int, int, int]], param_bytes: int, dt: int
+    optimizer: Optimizer, impl: OptimizerImpl, tensors: Sequence[tuple[int, int, int]], param_bytes: int, dt: int
 ) -> int:
     """:func:`optimizer_temp_bytes` for an explicit list of parameter tensors."""
     if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):

@@ -162,7 +162,7 @@ class Peak(_BatchDependent):
 
     __slots__ = ("members",)
 
-    def __init__(self, members: Iterable[Poly]) -> None:
+    def __init__(self, members: Iterable[Poly | Peak]) -> None:
         self.members = _prune(members)
 
     def __repr__(self) -> str:
@@ -207,7 +207,7 @@ class Peak(_BatchDependent):
         return self._map(lambda member: member // other)
 
 
-def _prune(members: Iterable[Poly]) -> tuple[Poly, ...]:
+def _prune(members: Iterable[Poly | Peak]) -> tuple[Poly, ...]:
     """Drop duplicates and members no larger than another at every batch size (order kept)."""
     flat: list[Poly] = []
     for member in members:
