@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
+sys.path[:0] = [str(ROOT / "tests" / "fuzz"), str(ROOT / "tests")]  # the targets, and tests/spec_texts.py
 
 
 @dataclass

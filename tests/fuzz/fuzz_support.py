@@ -42,6 +42,7 @@ for _var in ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS"):
 import typer  # noqa: E402
 import typer.testing  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
+from spec_texts import TINY_SPEC  # noqa: E402
 
 from vramcalc.cli import app  # noqa: E402
 
@@ -184,20 +185,6 @@ def _write_fixtures(folder: Path) -> None:
     loop.symlink_to(loop.name)
     if hasattr(os, "mkfifo"):
         os.mkfifo(folder / "fifo.yaml")
-
-
-TINY_SPEC = """\
-name: tiny
-model:
-  architecture: decoder
-  layers: 2
-  hidden_size: 64
-  heads: 4
-  vocab_size: 100
-workload:
-  batch_size: 2
-  seq_len: 16
-"""
 
 
 def fixture_paths() -> list[str]:
