@@ -22,8 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc.estimator import estimate  # noqa: E402
-from vramcalc.spec import parse_spec  # noqa: E402
+from vramcalc.engine import estimate  # noqa: E402
+from vramcalc.spec.load import parse_spec  # noqa: E402
 
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
 

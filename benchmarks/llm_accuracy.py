@@ -20,9 +20,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc import kvcache  # noqa: E402
-from vramcalc.estimator import estimate  # noqa: E402
-from vramcalc.spec import parse_spec  # noqa: E402
+from vramcalc.engine import estimate  # noqa: E402
+from vramcalc.llm.phases import kvcache  # noqa: E402
+from vramcalc.spec.load import parse_spec  # noqa: E402
 
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"
 CASES = ROOT / "benchmarks" / "data" / "measured_llm.yaml"

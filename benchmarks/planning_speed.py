@@ -2,14 +2,14 @@
 
     python benchmarks/planning_speed.py [--runs 15] [--profile]
 
-* max-batch in-process: median time of :func:`vramcalc.planning.max_batch` (goal: < 50 ms);
+* max-batch in-process: median time of :func:`vramcalc.planning.limits.max_batch` (goal: < 50 ms);
 * max-batch beyond start-up: median wall time of `vramcalc max-batch SPEC --gpu CARD` minus that of
   `vramcalc estimate SPEC --gpu CARD` (same imports, spec, catalog and one estimate);
-* sweep throughput: estimates per second of :func:`vramcalc.planning.grid_totals` on a
+* sweep throughput: estimates per second of :func:`vramcalc.planning.limits.grid_totals` on a
   10,000-point grid (100 batch sizes x 100 sequence lengths), in-process (goal: >= 100,000/s), for
   the first sweep in the process (what one `vramcalc sweep` pays) and a second one (caches warm);
   checked equal to a full estimate at each of 1,000 points, and compared with a full estimate per
-  point and with a spec off the symbolic path (vramcalc/batch_totals.py);
+  point and with a spec off the symbolic path (vramcalc/planning/batch_totals.py);
 * --profile: where a grid point's time goes (cProfile, cumulative share of the top functions).
 """
 
@@ -27,10 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc.catalog import get_gpu  # noqa: E402
-from vramcalc.estimator import estimate  # noqa: E402
-from vramcalc.planning import budget_for, grid_totals, max_batch, with_workload  # noqa: E402
-from vramcalc.spec import load_spec  # noqa: E402
+from vramcalc.engine import estimate  # noqa: E402
+from vramcalc.hardware.lookup import get_gpu  # noqa: E402
+from vramcalc.planning.budget import budget_for  # noqa: E402
+from vramcalc.planning.limits import max_batch, with_workload  # noqa: E402
+from vramcalc.planning.sweep import grid_totals  # noqa: E402
+from vramcalc.spec.load import load_spec  # noqa: E402
 
 CASES = [("bert-base.yaml", "a100-80gb-sxm"), ("llama-2-7b.yaml", "h100-sxm"), ("gpt2.yaml", "rtx-4090")]
 GRID_SPEC = "gpt2.yaml"

@@ -1,4 +1,4 @@
-"""Deterministic rich output for CLI tests; set before vramcalc.cli (and typer) are imported."""
+"""Deterministic rich output for CLI tests; set before vramcalc.cli.app (and typer) are imported."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
-from vramcalc.estimator import estimate
-from vramcalc.spec import parse_spec
+from vramcalc.spec.load import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACER_LLM = ROOT / "benchmarks" / "data" / "tracer_llm.json"

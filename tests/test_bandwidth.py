@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from spec_texts import TINY_DECODER
 
-from vramcalc.bandwidth import (
+from vramcalc.engine import estimate
+from vramcalc.errors import UnitError, UnknownGPUError
+from vramcalc.hardware.bandwidth import (
     DEFAULT_HOST_EFFICIENCY,
     DEFAULT_MEMORY_EFFICIENCY,
     Card,
@@ -23,22 +25,21 @@ from vramcalc.bandwidth import (
     custom_card,
     parse_efficiency,
     pcie_bytes_per_s,
-    peak_bandwidth_bytes_per_s,
     select_card,
 )
-from vramcalc.catalog import get_gpu
-from vramcalc.errors import UnitError, UnknownGPUError
-from vramcalc.estimator import estimate
-from vramcalc.memory_clock import (
+from vramcalc.hardware.lookup import get_gpu
+from vramcalc.hardware.memory_bus import (
     data_rate_from_clock,
     memory_type,
     parse_bus_width,
     parse_clock_mhz,
     parse_data_rate_gbps,
+    peak_bandwidth_bytes_per_s,
 )
-from vramcalc.spec import load_spec
+from vramcalc.hardware.weights import kv_bytes_per_token, weights_from_flags
+from vramcalc.planning.stream import select_weights, weights_from_spec
+from vramcalc.spec.load import load_spec
 from vramcalc.units import GB
-from vramcalc.weights import kv_bytes_per_token, select_weights, weights_from_flags, weights_from_spec
 
 # --- clock semantics -----------------------------------------------------------------------------
 
@@ -395,7 +396,7 @@ def test_parse_efficiency_errors(text: str) -> None:
 
 def test_bandwidth_modules_import_neither_typer_nor_rich() -> None:
     code = (
-        "import sys, vramcalc.bandwidth, vramcalc.memory_clock, vramcalc.weights; "
+        "import sys, vramcalc.hardware.bandwidth, vramcalc.hardware.memory_bus, vramcalc.hardware.weights; "
         "print(','.join(m for m in ('typer', 'rich', 'click') if m in sys.modules))"
     )
     out = subprocess.run(

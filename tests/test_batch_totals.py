@@ -1,5 +1,5 @@
-"""The symbolic batch size (vramcalc/symbolic.py) and the prepared totals sweeps and max-batch use
-(vramcalc/batch_totals.py): the same integers as a full estimate at every batch size."""
+"""The symbolic batch size (vramcalc/core/symbolic.py) and the prepared totals sweeps and max-batch use
+(vramcalc/planning/batch_totals.py): the same integers as a full estimate at every batch size."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from spec_texts import TINY_MODEL  # the model of tests/test_estimator.py's hand-derived cases
 
-from vramcalc.batch_totals import BatchTotals
-from vramcalc.estimator import estimate
-from vramcalc.planning import grid_totals, with_workload
-from vramcalc.spec import Spec, load_spec, parse_spec
-from vramcalc.symbolic import NotPolynomial, Peak, Poly, maximum
+from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
+from vramcalc.engine import estimate
+from vramcalc.planning.batch_totals import BatchTotals
+from vramcalc.planning.limits import with_workload
+from vramcalc.planning.sweep import grid_totals
+from vramcalc.spec.load import load_spec, parse_spec
+from vramcalc.spec.models import Spec
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 b = Poly.batch()

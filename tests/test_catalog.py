@@ -7,18 +7,9 @@ from typing import Any
 
 import pytest
 
-from vramcalc.catalog import (
-    GPU,
-    ambiguity_note,
-    get_gpu,
-    load_catalog,
-    matches,
-    normalise,
-    parse_catalog,
-    resolve_gpu,
-    select_gpus,
-)
 from vramcalc.errors import CatalogError, UnitError, UnknownGPUError
+from vramcalc.hardware.catalog import GPU, ambiguity_note, load_catalog, matches, normalise, parse_catalog, select_gpus
+from vramcalc.hardware.lookup import get_gpu, resolve_gpu
 from vramcalc.units import GB, GiB
 
 CATALOG = load_catalog()

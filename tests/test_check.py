@@ -21,10 +21,10 @@ from spec_texts import TINY_MODEL
 from spec_texts import TINY_SPEC as TINY
 from typer.testing import CliRunner, Result
 
-from vramcalc.check_formats import FORMATTERS
 from vramcalc.cli import app
-from vramcalc.cli_check import CheckFormat, SweepFormat
-from vramcalc.planning_formats import SWEEP_FORMATS
+from vramcalc.cli.check import CheckFormat, SweepFormat
+from vramcalc.render.check import FORMATTERS
+from vramcalc.render.planning import SWEEP_FORMATS
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent

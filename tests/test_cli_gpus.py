@@ -9,8 +9,8 @@ import pytest
 from spec_texts import TINY_DECODER
 from typer.testing import CliRunner
 
-from vramcalc.bandwidth import DEFAULT_HOST_EFFICIENCY, DEFAULT_MEMORY_EFFICIENCY
 from vramcalc.cli import app
+from vramcalc.hardware.bandwidth import DEFAULT_HOST_EFFICIENCY, DEFAULT_MEMORY_EFFICIENCY
 from vramcalc.units import GB
 
 runner = CliRunner()

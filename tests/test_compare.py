@@ -10,9 +10,9 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.compare import MeasuredStats, compare, load_memory_stats, parse_memory_stats
+from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.errors import MeasuredStatsError, VramcalcError
-from vramcalc.estimator import COMPONENTS, Estimate
+from vramcalc.planning.compare import MeasuredStats, compare, load_memory_stats, parse_memory_stats
 from vramcalc.units import GiB, MiB
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from vramcalc.estimator import estimate
-from vramcalc.spec import load_spec
+from vramcalc.engine import estimate
+from vramcalc.spec.load import load_spec
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))
 

@@ -9,11 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spec_texts import TINY_MODEL
 
-from vramcalc import activations as act
-from vramcalc.estimator import COMPONENTS, DTYPES, estimate
-from vramcalc.model import linear_weight_params, resolve_model
-from vramcalc.optimizer_memory import optimizer_state_bytes
-from vramcalc.spec import Optimizer, Precision, parse_spec
+from vramcalc.choices import Optimizer, Precision
+from vramcalc.core import activations as act
+from vramcalc.core.estimate import COMPONENTS
+from vramcalc.core.optimizer import optimizer_state_bytes
+from vramcalc.core.params import linear_weight_params
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.workload import DTYPES
+from vramcalc.engine import estimate
+from vramcalc.spec.load import parse_spec
 
 MiB = 2**20
 
@@ -82,7 +86,7 @@ def test_design_notes_model_states_are_exact() -> None:
     # --seq 512 --dtype fp16 --optimizer adamw, run 2026-11-29)
     from pathlib import Path
 
-    from vramcalc.spec import load_spec
+    from vramcalc.spec.load import load_spec
 
     result = estimate(load_spec(Path(__file__).resolve().parent.parent / "configs" / "bert-base.yaml"))
     assert result.component_peaks["parameters"] == 219_028_596

@@ -10,10 +10,11 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
+from vramcalc.core.params import count_params
+from vramcalc.core.resolve import resolve_model
 from vramcalc.errors import SpecError
-from vramcalc.hf_import import model_from_config, read_config, spec_from_config
-from vramcalc.model import count_params, resolve_model
-from vramcalc.spec import parse_spec
+from vramcalc.spec.hf_import import model_from_config, read_config, spec_from_config
+from vramcalc.spec.load import parse_spec
 
 runner = CliRunner()
 CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs"

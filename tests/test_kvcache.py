@@ -10,12 +10,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from vramcalc import kvcache
 from vramcalc.choices import KvCacheDtype
 from vramcalc.cli import app
+from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
-from vramcalc.estimator import estimate
-from vramcalc.spec import parse_spec
+from vramcalc.llm import kvcache
+from vramcalc.spec.load import parse_spec
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,19 +9,19 @@ CORE = [
     "vramcalc",
     "vramcalc.units",
     "vramcalc.errors",
-    "vramcalc.spec",
-    "vramcalc.yamlio",
-    "vramcalc.model",
-    "vramcalc.activations",
-    "vramcalc.estimator",
-    "vramcalc.optimizer_memory",
-    "vramcalc.symbolic",
-    "vramcalc.batch_totals",
-    "vramcalc.planning",
-    "vramcalc.catalog",
-    "vramcalc.timeline",
-    "vramcalc.compare",
-    "vramcalc.local_gpu",
+    "vramcalc.spec.models",
+    "vramcalc.files",
+    "vramcalc.core.shape",
+    "vramcalc.core.activations",
+    "vramcalc.core.dense",
+    "vramcalc.core.optimizer",
+    "vramcalc.core.symbolic",
+    "vramcalc.planning.batch_totals",
+    "vramcalc.planning.limits",
+    "vramcalc.hardware.catalog",
+    "vramcalc.core.timeline",
+    "vramcalc.planning.compare",
+    "vramcalc.hardware.local",
 ]
 
 
@@ -35,6 +35,6 @@ def test_core_does_not_import_cli_libraries() -> None:
 
 
 def test_estimate_path_does_not_import_yaml_catalog_or_torch_eagerly() -> None:
-    code = "import sys, vramcalc.cli; print(','.join(m for m in ('torch', 'numpy') if m in sys.modules))"
+    code = "import sys, vramcalc.cli.app; print(','.join(m for m in ('torch', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""

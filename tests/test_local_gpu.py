@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vramcalc import local_gpu
-from vramcalc.catalog import get_gpu, load_catalog
 from vramcalc.cli import app
 from vramcalc.errors import LocalGPUError
-from vramcalc.local_gpu import LocalGPU, NvmlReading, catalog_name, match_catalog, read_nvml
+from vramcalc.hardware import local as local_gpu
+from vramcalc.hardware.catalog import load_catalog
+from vramcalc.hardware.local import LocalGPU, NvmlReading, catalog_name, match_catalog, read_nvml
+from vramcalc.hardware.lookup import get_gpu
 from vramcalc.units import MiB
 
 ROOT = Path(__file__).resolve().parent.parent

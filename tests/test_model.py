@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vramcalc.model import count_params, resolve_model
-from vramcalc.spec import ModelSpec, Workload
+from vramcalc.core.params import count_params
+from vramcalc.core.resolve import resolve_model
+from vramcalc.spec.models import ModelSpec, Workload
 
 WORKLOAD = Workload(batch_size=1, seq_len=128)
 

@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from vramcalc import moe
+from vramcalc.core.params import active_params, moe_param_delta
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.shape import MoeShape, moe_layers, routed_rows
+from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
-from vramcalc.estimator import estimate
-from vramcalc.model import resolve_model
-from vramcalc.spec import parse_spec
+from vramcalc.spec.load import parse_spec
 
 MIXTRAL = {
     "architecture": "decoder", "layers": 32, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "ffn_size": 14336,
@@ -52,18 +53,18 @@ def test_moe_layer_frequency_and_shared_experts() -> None:
     }
     s = spec(model)
     shape, _ = resolve_model(s.model, s.workload)
-    assert moe.moe_layers(shape) == 2
+    assert moe_layers(shape) == 2
     # per MoE layer: (4 + 1) x 3 x 16 x 32 + router 16 x 4 = 7,680 + 64 = 7,744, replacing a dense 3 x 16 x 64 = 3,072
-    assert moe.moe_param_delta(shape) == 2 * (7_744 - 3_072)
+    assert moe_param_delta(shape) == 2 * (7_744 - 3_072)
     # active: drop (4 - 1) unused experts of 1,536 per MoE layer
-    assert moe.active_params(shape, 100_000) == 100_000 - 2 * 3 * 1_536
+    assert active_params(shape, 100_000) == 100_000 - 2 * 3 * 1_536
 
 
 def test_capacity_factor_sets_routed_rows() -> None:
     # dropless: 1,000 tokens x top-2 = 2,000 rows; capacity 1.25: 8 x ceil(1.25 x 2,000 / 8) = 8 x 313 = 2,504
-    m = moe.MoeShape(experts=8, top_k=2, shared=0, expert_ffn=1, frequency=1, capacity_factor=None)
-    assert moe.routed_rows(m, 1000) == 2000
-    assert moe.routed_rows(moe.MoeShape(8, 2, 0, 1, 1, 1.25), 1000) == 2504
+    m = MoeShape(experts=8, top_k=2, shared=0, expert_ffn=1, frequency=1, capacity_factor=None)
+    assert routed_rows(m, 1000) == 2000
+    assert routed_rows(MoeShape(8, 2, 0, 1, 1, 1.25), 1000) == 2504
 
 
 def test_moe_activations_grow_with_top_k() -> None:

@@ -15,14 +15,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from spec_texts import TINY_MODEL
 
-from vramcalc import activations as act
 from vramcalc.choices import Attention, Precision
+from vramcalc.core import activations as act
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.workload import DTYPES
+from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
-from vramcalc.estimator import DTYPES, estimate
-from vramcalc.model import resolve_model
-from vramcalc.parallel import deepspeed_model_states_estimate, resolve_plan, tp_local
-from vramcalc.parallel_activations import stage_activations
-from vramcalc.spec import parse_spec
+from vramcalc.parallel.activations import stage_activations
+from vramcalc.parallel.layout import deepspeed_model_states_estimate, resolve_plan, tp_local
+from vramcalc.spec.load import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.estimator import estimate
-from vramcalc.plan_search import combinations, search_plans
-from vramcalc.planning import Budget
-from vramcalc.spec import parse_spec
+from vramcalc.engine import estimate
+from vramcalc.planning.budget import Budget
+from vramcalc.planning.plan_search import combinations, search_plans
+from vramcalc.spec.load import parse_spec
 
 runner = CliRunner()
 GiB = 2**30
@@ -172,7 +172,10 @@ def test_estimate_table_says_per_gpu_and_host_memory(write_spec: Any) -> None:
 
 
 def test_core_modules_do_not_import_cli_libraries() -> None:
-    modules = "vramcalc.parallel, vramcalc.parallel_phases, vramcalc.parallel_activations, vramcalc.plan_search"
+    modules = (
+        "vramcalc.parallel.layout, vramcalc.parallel.phases, vramcalc.parallel.activations, "
+        "vramcalc.planning.plan_search"
+    )
     code = (
         f"import sys; import {modules}; "
         "print(','.join(m for m in ('typer', 'rich', 'click', 'torch') if m in sys.modules))"

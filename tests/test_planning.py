@@ -13,26 +13,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vramcalc.catalog import get_gpu, load_catalog
-from vramcalc.check import CheckError, CheckReport, expand_paths
+from vramcalc.core.estimate import Estimate
+from vramcalc.engine import estimate
 from vramcalc.errors import SpecError, UnitError
-from vramcalc.estimator import Estimate, estimate
-from vramcalc.planning import (
-    NO_BF16,
-    Budget,
-    accumulation_total,
-    budget_for,
-    largest_fitting,
-    max_batch,
-    max_seq,
-    parse_values,
-    suggestions,
-    sweep,
-    with_workload,
-)
-from vramcalc.planning_fit import fit_cards
-from vramcalc.spec import Spec, load_spec, parse_spec
-from vramcalc.target import Reserve, parse_reserve
+from vramcalc.hardware.catalog import load_catalog
+from vramcalc.hardware.lookup import get_gpu
+from vramcalc.planning.budget import NO_BF16, Budget, budget_for
+from vramcalc.planning.check import CheckError, CheckReport, expand_paths
+from vramcalc.planning.fit import fit_cards
+from vramcalc.planning.limits import largest_fitting, max_batch, max_seq, with_workload
+from vramcalc.planning.suggest import accumulation_total, suggestions
+from vramcalc.planning.sweep import parse_values, sweep
+from vramcalc.spec.load import load_spec, parse_spec
+from vramcalc.spec.models import Spec
+from vramcalc.spec.target import Reserve, parse_reserve
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -294,7 +288,8 @@ def test_report_exit_codes() -> None:
 
 def test_core_does_not_import_cli_libraries() -> None:
     code = (
-        "import sys; import vramcalc.planning, vramcalc.planning_fit, vramcalc.check, vramcalc.target; "
+        "import sys; import vramcalc.planning.limits, vramcalc.planning.fit, vramcalc.planning.check, "
+        "vramcalc.spec.target; "
         "print(','.join(m for m in ('typer', 'rich', 'click') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

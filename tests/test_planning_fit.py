@@ -1,4 +1,4 @@
-"""Sharded plans in `fit` and `check` (vramcalc/planning_fit.py): the fewest cards of one kind, the
+"""Sharded plans in `fit` and `check` (vramcalc/planning/fit.py): the fewest cards of one kind, the
 "shard over N GPUs" suggestion, and agreement with `vramcalc plan`'s own search."""
 
 from __future__ import annotations
@@ -9,14 +9,17 @@ from typing import Any
 
 import pytest
 
-from vramcalc.catalog import get_gpu, load_catalog
-from vramcalc.estimator import estimate
-from vramcalc.plan_search import _order, search_plans
-from vramcalc.planning import Budget, budget_for, with_workload
-from vramcalc.planning_fit import ShardSearch, check_on, fit_cards, plan_text
-from vramcalc.spec import Spec, load_spec
-from vramcalc.spec_parallel import FsdpStrategy, ParallelSpec
-from vramcalc.target import parse_reserve
+from vramcalc.engine import estimate
+from vramcalc.hardware.catalog import load_catalog
+from vramcalc.hardware.lookup import get_gpu
+from vramcalc.planning.budget import Budget, budget_for
+from vramcalc.planning.fit import ShardSearch, check_on, fit_cards, plan_text
+from vramcalc.planning.limits import with_workload
+from vramcalc.planning.plan_search import _order, search_plans
+from vramcalc.spec.load import load_spec
+from vramcalc.spec.models import Spec
+from vramcalc.spec.parallel import FsdpStrategy, ParallelSpec
+from vramcalc.spec.target import parse_reserve
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -37,7 +40,7 @@ def llama_70b_one_gpu() -> Spec:
 def fewest_gpus_lower_bound(budget: Budget) -> int:
     """Independent of the search: mixed-precision AdamW keeps 16 bytes per parameter summed over all GPUs
     whatever the plan (FSDP: fp32 parameter + fp32 gradient + two fp32 Adam states; DeepSpeed: 2 + 2 + 12;
-    vramcalc/parallel.py's table), so the most loaded GPU holds at least 16 P / N; the default 12 %
+    vramcalc/parallel/layout.py's table), so the most loaded GPU holds at least 16 P / N; the default 12 %
     allocator reserve on top of it and the 512 MiB CUDA context must fit too:
     1.12 x 16 P / N + 512 MiB <= available, i.e. N >= 1.12 x 16 P / (available - 512 MiB)."""
     return math.ceil(1.12 * 16 * LLAMA_70B_PARAMS / (budget.available_bytes - 512 * MiB))

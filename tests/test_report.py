@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from vramcalc.catalog import get_gpu
 from vramcalc.cli import app
-from vramcalc.estimator import estimate
-from vramcalc.report import COLOURS, ReportEntry, axis_max_bytes, render_report, tick_step_gib
-from vramcalc.spec import load_spec, parse_spec
-from vramcalc.timeline import build_timeline
+from vramcalc.core.timeline import build_timeline
+from vramcalc.engine import estimate
+from vramcalc.hardware.lookup import get_gpu
+from vramcalc.render.html_report import COLOURS, ReportEntry, axis_max_bytes, render_report, tick_step_gib
+from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.units import GiB
 
 ROOT = Path(__file__).resolve().parent.parent

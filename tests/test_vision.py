@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from vramcalc.estimator import estimate
-from vramcalc.model import count_params, resolve_model
-from vramcalc.spec import SpecError, parse_spec
-from vramcalc.vision import resnet_params, stages
+from vramcalc.core.params import count_params
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.vision import resnet_params, stages
+from vramcalc.engine import estimate
+from vramcalc.errors import SpecError
+from vramcalc.spec.load import parse_spec
 
 
 @pytest.mark.parametrize(
@@ -64,7 +66,7 @@ def test_resnet50_saved_activations_by_hand() -> None:
     # 64 x 56^2 = 200,704 (+ int64 indices); stages (conv outputs, ReLU outputs, block ReLU,
     # shortcut conv outputs) 8,028,160 + 5,820,416 + 4,114,432 + 1,154,048 = 19,117,056 elements
     # (hand sums per stage in the commit introducing this test); pooled features 2048.
-    from vramcalc.vision import block_saved_bytes, stem_saved_bytes
+    from vramcalc.core.vision import block_saved_bytes, stem_saved_bytes
 
     per_stage = [sum(block_saved_bytes(b, 1, 4) for b in stage) for stage in stages(50, 224)]
     stats = 2 * 4 * sum(c.out for stage in stages(50, 224) for b in stage for c in b)

@@ -12,10 +12,10 @@ __version__ = "0.1.0"
 __all__ = ["Estimate", "Spec", "__version__", "estimate", "load_spec"]
 
 _LAZY = {
-    "Estimate": "vramcalc.estimator",
-    "estimate": "vramcalc.estimator",
-    "Spec": "vramcalc.spec",
-    "load_spec": "vramcalc.spec",
+    "Estimate": "vramcalc.core.estimate",
+    "estimate": "vramcalc.engine",
+    "Spec": "vramcalc.spec.models",
+    "load_spec": "vramcalc.spec.load",
 }
 
 

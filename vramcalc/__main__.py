@@ -1,5 +1,5 @@
 """``python -m vramcalc``."""
 
-from vramcalc.cli import run
+from vramcalc.cli.app import run
 
 run()

@@ -50,7 +50,7 @@ class Precision(StrEnum):
     amp_fp16 = "amp-fp16"
     amp_bf16 = "amp-bf16"
     # 16-bit parameters and activations with fp32 master weights and optimizer states (DeepSpeed fp16/bf16,
-    # Megatron-LM, FSDP MixedPrecision); estimated per rank by vramcalc/parallel.py (issue 7).
+    # Megatron-LM, FSDP MixedPrecision); estimated per rank by vramcalc/parallel/layout.py (issue 7).
     mixed_fp16 = "mixed-fp16"
     mixed_bf16 = "mixed-bf16"
 
@@ -84,7 +84,7 @@ class Attention(StrEnum):
 
 
 class Runtime(StrEnum):
-    """Inference runtime whose allocation pattern a generation estimate follows (see vramcalc/generation.py)."""
+    """Inference runtime whose allocation pattern a generation estimate follows (see vramcalc/llm/generation.py)."""
 
     vllm = "vllm"
     hf = "hf"
@@ -101,7 +101,7 @@ class KvCacheDtype(StrEnum):
 
 
 class QuantMethod(StrEnum):
-    """Weight quantization methods (layouts in vramcalc/quantization.py)."""
+    """Weight quantization methods (layouts in vramcalc/llm/quantization.py)."""
 
     int8 = "int8"
     int4 = "int4"

@@ -85,7 +85,7 @@ def value_strategy(param: Any) -> st.SearchStrategy[str]:
 
 @functools.cache
 def gpu_names() -> list[str]:
-    from vramcalc.catalog import load_catalog
+    from vramcalc.hardware.catalog import load_catalog
 
     ids = [gpu.id for gpu in load_catalog().gpus]
     return ids[:40] + ["h100", "a100", "local", "local:0", "local:99", "rtx-9999", "H100 SXM"]

@@ -69,9 +69,9 @@ def yaml_documents(draw: st.DrawFn) -> bytes:
 
 def check_yaml_library(data: bytes) -> None:
     """load_spec raises only SpecError (each line naming the file); an accepted spec estimates sanely."""
+    from vramcalc.engine import estimate
     from vramcalc.errors import SpecError
-    from vramcalc.estimator import estimate
-    from vramcalc.spec import load_spec
+    from vramcalc.spec.load import load_spec
 
     path = workspace().spec_file(data)
     try:
@@ -134,7 +134,7 @@ def _errors_name_file(args: list[str], result: Any, path: Path) -> None:
 def base_specs() -> dict[str, dict[str, Any]]:
     """Every configs/*.yaml that loads today, plus the tiny spec (parsed mappings)."""
     from vramcalc.errors import VramcalcError
-    from vramcalc.spec import load_spec
+    from vramcalc.spec.load import load_spec
 
     specs = {"tiny": yaml.safe_load(TINY_SPEC)}
     for config in sorted(CONFIGS.glob("*.yaml")):

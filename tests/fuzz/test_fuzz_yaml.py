@@ -24,7 +24,8 @@ from hypothesis import given
 from spec_texts import TINY_SPEC as GOOD
 
 from vramcalc.errors import SpecError
-from vramcalc.spec import MAX_YAML_DEPTH, MAX_YAML_NODES, load_spec, parse_yaml
+from vramcalc.files import MAX_YAML_DEPTH, MAX_YAML_NODES, parse_yaml
+from vramcalc.spec.load import load_spec
 
 
 @ci_settings(TARGETS_BY_NAME["yaml-library"].ci_examples)

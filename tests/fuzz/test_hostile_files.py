@@ -17,7 +17,7 @@ import pytest
 from fuzz_argv import param_info, writes_file
 from fuzz_support import LONG_NAME, ROOT, check_result, command, command_names, error_lines, invoke, workspace
 
-from vramcalc.spec import MAX_SPEC_BYTES
+from vramcalc.files import MAX_SPEC_BYTES
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="FIFOs, symlink loops and getrusage are POSIX")
 
@@ -112,7 +112,7 @@ HOSTILE = {
 PROBE = """
 import json, resource, sys, time
 from vramcalc.errors import SpecError
-from vramcalc.spec import load_spec
+from vramcalc.spec.load import load_spec
 load_spec  # everything imported before measuring
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.perf_counter()
@@ -216,7 +216,7 @@ def _separate_folders(tmp_path: Path) -> None:
 def test_unusual_file_names_are_an_error_not_a_traceback(name: str, message: str) -> None:
     """spec._read_text: Path.exists() raised OSError for a name too long (ENAMETOOLONG): a traceback."""
     from vramcalc.errors import SpecError
-    from vramcalc.spec import load_spec
+    from vramcalc.spec.load import load_spec
 
     with pytest.raises(SpecError) as caught:
         load_spec(name)

@@ -21,9 +21,10 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from vramcalc.core.estimate import COMPONENTS, Estimate
+from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
-from vramcalc.estimator import COMPONENTS, Estimate, estimate
-from vramcalc.spec import parse_spec
+from vramcalc.spec.load import parse_spec
 
 PROPERTY = settings(
     max_examples=150,
@@ -183,8 +184,8 @@ def test_inference_never_exceeds_training(doc: dict[str, Any]) -> None:
 
 def eager_upcast(doc: dict[str, Any]) -> tuple[bool, bool]:
     """(eager attention whose softmax runs in fp32 as in Llama and T5, with attention dropout)."""
-    from vramcalc.model import resolve_model
-    from vramcalc.spec import Norm
+    from vramcalc.choices import Norm
+    from vramcalc.core.resolve import resolve_model
 
     spec = parse_spec(doc)
     shape, _ = resolve_model(spec.model, spec.workload)

@@ -1,0 +1,176 @@
+"""Command line: parse options, call the core, render. The only module that imports typer.
+
+Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per problem on stderr).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from vramcalc import __version__
+from vramcalc.choices import (
+    Attention,
+    Checkpointing,
+    KvCacheDtype,
+    Mode,
+    Optimizer,
+    OptimizerImpl,
+    Precision,
+    Runtime,
+)
+from vramcalc.cli._common import EXIT_BAD_INPUT, lookup_gpu, print_json, stdout, user_errors
+
+app = typer.Typer(
+    rich_markup_mode="rich",
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Estimate GPU memory (VRAM) of training and inference steps, offline, from a YAML spec.\n\n"
+    "Exit codes: 0 ok, 1 does not fit (check commands), 2 bad input.",
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"vramcalc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """vramcalc: will it fit, on which card, and how fast can the weights stream?"""
+
+
+SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
+OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --hf-config).", show_default=False)]
+LLM = "LLM workload (issue 6)"
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
+GpuOpt = Annotated[
+    str | None,
+    typer.Option("--gpu", help="Catalog GPU to compare against (see 'vramcalc gpus'), or 'local' (NVML, free memory)."),
+]
+
+
+@app.command()
+def estimate(
+    spec: OptSpecArg = None,
+    *,
+    json_out: JsonOpt = False,
+    gpu: GpuOpt = None,
+    timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
+    batch_size: Annotated[int | None, typer.Option(min=1, help="Override workload.batch_size.")] = None,
+    seq_len: Annotated[int | None, typer.Option(min=1, help="Override workload.seq_len.")] = None,
+    precision: Annotated[Precision | None, typer.Option(help="Override workload.precision.")] = None,
+    optimizer: Annotated[Optimizer | None, typer.Option(help="Override workload.optimizer.")] = None,
+    hf_config: Annotated[
+        Path | None, typer.Option(help="A transformers config.json instead of SPEC.", rich_help_panel=LLM)
+    ] = None,
+    mode: Annotated[Mode | None, typer.Option(help="workload.mode.")] = None,
+    target_len: Annotated[int | None, typer.Option(min=1, help="workload.target_len.")] = None,
+    optimizer_impl: Annotated[OptimizerImpl | None, typer.Option(help="workload.optimizer_impl.")] = None,
+    gradient_checkpointing: Annotated[
+        Checkpointing | None, typer.Option(help="workload.gradient_checkpointing.")
+    ] = None,
+    attention: Annotated[Attention | None, typer.Option(help="workload.attention.")] = None,
+    image_size: Annotated[int | None, typer.Option(min=1, help="workload.image_size (vision).")] = None,
+    channels: Annotated[int | None, typer.Option(min=1, help="workload.channels (vision).")] = None,
+    prompt_len: Annotated[int | None, typer.Option(min=1, help="workload.prompt_len.", rich_help_panel=LLM)] = None,
+    max_new_tokens: Annotated[
+        int | None, typer.Option(min=0, help="workload.max_new_tokens.", rich_help_panel=LLM)
+    ] = None,
+    use_cache: Annotated[bool | None, typer.Option(help="workload.use_cache.", rich_help_panel=LLM)] = None,
+    runtime: Annotated[Runtime | None, typer.Option(help="workload.runtime.", rich_help_panel=LLM)] = None,
+    kv_cache_dtype: Annotated[
+        KvCacheDtype | None, typer.Option(help="workload.kv_cache_dtype.", rich_help_panel=LLM)
+    ] = None,
+    kv_block_size: Annotated[
+        int | None, typer.Option(min=1, help="workload.kv_block_size.", rich_help_panel=LLM)
+    ] = None,
+    memory_utilization: Annotated[
+        float | None, typer.Option(help="workload.memory_utilization (0-1].", rich_help_panel=LLM)
+    ] = None,
+    quantization: Annotated[
+        str | None, typer.Option(help="workload.quantization: nf4 or '{method: gptq, bits: 4}'.", rich_help_panel=LLM)
+    ] = None,
+    adapter: Annotated[
+        str | None, typer.Option(help="workload.adapter: '{rank: 16, targets: all-linear}'.", rich_help_panel=LLM)
+    ] = None,
+) -> None:
+    """Estimate the peak memory of one step of SPEC (or of --hf-config), by component and phase."""
+    flags = {k: v for k, v in locals().items() if k not in ("spec", "json_out", "gpu", "timeline", "hf_config")}
+    from vramcalc.cli.inputs import load_for_estimate
+    from vramcalc.engine import estimate as run_estimate
+    from vramcalc.render.estimate import estimate_dict, render_estimate
+
+    with user_errors(str(spec or hf_config or "estimate")):
+        loaded, _ = load_for_estimate(spec, hf_config, flags)
+        card = lookup_gpu(gpu) if gpu else None
+        result = run_estimate(loaded, hopper_or_newer=card.hopper_or_newer if card else True)
+    from vramcalc.cli.report import print_timeline, timeline_doc
+
+    if json_out:
+        print_json(estimate_dict(result, card) | (timeline_doc(loaded, result) if timeline else {}))
+    else:
+        render_estimate(result, stdout(), card)
+        if timeline:
+            print_timeline(loaded, result, card)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of spec files (for editor validation)."""
+    from vramcalc.spec.load import json_schema
+
+    print_json(json_schema())
+
+
+def register(extension: Callable[[typer.Typer], None]) -> None:
+    """Let a command module add its commands to the app (one route for every command)."""
+    extension(app)
+
+
+from vramcalc.cli.gpus import add_commands as _add_gpu_commands  # noqa: E402
+
+register(_add_gpu_commands)
+
+from vramcalc.cli.report import add_commands as _add_report_commands  # noqa: E402
+
+register(_add_report_commands)
+
+from vramcalc.cli.check import add_commands as _add_check_commands  # noqa: E402
+
+register(_add_check_commands)
+
+from vramcalc.cli.inputs import add_commands as _add_llm_commands  # noqa: E402
+
+register(_add_llm_commands)
+
+from vramcalc.cli.plan import add_commands as _add_parallel_commands  # noqa: E402
+
+register(_add_parallel_commands)
+
+
+def run() -> None:
+    """Console entry point. Typer's own usage errors (a bad flag value, an unknown option) become
+    one ``error:`` line and exit code 2, like every other input error, instead of a usage panel."""
+    import sys
+
+    usage_error = typer.BadParameter.__mro__[1]  # typer's vendored UsageError (never import click)
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as exc:
+        message = " ".join(exc.format_message().split())
+        if message:  # no message: `vramcalc` alone, whose help was already printed
+            typer.echo(f"error: {message}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,256 @@
+"""CI gate and planning commands: `vramcalc check`, `fit`, `max-batch`, `max-seq`, `sweep`.
+
+Imported when the CLI starts, so the top level imports only typer, typing, enum and pathlib; the
+planning core and the formatters are imported inside the commands. Command bodies parse options, call
+the core (:mod:`vramcalc.planning.check`, :mod:`vramcalc.planning.limits`, :mod:`vramcalc.planning.fit`) and hand a
+formatter's string to :func:`emit`, the only place output is written.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+if TYPE_CHECKING:
+    from vramcalc.planning.budget import Budget
+    from vramcalc.spec.models import Spec
+    from vramcalc.spec.target import Reserve
+
+
+class CheckFormat(StrEnum):
+    table = "table"
+    json = "json"
+    github = "github"
+    junit = "junit"
+    markdown = "markdown"
+
+
+class SweepFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
+GpuOpt = Annotated[
+    str | None, typer.Option("--gpu", help="Catalog GPU (default: the spec's target.gpu; see 'vramcalc gpus').")
+]
+ReserveOpt = Annotated[
+    str | None,
+    typer.Option(help="Memory kept free on the card: a share of it (10%) or a size (2GiB). Overrides target.reserve."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (int bytes).")]
+OutputOpt = Annotated[
+    Path | None, typer.Option("--output", "-o", dir_okay=False, help="Write the report to FILE instead of stdout.")
+]
+MaxGpusOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-gpus",
+        min=1,
+        max=100_000,  # vramcalc.planning.plan_search.MAX_SEARCH_GPUS (not imported: the CLI starts without the core)
+        help="Largest GPU count the sharded-plan search considers.",
+    ),
+]
+
+
+def emit(text: str, output: Path | None = None) -> None:
+    """Write a formatter's string to stdout, or to ``output`` (only then is a file written)."""
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"error: --output: {output}: cannot write ({exc.strerror})", err=True)
+        raise typer.Exit(2) from None
+
+
+def notes_to_stderr(notes: list[str]) -> None:
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+def _reserve(text: str | None) -> Reserve | None:
+    from vramcalc.spec.target import parse_reserve
+
+    return parse_reserve(text, "--reserve") if text is not None else None
+
+
+def _table_style(output: Path | None) -> tuple[bool, int]:
+    """(colour, width) for a table: colour and the terminal's width only on an interactive stdout."""
+    from vramcalc.cli._common import stdout
+
+    console = stdout()
+    terminal = console.is_terminal and output is None
+    return terminal, (console.width if terminal else 120)
+
+
+def check(
+    specs: Annotated[
+        list[str],
+        typer.Argument(metavar="SPEC", help="Spec files, directories or glob patterns.", show_default=False),
+    ],
+    *,
+    gpu: Annotated[
+        list[str] | None, typer.Option("--gpu", help="Check on this card instead of target.gpu (repeatable).")
+    ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", min=1, help="GPUs the run is planned for (must match a spec's parallel section)."),
+    ] = None,
+    reserve: ReserveOpt = None,
+    max_gpus: MaxGpusOpt = 64,
+    fmt: Annotated[CheckFormat, typer.Option("--format", help="Output format.")] = CheckFormat.table,
+    json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    output: OutputOpt = None,
+) -> None:
+    """Check that specs fit their GPU: a gate for CI and pre-commit.
+
+    Each spec's [bold]target:[/] section (gpu, count, reserve) names the card; --gpu, --gpus and
+    --reserve override it. The estimate's total (allocated peak + CUDA context + allocator reserve) is
+    compared with the card's usable memory (the driver total where the catalog has it) minus the
+    reserve. A spec that does not fit is listed with the single changes that would make it fit, sharding
+    over more GPUs included (ZeRO-3/FSDP for a one-GPU spec; the spec's own framework for a spec with a
+    [bold]parallel:[/] section, whose GPU count --gpus and target.count must match).
+
+    Exit codes: 0 = every spec fits; 1 = at least one spec does not fit; 2 = bad input (one error line
+    per problem on stderr; the other specs are still reported, but nothing is reported as passing).
+    """
+    from vramcalc.cli._common import user_errors
+    from vramcalc.planning.check import TargetFlags, run_check
+    from vramcalc.render.check import format_check
+
+    with user_errors():
+        report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, _reserve(reserve)), max_gpus)
+    for error in report.errors:
+        for line in error.messages:
+            typer.echo(f"error: {line}", err=True)
+    notes_to_stderr(report.notes)
+    color, width = _table_style(output)
+    emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), output)
+    raise typer.Exit(report.exit_code)
+
+
+def _load(spec: Path, gpu: str | None, reserve: str | None, *, required: bool) -> tuple[Spec, Budget | None, Reserve]:
+    """Load a spec, the card it is planned for and the reserve (notes go to stderr); bad input exits 2."""
+    from vramcalc.cli._common import user_errors
+    from vramcalc.planning.check import reserve_for, single_budget
+    from vramcalc.spec.load import load_spec
+
+    with user_errors(str(spec)):
+        loaded = load_spec(spec)
+        flag = _reserve(reserve)
+        budget, notes = single_budget(loaded, str(spec), gpu, flag, required=required)
+    notes_to_stderr(notes)
+    return loaded, budget, reserve_for(loaded, flag)
+
+
+def fit(
+    spec: SpecArg,
+    *,
+    gpu: GpuOpt = None,
+    reserve: ReserveOpt = None,
+    max_gpus: MaxGpusOpt = 64,
+    json_out: JsonOpt = False,
+) -> None:
+    """Every catalog card SPEC fits on, with the headroom, and what would make it fit its target card.
+
+    For a card it does not fit, "cards needed" is the fewest cards of that kind under a sharded plan
+    (the search of 'vramcalc plan': ZeRO/FSDP, tensor and pipeline parallelism, up to --max-gpus; one
+    search per distinct capacity). Pure data parallelism does not reduce per-card memory. For the target
+    card (target.gpu or --gpu) a spec that does not fit is listed with the single changes that would make
+    it fit, "shard over N GPUs" included.
+
+    Exit codes: 0 = it fits its target card (or, with no target, at least one card); 1 = it does not;
+    2 = bad input.
+    """
+    from vramcalc.cli._common import user_errors
+    from vramcalc.hardware.catalog import load_catalog
+    from vramcalc.planning.fit import ShardSearch, check_on, fit_cards
+    from vramcalc.render.planning import fit_json, fit_table
+
+    loaded, budget, kept = _load(spec, gpu, reserve, required=False)
+    with user_errors(str(spec)):
+        search = ShardSearch(loaded, max_gpus)
+        cards = fit_cards(loaded, load_catalog().gpus, kept, search)
+        target = check_on(loaded, budget, search, fewest=True) if budget else None
+    name, source = loaded.name or spec.stem, str(spec)
+    emit((fit_json if json_out else fit_table)(source, name, cards, target, search))
+    fits = target.fits if target else any(card.fits for card in cards)
+    raise typer.Exit(0 if fits else 1)
+
+
+def _limit_command(spec: Path, gpu: str | None, reserve: str | None, json_out: bool, key: str) -> None:
+    from vramcalc.cli._common import user_errors
+    from vramcalc.planning.limits import max_batch, max_seq
+    from vramcalc.render.planning import limit_json, limit_text
+
+    loaded, budget, _ = _load(spec, gpu, reserve, required=True)
+    assert budget is not None  # required=True: a missing card is an input error
+    with user_errors(str(spec)):
+        limit = max_batch(loaded, budget) if key == "batch_size" else max_seq(loaded, budget)
+    other = "seq_len" if key == "batch_size" else "batch_size"
+    fixed: dict[str, int | None] = {other: getattr(loaded.workload, other)}
+    name = loaded.name or spec.stem
+    emit((limit_json if json_out else limit_text)(str(spec), name, limit, fixed))
+    raise typer.Exit(0 if limit.value else 1)
+
+
+def max_batch(spec: SpecArg, *, gpu: GpuOpt = None, reserve: ReserveOpt = None, json_out: JsonOpt = False) -> None:
+    """The largest batch size of SPEC that fits the card, with the memory there and at the next one.
+
+    Exact: a search over the estimate (doubling, then bisection). JSON keys: max_batch_size (0 when
+    even batch 1 does not fit), total_bytes_at_max, total_bytes_at_next. Exit codes: 0 = batch 1 fits;
+    1 = even batch 1 does not fit; 2 = bad input.
+    """
+    _limit_command(spec, gpu, reserve, json_out, "batch_size")
+
+
+def max_seq(spec: SpecArg, *, gpu: GpuOpt = None, reserve: ReserveOpt = None, json_out: JsonOpt = False) -> None:
+    """The largest sequence length of SPEC that fits the card, with the memory there and at the next one.
+
+    JSON keys: max_seq_len (0 when even length 1 does not fit), total_bytes_at_max,
+    total_bytes_at_next. Exit codes: 0 = length 1 fits; 1 = it does not; 2 = bad input.
+    """
+    _limit_command(spec, gpu, reserve, json_out, "seq_len")
+
+
+def sweep(
+    spec: SpecArg,
+    *,
+    batch_size: Annotated[str, typer.Option(help="Comma-separated batch sizes, e.g. 1,2,4,8,16,32.")],
+    seq_len: Annotated[str | None, typer.Option(help="Comma-separated sequence lengths (default: the spec's).")] = None,
+    gpu: GpuOpt = None,
+    reserve: ReserveOpt = None,
+    fmt: Annotated[SweepFormat, typer.Option("--format", help="Output format.")] = SweepFormat.table,
+    json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    output: OutputOpt = None,
+) -> None:
+    """A grid of totals over batch sizes x sequence lengths, for capacity planning.
+
+    Each point is marked fits / does not fit when a card is named (--gpu or target.gpu). Exit code 0
+    when the grid was computed, 2 for bad input.
+    """
+    from vramcalc.cli._common import user_errors
+    from vramcalc.planning.sweep import parse_values
+    from vramcalc.planning.sweep import sweep as run_sweep
+    from vramcalc.render.planning import format_sweep
+
+    loaded, budget, _ = _load(spec, gpu, reserve, required=False)
+    with user_errors(str(spec)):
+        seqs = parse_values(seq_len, "--seq-len") if seq_len else None
+        grid = run_sweep(loaded, parse_values(batch_size, "--batch-size"), seqs, budget)
+    emit(format_sweep(str(spec), grid, "json" if json_out else fmt.value, _table_style(output)[1]), output)
+
+
+def add_commands(app: typer.Typer) -> None:
+    """Register this module's commands on the app."""
+    app.command()(check)
+    app.command()(fit)
+    app.command(name="max-batch")(max_batch)
+    app.command(name="max-seq")(max_seq)
+    app.command()(sweep)

@@ -1,0 +1,135 @@
+"""Catalog and bandwidth commands (`vramcalc gpus`, `vramcalc bandwidth`).
+
+Imported when the CLI starts, so the top level imports only typer, typing and enum (which typer has
+already loaded); the catalog, the bandwidth maths and rich tables are imported inside the commands.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+WEIGHTS = "Weights (pick one: SPEC, --params, --weights)"
+CUSTOM = "Custom card (instead of --gpu)"
+
+
+class SortKey(StrEnum):
+    memory = "memory"
+    bandwidth = "bandwidth"
+
+
+class ClockSource(StrEnum):
+    gpuz = "gpuz"
+    nvidia_smi = "nvidia-smi"
+
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (int bytes) instead of a table.")]
+
+
+def gpus(
+    *,
+    vendor: Annotated[str | None, typer.Option(help="Only this vendor: nvidia, amd, intel or apple.")] = None,
+    memory_type: Annotated[str | None, typer.Option(help="Only this memory type, e.g. HBM3e or GDDR6X.")] = None,
+    min_memory: Annotated[
+        str | None, typer.Option(help="Only cards with at least this capacity (with a unit: 40GB, 48GiB).")
+    ] = None,
+    sort: Annotated[SortKey | None, typer.Option(help="Sort by capacity or bandwidth, largest first.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the bundled GPU catalog: memory, bus width, data rate, bandwidth, TFLOPS, host link."""
+    from vramcalc.cli._common import print_json, stdout, user_errors
+    from vramcalc.hardware.catalog import load_catalog, select_gpus
+    from vramcalc.render.gpus import gpu_dict, render_gpus
+
+    with user_errors():
+        rows = select_gpus(
+            load_catalog().gpus,
+            vendor=vendor,
+            memory_type=memory_type,
+            min_memory=min_memory,
+            sort=sort.value if sort else None,
+        )
+    if json_out:
+        print_json([gpu_dict(gpu) for gpu in rows])
+    else:
+        render_gpus(rows, stdout())
+
+
+def bandwidth(
+    spec: Annotated[
+        str | None,
+        typer.Argument(metavar="SPEC", help="YAML spec: its parameters are the weights.", show_default=False),
+    ] = None,
+    *,
+    gpu: Annotated[str | None, typer.Option(help="Catalog GPU (see 'vramcalc gpus').")] = None,
+    params: Annotated[str | None, typer.Option(help="Parameter count, e.g. 70B.", rich_help_panel=WEIGHTS)] = None,
+    dtype: Annotated[
+        str | None,
+        typer.Option(
+            help="Weight dtype with --params (default fp16): fp32, bf16, fp16, fp8, int8, int4.",
+            rich_help_panel=WEIGHTS,
+        ),
+    ] = None,
+    weights: Annotated[str | None, typer.Option(help="Weight bytes, e.g. 140GB.", rich_help_panel=WEIGHTS)] = None,
+    batch: Annotated[int | None, typer.Option(help="Decode batch for the roofline (default: spec's, else 1).")] = None,
+    efficiency: Annotated[
+        str | None, typer.Option(help="Achieved share of peak memory bandwidth (default 85%).")
+    ] = None,
+    host_efficiency: Annotated[str | None, typer.Option(help="Achieved share of the PCIe rate (default 80%).")] = None,
+    memory_type: Annotated[str | None, typer.Option(help="e.g. GDDR6, HBM2e.", rich_help_panel=CUSTOM)] = None,
+    memory_clock: Annotated[
+        str | None, typer.Option(help="Memory clock with unit, e.g. 1750MHz.", rich_help_panel=CUSTOM)
+    ] = None,
+    clock_source: Annotated[
+        ClockSource | None, typer.Option(help="Tool the clock comes from (default gpuz).", rich_help_panel=CUSTOM)
+    ] = None,
+    data_rate: Annotated[
+        str | None, typer.Option(help="Per-pin data rate, e.g. 21Gbps.", rich_help_panel=CUSTOM)
+    ] = None,
+    bus_width: Annotated[str | None, typer.Option(help="Bus width in bits, e.g. 256.", rich_help_panel=CUSTOM)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Memory bandwidth of a card (data rate x bus width / 8) and the time to stream a model's weights.
+
+    Name a catalog card with --gpu, or describe one with --bus-width and --data-rate (or --memory-type
+    and --memory-clock). A memory clock is not the data rate: GPU-Z shows GDDR6 at rate / 8, GDDR6X
+    and GDDR7 at / 16, HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or
+    --weights): the weight-streaming floor on a decode step, the tokens/s bound, the host -> device
+    copy time and the roofline at --batch.
+    """
+    from vramcalc.cli._common import print_json, stderr, stdout, user_errors
+    from vramcalc.hardware import bandwidth as bw
+    from vramcalc.planning.stream import select_weights
+    from vramcalc.render.gpus import bandwidth_dict, render_bandwidth
+
+    with user_errors():
+        custom = {
+            "bus_width": bus_width,
+            "mem_type": memory_type,
+            "memory_clock": memory_clock,
+            "data_rate": data_rate,
+            "clock_source": clock_source.value if clock_source else None,
+        }
+        card, note = bw.select_card(gpu, **custom)
+        load = select_weights(spec, params=params, dtype=dtype, weights=weights)
+        report = bw.analyse(
+            card,
+            load,
+            batch=batch,
+            efficiency=bw.parse_efficiency(efficiency, bw.DEFAULT_MEMORY_EFFICIENCY, "efficiency"),
+            host_efficiency=bw.parse_efficiency(host_efficiency, bw.DEFAULT_HOST_EFFICIENCY, "host efficiency"),
+        )
+    if note:
+        stderr.print(f"note: {note}", markup=False, highlight=False)
+    if json_out:
+        print_json(bandwidth_dict(report))
+    else:
+        render_bandwidth(report, stdout())
+
+
+def add_commands(app: typer.Typer) -> None:
+    """Register this module's commands on the app."""
+    app.command()(gpus)
+    app.command()(bandwidth)

@@ -1,0 +1,89 @@
+"""CLI pieces of issue 6: ``vramcalc import`` and the spec-or-config loading of ``estimate``.
+
+``estimate --hf-config config.json`` builds the spec from a transformers config and the workload
+flags; ``--quantization`` and ``--adapter`` take a method name or a YAML flow mapping
+(``--adapter '{rank: 16, targets: all-linear}'``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from vramcalc.errors import SpecError
+
+if TYPE_CHECKING:
+    from vramcalc.spec.models import Spec
+
+#: Longest --quantization / --adapter text accepted (a mapping of a few keys).
+MAX_FLAG_CHARS = 2000
+
+
+def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
+    """A flag holding a name (``nf4``) or a YAML flow mapping (``{method: gptq, bits: 4}``)."""
+    if text is None:
+        return None
+    from vramcalc.files import parse_yaml
+
+    if len(text) > MAX_FLAG_CHARS:
+        raise SpecError(f"{flag}: longer than {MAX_FLAG_CHARS} characters")
+    try:
+        value = parse_yaml(text, flag)  # the spec files' bounded safe loader (aliases, depth, duplicates)
+    except SpecError:
+        raise SpecError(f"{flag}: not a name or a YAML mapping such as '{{{name_key}: ...}}': {text!r}") from None
+    if isinstance(value, str):
+        return {name_key: value}
+    if not isinstance(value, dict):
+        raise SpecError(f"{flag}: expected a name or a mapping, got {type(value).__name__}")
+    return value
+
+
+def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str, Any]) -> tuple[Spec, str]:
+    """The spec of ``estimate``: a spec file with flag overrides, or a config.json with flag workload."""
+    from vramcalc.spec.load import load_spec, override_workload, parse_spec
+
+    flags = {
+        **flags,
+        "quantization": parse_mapping_flag(flags.get("quantization"), "--quantization", "method"),
+        "adapter": parse_mapping_flag(flags.get("adapter"), "--adapter", "type"),
+    }
+    if (spec is None) == (hf_config is None):
+        raise SpecError("give a SPEC file or --hf-config config.json (one of the two)")
+    if spec is not None:
+        return override_workload(load_spec(spec), str(spec), **flags), str(spec)
+    from vramcalc.spec.hf_import import read_config, spec_from_config
+
+    source = str(hf_config)
+    workload = {key: value for key, value in flags.items() if value is not None}
+    return parse_spec(spec_from_config(read_config(hf_config), source, workload), source), source
+
+
+def import_command(
+    config: Annotated[Path, typer.Argument(help="A transformers config.json.", show_default=False)],
+    *,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the spec here (default: stdout).")
+    ] = None,
+) -> None:
+    """Convert a Hugging Face config.json into a vramcalc spec (offline); the workload is an example to edit."""
+    from vramcalc.cli._common import user_errors
+    from vramcalc.spec.hf_import import import_yaml
+
+    with user_errors(str(config)):
+        text = import_yaml(config)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    with user_errors(str(output)):
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"{output}: cannot write ({exc.strerror})") from None
+    typer.echo(f"wrote {output}", err=True)
+
+
+def add_commands(app: typer.Typer) -> None:
+    """Register ``vramcalc import``."""
+    app.command(name="import")(import_command)

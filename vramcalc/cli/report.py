@@ -1,0 +1,155 @@
+"""Seeing and measuring memory: `vramcalc report` (HTML) and `vramcalc compare` (memory_stats JSON).
+
+Also the helpers behind `vramcalc estimate --timeline`. Imported when the CLI starts, so the top
+level imports only typer and the standard library; everything else is imported inside the commands.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from vramcalc.core.estimate import Estimate
+    from vramcalc.hardware.catalog import GPU
+    from vramcalc.render.html_report import ReportEntry
+    from vramcalc.spec.models import Spec
+
+EXIT_OFF = 1
+GPU_HELP = "Catalog GPU (see 'vramcalc gpus'), or 'local' for the installed card's free memory (NVML)."
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
+SNIPPET = (
+    "import json, torch  # after two or more training steps:\n"
+    'json.dump(torch.cuda.memory_stats(), open("stats.json", "w"))'
+)
+
+
+def estimate_for(path: Path, card: GPU | None) -> tuple[Spec, Estimate]:
+    """Load one spec (errors name the file) and estimate it for ``card``'s workspace size."""
+    from vramcalc.cli._common import user_errors
+    from vramcalc.engine import estimate
+    from vramcalc.spec.load import load_spec
+
+    with user_errors(str(path)):
+        spec = load_spec(path)
+        return spec, estimate(spec, hopper_or_newer=card.hopper_or_newer if card else True)
+
+
+def report_entry(path: Path, card: GPU | None) -> ReportEntry:
+    from vramcalc.core.timeline import build_timeline
+    from vramcalc.render.html_report import ReportEntry
+
+    spec, result = estimate_for(path, card)
+    return ReportEntry(source=str(path), spec=spec, estimate=result, timeline=build_timeline(spec, result))
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """Write ``text`` to ``output`` (a note on stderr), or to stdout when no file (or ``-``) is given."""
+    if output is None or str(output) == "-":
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"error: {output}: cannot write ({exc.strerror or exc})", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {output} ({len(text.encode('utf-8')):,} bytes)", err=True)
+
+
+def report(
+    specs: Annotated[
+        list[Path],
+        typer.Argument(metavar="SPEC", help="YAML spec files; several are compared side by side.", show_default=False),
+    ],
+    *,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="HTML file to write (default: standard output).")
+    ] = None,
+    gpu: GpuOpt = None,
+) -> None:
+    """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
+    assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
+    from vramcalc import __version__
+    from vramcalc.cli._common import lookup_gpu, user_errors
+    from vramcalc.render.html_report import render_report
+
+    with user_errors():
+        card = lookup_gpu(gpu) if gpu else None
+    entries = [report_entry(path, card) for path in specs]
+    write_output(render_report(entries, card, version=__version__), output)
+
+
+def compare(
+    spec: Annotated[Path, typer.Argument(metavar="SPEC", help="YAML spec of the measured run.", show_default=False)],
+    *,
+    measured: Annotated[
+        Path, typer.Option("--measured", help="torch.cuda.memory_stats() dumped as JSON.", show_default=False)
+    ],
+    nvidia_smi_used: Annotated[
+        str | None, typer.Option(help="nvidia-smi memory.used after the peak, with a unit: 23.4GiB, '23962 MiB'.")
+    ] = None,
+    tolerance: Annotated[str, typer.Option(help="Largest accepted error of the peak allocated.")] = "10%",
+    gpu: GpuOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")] = False,
+) -> None:
+    """Compare the estimate of SPEC with PyTorch's statistics of a real run.
+
+    Dump the statistics as JSON (never a pickle) at the end of the run:
+
+    [bold]{snippet}[/]
+
+    Shows peak allocated (allocated_bytes.all.peak), peak reserved
+    (reserved_bytes.all.peak), fragmentation (reserved - allocated) and,
+    with --nvidia-smi-used, the implied CUDA context (used - reserved).
+
+    Exit codes: 0 peak allocated within --tolerance, 1 it is not, 2 bad input.
+    """
+    from vramcalc.cli._common import lookup_gpu, print_json, stdout, user_errors
+    from vramcalc.planning.compare import compare as run_compare
+    from vramcalc.planning.compare import load_memory_stats
+    from vramcalc.render.compare import comparison_dict, render_comparison
+    from vramcalc.units import parse_fraction, parse_size
+
+    with user_errors():
+        limit = parse_fraction(tolerance, "--tolerance")
+        smi = parse_size(nvidia_smi_used, "--nvidia-smi-used") if nvidia_smi_used is not None else None
+        stats = load_memory_stats(measured)
+        card = lookup_gpu(gpu) if gpu else None
+    _, result = estimate_for(spec, card)
+    with user_errors():
+        comparison = run_compare(result, stats, tolerance=limit, nvidia_smi_used_bytes=smi)
+    if json_out:
+        print_json(comparison_dict(comparison))
+    else:
+        render_comparison(comparison, stdout())
+    if not comparison.within_tolerance:
+        raise typer.Exit(EXIT_OFF)
+
+
+compare.__doc__ = (compare.__doc__ or "").replace("{snippet}", SNIPPET.replace("\n", "\n    "))
+
+
+def timeline_doc(spec: Spec, result: Estimate) -> dict[str, Any]:
+    """``estimate --json --timeline``: the ``timeline`` key added to the estimate document."""
+    from vramcalc.core.timeline import build_timeline
+    from vramcalc.render.timeline import timeline_dict
+
+    return {"timeline": timeline_dict(build_timeline(spec, result))}
+
+
+def print_timeline(spec: Spec, result: Estimate, card: GPU | None) -> None:
+    """``estimate --timeline``: the terminal timeline, with the card's allocation budget when given."""
+    from vramcalc.cli._common import stdout
+    from vramcalc.core.timeline import allocation_budget_bytes, build_timeline
+    from vramcalc.render.timeline import render_timeline
+
+    budget = allocation_budget_bytes(card.usable_bytes, result) if card is not None else None
+    render_timeline(build_timeline(spec, result), stdout(), budget, card.name if card else "")
+
+
+def add_commands(app: typer.Typer) -> None:
+    """Register this module's commands on the app."""
+    app.command()(report)
+    app.command()(compare)

@@ -1,0 +1,366 @@
+"""Activation bytes of transformer steps: what autograd saves, and the transient peaks.
+
+Counted tensor by tensor from what the Hugging Face implementations save for backward (BERT, GPT-2,
+Llama, T5 in transformers 5), in the spirit of Korthikanti et al. 2022 ("Reducing Activation
+Recomputation in Large Transformer Models", arXiv 2205.05198, section 4.1), but with the dtypes
+PyTorch really uses: autocast keeps norms, softmax and the loss in fp32 and casts every activation
+entering a matmul to 16 bits (a saved copy per linear call); HF's RMSNorm upcasts to fp32; dropout
+saves a 1-byte mask per element; fused SDPA kernels keep only output and logsumexp (no seq^2 term).
+The allocator-level truth these formulas were checked against is ``shared/calibration/tracer``.
+
+Sweeps run these formulas once on a symbolic batch size (:mod:`vramcalc.core.symbolic`), so a maximum of
+batch-dependent values is written ``maximum(...)``, never ``max(...)`` (which would compare them).
+
+Notation: ``T`` tokens (batch x sequence), ``h`` hidden, ``f`` ffn width, ``e`` bytes of the
+parameter dtype, ``c`` bytes of the compute dtype (2 under autocast), ``r`` bytes of the residual
+stream (4 under autocast: it stays fp32 because the parameters and norms are fp32).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position
+from vramcalc.core.shape import ModelShape
+from vramcalc.core.symbolic import maximum
+
+#: Bytes of fp32, the dtype of norm statistics, softmax under autocast, logsumexp and upcast losses.
+FP32 = 4
+#: Bytes of a dropout mask element (bool).
+MASK = 1
+#: Bytes of an int64 token id.
+TOKEN_ID = 8
+#: LayerNorm saves mean and rstd (fp32, one per token each); RMSNorm saves rstd only.
+LAYERNORM_STATS = 2 * FP32
+RMSNORM_STATS = FP32
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Byte widths of one precision mode."""
+
+    param: int
+    compute: int
+    residual: int
+    amp: bool
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Batch shape: ``batch`` sequences of ``seq`` tokens (``target`` for a decoder stack)."""
+
+    batch: int
+    seq: int
+    target: int
+
+    @property
+    def encoder(self) -> int:
+        return self.batch * self.seq
+
+    @property
+    def decoder(self) -> int:
+        return self.batch * self.target
+
+
+def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
+    """One norm: its saved input and statistics, plus (pure precision) its output, saved by the next linear.
+
+    LayerNorm saves its input (the residual sum) and fp32 mean/rstd. HF's RMSNorm computes in fp32:
+    it saves an fp32 copy of its input, the normalised tensor cast back (``e``), and rstd; under
+    autocast the normalised tensor stays fp32. Under autocast the output is not saved (each linear
+    saves its own 16-bit copy, counted by the consumer).
+    """
+    h = shape.hidden
+    if shape.norm is Norm.layernorm:
+        per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
+    else:
+        per_token = h * FP32 + RMSNORM_STATS + (h * FP32 if dt.amp else 2 * h * dt.compute)
+    return n_tokens * per_token
+
+
+def input_copy_bytes(n_tokens: int, width: int, n_linears: int, dt: Dtypes) -> int:
+    """Autocast casts a linear's activation input to 16 bits at every call and saves the copy."""
+    return n_tokens * width * n_linears * dt.compute if dt.amp else 0
+
+
+def _softmax_upcast(shape: ModelShape) -> bool:
+    """Llama, T5 and ViT compute the eager softmax in fp32 and cast back (transformers 5's shared
+    ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``); BERT and
+    GPT-2 take the softmax in the activation dtype (checked with the tracer on bf16 models)."""
+    return shape.norm is Norm.rmsnorm or shape.architecture is Architecture.vit
+
+
+#: Largest head dimension of PyTorch's flash-attention kernel.
+FLASH_MAX_HEAD_DIM = 256
+
+
+def sdpa_kernel(shape: ModelShape, dt: Dtypes) -> str:
+    """The kernel ``scaled_dot_product_attention`` picks on CUDA, in PyTorch's priority order:
+    flash (fp16/bf16, head_dim <= 256), memory-efficient (also fp32, but not for grouped K/V),
+    else the math fallback, which materialises heads x seq^2 like eager attention.
+    """
+    if dt.compute != FP32 and shape.head_dim <= FLASH_MAX_HEAD_DIM:
+        return "flash"
+    if shape.kv_heads == shape.heads:
+        return "efficient"
+    return "math"
+
+
+def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> int:
+    """Eager attention: bytes saved per element of the heads x seq_q x seq_kv score matrix."""
+    dropout = training and shape.dropout > 0
+    if dt.amp:
+        # softmax runs in fp32 (autocast fp32 list); the matmul with V saves a 16-bit copy
+        return FP32 + dt.compute + (MASK if dropout else 0)
+    if _softmax_upcast(shape) and dt.compute != FP32:
+        # fp32 softmax saved; its cast back is saved by the matmul only when no dropout follows
+        # (dropout keeps its mask, and its own output goes to the matmul)
+        return FP32 + ((dt.compute + MASK) if dropout else dt.compute)
+    return dt.compute + ((dt.compute + MASK) if dropout else 0)
+
+
+def attention_saved_bytes(
+    shape: ModelShape, tk: Tokens, q_tokens: int, kv_tokens: int, dt: Dtypes, attention: Attention, cross: bool
+) -> int:
+    """Self- or cross-attention block: Q, K, V (K/V at kv_heads width), the core and its output.
+
+    SDPA flash / memory-efficient kernels save output + logsumexp (fp32, one per head and query).
+    Eager attention saves softmax (and dropout) outputs over heads x seq_q x seq_kv, and K/V
+    repeated to all heads for GQA; its permuted context is copied before the output projection.
+    """
+    seq_q = q_tokens // tk.batch
+    seq_kv = kv_tokens // tk.batch
+    kernel = sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    kv_width = shape.kv_width if kernel in ("flash", "efficient") else shape.q_width
+    qkv = (q_tokens * shape.q_width + 2 * kv_tokens * kv_width) * dt.compute
+    if cross:
+        copies = input_copy_bytes(q_tokens, shape.hidden, 1, dt) + input_copy_bytes(kv_tokens, shape.hidden, 2, dt)
+    else:
+        copies = input_copy_bytes(q_tokens, shape.hidden, 1 if shape.fused_qkv else 3, dt)
+    output = q_tokens * shape.q_width * dt.compute
+    scores = tk.batch * shape.heads * seq_q * seq_kv
+    if kernel in ("flash", "efficient"):
+        core = tk.batch * shape.heads * seq_q * FP32
+    elif kernel == "math":  # softmax output kept at the compute dtype; K/V expanded to all heads
+        core = scores * (dt.compute + ((dt.compute + MASK) if shape.dropout > 0 else 0))
+    else:
+        core = scores * score_bytes_per_element(shape, dt, training=True)
+    return qkv + copies + output + core
+
+
+def mlp_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
+    """MLP block. gelu: fc1 output and gelu output. gelu_tanh (GPT-2's Python gelu_new): five
+    ffn-wide tensors (input, 0.5x, tanh, 1 + tanh, product); under autocast pow/tanh run in fp32.
+    relu: its output (T5 adds an inner dropout: mask + output). swiglu: gate, silu, up, product.
+    """
+    f, c = shape.ffn, dt.compute
+    if shape.mlp is Mlp.gelu:
+        inner = 2 * f * c
+    elif shape.mlp is Mlp.gelu_tanh:
+        inner = (3 * FP32 + 2 * c) * f if dt.amp else 5 * f * c
+    elif shape.mlp is Mlp.relu:
+        inner_dropout = shape.architecture is Architecture.encoder_decoder and shape.dropout > 0
+        inner = f * (c + (MASK + c if inner_dropout else 0))
+    else:
+        inner = 4 * f * c
+    n_up = 2 if shape.gated else 1
+    return n_tokens * inner + input_copy_bytes(n_tokens, shape.hidden, n_up, dt)
+
+
+def dropout_mask_bytes(shape: ModelShape, n_tokens: int, n_sites: int) -> int:
+    """Residual-branch dropout masks (1 byte per element) when dropout is on."""
+    return n_tokens * shape.hidden * MASK * n_sites if shape.dropout > 0 else 0
+
+
+def layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention, decoder: bool = False) -> int:
+    """One block of the stack, training mode, no recomputation."""
+    enc_dec_decoder = decoder and shape.architecture is Architecture.encoder_decoder
+    n_tokens = tk.decoder if decoder else tk.encoder
+    total = 2 * norm_saved_bytes(shape, n_tokens, dt)
+    total += attention_saved_bytes(shape, tk, n_tokens, n_tokens, dt, attention, cross=False)
+    total += mlp_saved_bytes(shape, n_tokens, dt)
+    total += dropout_mask_bytes(shape, n_tokens, 2)
+    if enc_dec_decoder:
+        total += norm_saved_bytes(shape, n_tokens, dt)
+        total += attention_saved_bytes(shape, tk, n_tokens, tk.encoder, dt, attention, cross=True)
+        total += dropout_mask_bytes(shape, n_tokens, 1)
+    return total
+
+
+def layer_replicated_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, decoder: bool = False) -> int:
+    """The part of :func:`layer_saved_bytes` that Megatron-style tensor parallelism does not split
+    (issue 7): hidden-wide tensors every TP rank holds in full. Korthikanti et al. 2022 ("Reducing
+    Activation Recomputation in Large Transformer Models", Table 2) count ``10 sbh`` of them for GPT:
+    both norms' inputs and outputs (the outputs are the column-parallel linears' inputs), and the two
+    residual dropout masks. Here also the norm statistics and, under autocast, the 16-bit copies of the
+    column-parallel linears' inputs (QKV, MLP up/gate; cross-attention Q and K/V). Sequence parallelism
+    splits exactly this part along the sequence. Depends on the hidden size and tokens only.
+    """
+    n_tokens = tk.decoder if decoder else tk.encoder
+    h = shape.hidden
+    total = 2 * norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 2)
+    total += input_copy_bytes(n_tokens, h, 1 if shape.fused_qkv else 3, dt)
+    total += input_copy_bytes(n_tokens, h, 2 if shape.gated else 1, dt)
+    if decoder and shape.architecture is Architecture.encoder_decoder:
+        total += norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 1)
+        total += input_copy_bytes(n_tokens, h, 1, dt) + input_copy_bytes(tk.encoder, h, 2, dt)
+    return total
+
+
+def layer_saved_split(
+    shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention, decoder: bool = False
+) -> tuple[int, int]:
+    """(TP-split, replicated) bytes of one block, for ``shape`` as one tensor-parallel rank sees it
+    (heads, kv_heads and ffn_size already divided by the TP degree). Their sum is
+    :func:`layer_saved_bytes` of that shape: Q, K, V, the attention core and output and the
+    ffn-wide MLP tensors are split (Korthikanti et al. Table 2: ``24 sbh / t + 5 a s^2 b / t``);
+    :func:`layer_replicated_bytes` is not."""
+    replicated = layer_replicated_bytes(shape, tk, dt, decoder)
+    return layer_saved_bytes(shape, tk, dt, attention, decoder) - replicated, replicated
+
+
+def embedding_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+    """Embedding stage. BERT (post-LN) saves its embedding-LayerNorm input and the dropout output
+    that enters layer 0; pre-LN models only add a dropout mask (their output is layer 0's norm input).
+    Rotary models keep cos/sin tables (fp32, seq x head_dim each).
+    """
+    h = shape.hidden
+    total = dropout_mask_bytes(shape, tk.encoder, 1)
+    if shape.architecture is Architecture.encoder and shape.position is Position.learned:
+        total += tk.encoder * (h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute))
+    if shape.architecture is Architecture.encoder_decoder:
+        total += dropout_mask_bytes(shape, tk.decoder, 1)
+    if shape.position is Position.rotary:
+        total += 2 * tk.seq * shape.head_dim * FP32
+    if shape.position is Position.relative:
+        total += relative_bias_bytes(shape, tk)
+    return total
+
+
+def relative_bias_bytes(shape: ModelShape, tk: Tokens) -> int:
+    """T5: a heads x seq x seq fp32 position bias per stack, its int64 bucket index, and (decoder)
+    the zero bias of cross-attention and the broadcast causal mask (fp32, batch x seq x seq)."""
+    enc = shape.heads * tk.seq * tk.seq * FP32 + tk.seq * tk.seq * TOKEN_ID
+    if shape.architecture is not Architecture.encoder_decoder:
+        return enc
+    dec = shape.heads * tk.target * tk.target * FP32 + tk.target * tk.target * TOKEN_ID
+    cross = shape.heads * tk.target * tk.seq * FP32
+    return enc + dec + cross
+
+
+def head_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+    """Final norm(s) and the output head up to (not including) the logits."""
+    h = shape.hidden
+    n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+    total = 0
+    post_ln_encoder = shape.architecture is Architecture.encoder and shape.position is Position.learned
+    if not post_ln_encoder:
+        total += norm_saved_bytes(shape, n_tokens, dt)
+    if shape.architecture is Architecture.encoder_decoder:
+        # encoder final norm + dropout: its output feeds every cross-attention K/V projection
+        total += norm_saved_bytes(shape, tk.encoder, dt) + dropout_mask_bytes(shape, tk.encoder, 1)
+        total += dropout_mask_bytes(shape, tk.decoder, 1)
+        if shape.tie_embeddings:  # T5 rescales by d_model^-0.5 before the tied LM head
+            total += n_tokens * h * dt.compute if not dt.amp else 0
+    if shape.head is not Head.lm:
+        return total
+    if shape.architecture is Architecture.encoder:
+        # MLM transform: dense -> gelu -> LayerNorm -> decoder
+        pure = 3 * h * dt.compute + LAYERNORM_STATS
+        amp = (dt.compute + dt.compute + FP32 + dt.compute) * h + LAYERNORM_STATS
+        total += n_tokens * (amp if dt.amp else pure)
+    else:
+        total += input_copy_bytes(n_tokens, h, 1, dt)
+    return total
+
+
+@dataclass(frozen=True)
+class LossBytes:
+    """Vocabulary-sized tensors of the loss: saved until backward, transient at the forward end,
+    and the gradients alive at the start of backward."""
+
+    saved: int
+    forward_transient: int
+    backward_temporaries: int
+
+
+def loss_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> LossBytes:
+    """Logits and cross-entropy. HF causal LMs upcast logits to fp32 before the loss
+    (``ForCausalLMLoss``: ``logits.float()``): log-softmax output and both gradients are fp32.
+    BERT and T5 call CrossEntropyLoss on the logits as they are; under autocast cross_entropy runs
+    in fp32 (a saved fp32 copy), its log-softmax output is saved at 16 bits.
+    """
+    if shape.head is not Head.lm:
+        return LossBytes(0, 0, 0)
+    n = (tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder) * shape.vocab
+    logits = n * dt.compute
+    if shape.architecture is Architecture.decoder:
+        upcast = n * FP32 if dt.compute != FP32 else 0
+        return LossBytes(n * FP32, logits + upcast, 2 * n * FP32)
+    if dt.amp:
+        return LossBytes(n * (FP32 + dt.compute), logits, n * FP32)
+    return LossBytes(n * dt.compute, logits, 2 * n * dt.compute)
+
+
+def saved_activation_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> int:
+    """Everything autograd keeps from the forward pass, without the loss tensors."""
+    total = embedding_saved_bytes(shape, tk, dt) + head_saved_bytes(shape, tk, dt)
+    total += shape.layers * layer_saved_bytes(shape, tk, dt, attention)
+    if shape.architecture is Architecture.encoder_decoder:
+        total += shape.decoder_layers * layer_saved_bytes(shape, tk, dt, attention, decoder=True)
+    return total
+
+
+def block_backward_temp_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+    """Backward through the last block's MLP: the gradient of its ffn-wide input and the gradient
+    flowing in the residual stream (the point where a model without a vocabulary-sized loss, such as
+    ViT, peaks: saved activations are still all alive, the head's gradients already exist)."""
+    n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+    return n_tokens * (shape.ffn + shape.hidden) * dt.compute
+
+
+def checkpoint_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+    """Full gradient checkpointing (HF, non-reentrant): each block keeps only its input."""
+    per_block = tk.encoder * shape.hidden * dt.residual * shape.layers
+    if shape.architecture is Architecture.encoder_decoder:
+        per_block += tk.decoder * shape.hidden * dt.residual * shape.decoder_layers
+    return per_block
+
+
+def largest_layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> int:
+    """The block recomputed at one time during backward under checkpointing."""
+    enc = layer_saved_bytes(shape, tk, dt, attention)
+    if shape.architecture is Architecture.encoder_decoder:
+        return maximum(enc, layer_saved_bytes(shape, tk, dt, attention, decoder=True))
+    return enc
+
+
+def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> int:
+    """No-grad forward: the largest set of tensors alive at once (nothing is saved for backward).
+
+    Inside a block: the embedding output (the HF model's ``forward`` keeps a reference to it for the
+    whole encoder), the block input, the norm output, and either Q/K/V and the attention output (eager
+    adds the heads x seq^2 scores and their softmax) or, in the MLP, the attention residual sum and the
+    ffn-wide intermediates. At the head: logits for every position (as ``model(**batch)`` returns
+    them) plus the hidden state (and the MLM transform).
+    """
+    c = dt.compute
+    n_tok = maximum(tk.encoder, tk.decoder)
+    residual = max(c, dt.residual)
+    norm_out = FP32 if dt.amp else c
+    attn = n_tok * (2 * shape.q_width + 2 * shape.kv_width) * c
+    if attention is Attention.eager:
+        seq = max(tk.seq, tk.target)
+        attn += tk.batch * shape.heads * seq * seq * (c + (FP32 if dt.amp or _softmax_upcast(shape) else c))
+    mlp = n_tok * shape.ffn * c * (3 if shape.gated else 2)
+    block = maximum(
+        n_tok * shape.hidden * (2 * residual + norm_out) + attn,
+        n_tok * shape.hidden * (3 * residual + norm_out) + mlp,
+    )
+    if shape.architecture is Architecture.encoder_decoder:
+        block += tk.encoder * shape.hidden * c  # encoder output kept for cross-attention
+    head = 0
+    if shape.head is Head.lm:
+        out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+        head = out_tokens * shape.vocab * c + 2 * out_tokens * shape.hidden * max(c, dt.residual)
+    return maximum(block, head)

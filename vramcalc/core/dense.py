@@ -1,0 +1,140 @@
+"""Phase-aware peak-memory estimate of one steady-state step (pure: no I/O, no printing).
+
+A training step is modelled as PyTorch runs it on its second iteration with
+``zero_grad(set_to_none=True)``: gradients do not exist during the forward pass, optimizer states do.
+
+* forward: parameters + optimizer states + saved activations growing to the loss, where the logits,
+  their fp32 copy and the log-softmax output are alive together;
+* backward: starts with every saved activation plus the vocabulary-sized loss gradients (usually
+  the step's peak), ends with parameters + gradients + states;
+* optimizer: PyTorch's default ``foreach`` AdamW allocates a parameter-sized temporary
+  (``torch._foreach_sqrt`` of ``exp_avg_sq``); fused implementations allocate none.
+
+``peak_allocated_bytes`` is what ``torch.cuda.max_memory_allocated()`` reports: the largest phase.
+``total_bytes`` adds the runtime overhead that lives outside the allocator's tensors.
+"""
+
+from __future__ import annotations
+
+from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Norm, Optimizer
+from vramcalc.core import activations as act
+from vramcalc.core.estimate import Phase, select_phases
+from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
+from vramcalc.core.params import head_params, layer_params, linear_weight_params
+from vramcalc.core.shape import ModelShape
+from vramcalc.core.workload import default_optimizer
+from vramcalc.spec.models import Spec
+
+
+def phase_candidates(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: Phase, n_params: int
+) -> dict[str, list[Phase]]:
+    """The moments that may set each phase's peak, for a dense single-GPU model (no LLM keys):
+    inference is one forward working set; training is :func:`_training_phase_candidates`."""
+    if spec.workload.mode is Mode.inference:
+        activations = act.inference_transient_bytes(shape, tk, dt, spec.workload.attention)
+        return {"forward": [{**base, "activations": activations}]}
+    return _training_phase_candidates(spec, shape, tk, dt, default_optimizer(spec), base, n_params)
+
+
+def training_phases(
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    optimizer: Optimizer,
+    base: dict[str, int],
+    n_params: int,
+) -> dict[str, dict[str, int]]:
+    """Forward, backward and optimizer phases of a training step, each at its largest moment."""
+    return select_phases(_training_phase_candidates(spec, shape, tk, dt, optimizer, base, n_params))
+
+
+def _training_phase_candidates(
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    optimizer: Optimizer,
+    base: Phase,
+    n_params: int,
+) -> dict[str, list[Phase]]:
+    """Backward has several candidate moments: its start (every saved activation plus the loss
+    gradients), the last block's backward, and its end (all gradients); under full checkpointing the
+    start and the first recomputed block instead of the last block."""
+    wl = spec.workload
+    param_bytes = n_params * dt.param
+    states = optimizer_state_bytes(optimizer, shape, dt.param)
+    copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
+    loss = act.loss_bytes(shape, tk, dt)
+    saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
+    live = {**base, "optimizer_states": states}
+    if wl.gradient_checkpointing is Checkpointing.full:
+        outside = act.embedding_saved_bytes(shape, tk, dt) + act.head_saved_bytes(shape, tk, dt)
+        kept = act.checkpoint_saved_bytes(shape, tk, dt) + outside
+        layer = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
+        n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
+        head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
+        forward = {**live, "autocast_weight_copies": copies, "activations": kept + loss.saved + loss.forward_transient}
+        start = {
+            **live,
+            "autocast_weight_copies": head_copy,
+            "activations": kept + loss.saved,
+            "temporaries": loss.backward_temporaries,
+        }
+        recompute = {
+            **live,
+            "autocast_weight_copies": head_copy + (copies - head_copy) // max(1, n_blocks),
+            "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention),
+            "gradients": head_gradient_params(shape) * dt.param,
+        }
+        backward = [start, recompute]
+    else:
+        if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
+            saved -= _eager_score_bytes(shape, tk, dt)
+        forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
+        start = {
+            **live,
+            "autocast_weight_copies": copies,
+            "activations": saved + loss.saved,
+            "temporaries": loss.backward_temporaries,
+        }
+        last_block = {
+            **live,
+            "autocast_weight_copies": copies,
+            "activations": saved - act.head_saved_bytes(shape, tk, dt),
+            "gradients": (head_gradient_params(shape) + layer_params(shape)) * dt.param,
+            "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
+        }
+        backward = [start, last_block]
+    end_of_backward = {**live, "gradients": param_bytes}
+    temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
+    step = {**live, "gradients": param_bytes, "temporaries": temps}
+    return {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
+
+
+def head_gradient_params(shape: ModelShape) -> int:
+    """Gradients that exist once backward has left the head: the head's own parameters and, for a
+    tied LM head, the embedding matrix (its gradient is written by the LM head's backward)."""
+    tied_lm = shape.head is Head.lm and shape.tie_embeddings
+    return head_params(shape) + (shape.vocab * shape.hidden if tied_lm else 0)
+
+
+def recomputed_input_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """The recomputed block's input is its checkpoint; its first norm saves that same tensor (LayerNorm,
+    or RMSNorm on an fp32 residual), so it is not counted twice."""
+    if shape.norm is not Norm.layernorm and dt.residual != act.FP32:
+        return 0  # HF RMSNorm saves an fp32 copy, a different tensor from the 16-bit checkpoint
+    decoder_larger = shape.architecture is Architecture.encoder_decoder and act.layer_saved_bytes(
+        shape, tk, dt, attention, decoder=True
+    ) > act.layer_saved_bytes(shape, tk, dt, attention)
+    return (tk.decoder if decoder_larger else tk.encoder) * shape.hidden * dt.residual
+
+
+def _eager_score_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
+    """Score-sized tensors of eager attention, the part selective recomputation drops."""
+    per = act.score_bytes_per_element(shape, dt, training=True)
+    total = shape.layers * tk.batch * shape.heads * tk.seq * tk.seq * per
+    if shape.architecture is Architecture.encoder_decoder:
+        total += shape.decoder_layers * tk.batch * shape.heads * tk.target * (tk.target + tk.seq) * per
+    return total

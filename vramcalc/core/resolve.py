@@ -1,0 +1,188 @@
+"""A spec's ``model`` section resolved into a :class:`~vramcalc.core.shape.ModelShape`: defaults
+filled (each noted), the vocabulary derived from ``params`` when omitted, the expert layout.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from vramcalc.choices import Architecture, Head, Mlp, Norm, Position
+from vramcalc.core.params import _mlm_head, count_params
+from vramcalc.core.shape import (
+    DEFAULT_CHANNELS,
+    DEFAULT_DROPOUT,
+    DEFAULT_HEAD_DIM,
+    DEFAULT_IMAGE_CLASSES,
+    DEFAULT_PATCH,
+    DEFAULT_POSITIONS,
+    DEFAULT_RELATIVE_BUCKETS,
+    DEFAULT_TOP_K,
+    DEFAULT_TYPE_VOCAB,
+    ModelShape,
+    MoeShape,
+    vit_tokens,
+)
+from vramcalc.errors import SpecError
+from vramcalc.spec.models import ModelSpec, Workload
+
+
+def _pick(value: object, default: object, note: str, assumptions: list[str]) -> object:
+    if value is not None:
+        return value
+    shown = default.value if hasattr(default, "value") else default
+    assumptions.append(note.format(str(shown).lower() if isinstance(shown, bool) else shown))
+    return default
+
+
+def _default_architecture(spec: ModelSpec, assumptions: list[str]) -> Architecture:
+    return _pick(spec.architecture, Architecture.decoder, "architecture not given: {}", assumptions)  # type: ignore[return-value]
+
+
+def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
+    """Fill omitted model keys with documented defaults; return the shape and the assumptions made.
+
+    Memoised on the inputs it reads (the model section and the workload's sequence/image size), so
+    sweeps over batch size do not redo it; a fresh notes list is returned each time."""
+    try:
+        shape, notes = _resolve_cached(spec, workload.seq_len, workload.image_size, workload.channels)
+    except TypeError:  # an unhashable model section (not produced by the current spec models)
+        shape, notes = _resolve(spec, workload.seq_len, workload.image_size, workload.channels)
+    return shape, list(notes)
+
+
+def _resolve(
+    spec: ModelSpec, seq_len: int | None, image_size: int | None, channels: int | None
+) -> tuple[ModelShape, tuple[str, ...]]:
+    shape, notes = _resolve_uncached(spec, _SizeOnly(seq_len, image_size, channels))
+    return shape, tuple(notes)
+
+
+_resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
+
+
+@dataclass(frozen=True)
+class _SizeOnly:
+    """The workload fields the shape depends on."""
+
+    seq_len: int | None
+    image_size: int | None
+    channels: int | None
+
+
+def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape, list[str]]:
+    notes: list[str] = []
+    arch = _default_architecture(spec, notes)
+    heads = int(
+        _pick(spec.heads, max(1, spec.hidden_size // DEFAULT_HEAD_DIM), "heads not given: {} (hidden_size / 64)", notes)
+    )  # type: ignore[arg-type]
+    mlp = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}", notes)
+    gated = mlp is Mlp.swiglu
+    default_norm = Norm.rmsnorm if gated else Norm.layernorm
+    if arch is Architecture.encoder_decoder and spec.norm is None:
+        default_norm = Norm.rmsnorm
+    if arch is Architecture.encoder_decoder:
+        default_position = Position.relative
+    elif arch is Architecture.decoder and gated:
+        default_position = Position.rotary
+    else:
+        default_position = Position.learned
+    position = _pick(spec.position, default_position, "position not given: {}", notes)
+    norm = _pick(spec.norm, default_norm, "norm not given: {}", notes)
+    head_dim = spec.head_dim or spec.hidden_size // heads
+    ffn = _pick(spec.ffn_size, 4 * spec.hidden_size, "ffn_size not given: {} (4 x hidden_size)", notes)
+    rms_family = norm is Norm.rmsnorm
+    bias = _pick(
+        spec.bias, not rms_family, "bias not given: {} (linear biases as in BERT/GPT-2; none in Llama/T5)", notes
+    )
+    vit = arch is Architecture.vit
+    dropout = _pick(spec.dropout, 0.0 if gated or vit else DEFAULT_DROPOUT, "dropout not given: {}", notes)
+    if vit:
+        positions = vit_tokens(workload.image_size or 0, spec.patch_size or DEFAULT_PATCH)
+    else:
+        positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len or 0)
+        if position is Position.learned and spec.max_position_embeddings is None:
+            notes.append(f"max_position_embeddings not given: {positions}")
+    shape = ModelShape(
+        architecture=arch,  # type: ignore[arg-type]
+        layers=spec.layers,
+        decoder_layers=spec.decoder_layers or spec.layers,
+        hidden=spec.hidden_size,
+        heads=heads,
+        kv_heads=spec.kv_heads or heads,
+        head_dim=head_dim,
+        ffn=ffn,  # type: ignore[arg-type]
+        mlp=mlp,  # type: ignore[arg-type]
+        norm=norm,  # type: ignore[arg-type]
+        position=position,  # type: ignore[arg-type]
+        vocab=spec.vocab_size or 0,
+        positions=positions if position is Position.learned else 0,
+        tie_embeddings=spec.tie_embeddings if spec.tie_embeddings is not None else not gated,
+        head=spec.head or (Head.classification if vit else Head.lm),
+        num_labels=spec.num_labels or (DEFAULT_IMAGE_CLASSES if vit else 2),
+        bias=bias,  # type: ignore[arg-type]
+        dropout=dropout,  # type: ignore[arg-type]
+        type_vocab=_type_vocab(spec, arch, position),  # type: ignore[arg-type]
+        pooler=bool(spec.pooler),
+        fused_qkv=spec.fused_qkv
+        if spec.fused_qkv is not None
+        else (arch is Architecture.decoder and position is Position.learned),
+        relative_buckets=spec.relative_attention_buckets or DEFAULT_RELATIVE_BUCKETS,
+        stated_params=spec.params,
+        patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
+        channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
+        moe=_resolve_moe(spec, ffn, notes),  # type: ignore[arg-type]
+    )
+    return (shape if vit else _with_vocab(shape, spec, notes)), notes
+
+
+def _resolve_moe(spec: ModelSpec, ffn: object, notes: list[str]) -> MoeShape | None:
+    return resolve_moe(spec, int(ffn), notes)  # type: ignore[call-overload]
+
+
+def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:
+    if spec.type_vocab_size is not None:
+        return spec.type_vocab_size
+    return DEFAULT_TYPE_VOCAB if arch is Architecture.encoder and position is Position.learned else 0
+
+
+def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelShape:
+    """Derive vocab_size from ``params`` when it is omitted (the design notes' minimal spec)."""
+    if spec.vocab_size is not None:
+        return shape
+    from dataclasses import replace
+
+    assert spec.params is not None  # guaranteed by ModelSpec validation
+    body = count_params(replace(shape, vocab=0))
+    if spec.params <= body:
+        raise SpecError(
+            f"model.params: {spec.params:,} is not more than the layers alone ({body:,}); check params and the shape"
+        )
+    per_row = shape.hidden * (1 if shape.tie_embeddings else 2) + (1 if _mlm_head(shape) else 0)
+    vocab = max(0, (spec.params - body) // per_row)
+    notes.append(f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)")
+    return replace(shape, vocab=vocab)
+
+
+def resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
+    """MoE keys of the spec with defaults (each recorded); None for a dense model."""
+    if spec.experts is None:
+        return None
+    top_k = spec.experts_per_token
+    if top_k is None:
+        top_k = min(DEFAULT_TOP_K, spec.experts)
+        notes.append(f"experts_per_token not given: {top_k} (Mixtral's top-2)")
+    expert_ffn = spec.expert_ffn_size or ffn
+    if spec.expert_ffn_size is None:
+        notes.append(f"expert_ffn_size not given: {expert_ffn} (ffn_size)")
+    moe = MoeShape(
+        experts=spec.experts,
+        top_k=top_k,
+        shared=spec.shared_experts or 0,
+        expert_ffn=expert_ffn,
+        frequency=spec.moe_layer_frequency or 1,
+        capacity_factor=spec.capacity_factor,
+    )
+    if spec.layers is not None and moe.frequency > spec.layers:
+        raise SpecError(f"model.moe_layer_frequency: {moe.frequency} is more than layers ({spec.layers}): no MoE layer")
+    return moe

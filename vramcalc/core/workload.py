@@ -1,0 +1,91 @@
+"""The workload geometry every estimator reads: dtypes per precision, the tokens of a batch,
+the input and cuBLAS workspace bytes, the weight count and the default optimizer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramcalc.choices import Architecture, Mode, Optimizer, Precision
+from vramcalc.core import activations as act
+from vramcalc.core.params import count_params
+from vramcalc.core.shape import DEFAULT_CHANNELS, ModelShape
+from vramcalc.spec.models import Spec
+from vramcalc.units import MiB, allocation_bytes
+
+#: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
+#: and newer (CUBLAS_WORKSPACE_CONFIG ":4096:8"), 8.125 MiB before (":4096:2:16:8"), per
+#: aten/src/ATen/cuda/CublasHandlePool.cpp. Training uses two handles (forward and autograd threads).
+CUBLAS_WORKSPACE_HOPPER = 32 * MiB
+
+
+CUBLAS_WORKSPACE_PRE_HOPPER = 8 * MiB + 128 * 1024
+
+
+DTYPES = {
+    Precision.fp32: act.Dtypes(param=4, compute=4, residual=4, amp=False),
+    Precision.fp16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+    Precision.bf16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+    Precision.amp_fp16: act.Dtypes(param=4, compute=2, residual=4, amp=True),
+    Precision.amp_bf16: act.Dtypes(param=4, compute=2, residual=4, amp=True),
+    # activations as pure 16-bit; master weights and states per vramcalc/parallel/layout.py (``layout``)
+    Precision.mixed_fp16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+    Precision.mixed_bf16: act.Dtypes(param=2, compute=2, residual=2, amp=False),
+}
+
+
+def workspace_bytes(mode: Mode, hopper_or_newer: bool = True) -> int:
+    per_handle = CUBLAS_WORKSPACE_HOPPER if hopper_or_newer else CUBLAS_WORKSPACE_PRE_HOPPER
+    return per_handle * (2 if mode is Mode.train else 1)
+
+
+def input_bytes_images(pixels: int, pixel_bytes: int, batch: int, mode: Mode) -> int:
+    """Image batch in the parameter dtype, plus int64 class labels when training."""
+    labels = allocation_bytes(batch * act.TOKEN_ID) if mode is Mode.train else 0
+    return allocation_bytes(pixels * pixel_bytes) + labels
+
+
+def image_elements(spec: Spec, batch: Any = None) -> Any:
+    """Pixels of one batch: batch x channels x height x width (square images); ``batch`` defaults
+    to the spec's."""
+    wl = spec.workload
+    if wl.image_size is None:
+        return 0
+    return (wl.batch_size if batch is None else batch) * (wl.channels or DEFAULT_CHANNELS) * wl.image_size**2
+
+
+def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode, pixels: int = 0, pixel_bytes: int = 4) -> int:
+    """Token ids (int64). Training: input_ids plus labels (a causal LM passes the same tensor as
+    labels, so one); inference: input_ids (and decoder_input_ids for an encoder-decoder).
+    Images: batch x channels x H x W in the parameter dtype, plus int64 class labels when training."""
+    if pixels:
+        return input_bytes_images(pixels, pixel_bytes, tk.batch, mode)
+    ids = allocation_bytes(tk.encoder * act.TOKEN_ID)
+    if shape.architecture is Architecture.decoder:
+        return ids
+    return ids + allocation_bytes(tk.decoder * act.TOKEN_ID)
+
+
+def tokens_for(spec: Spec, shape: ModelShape, batch: Any) -> act.Tokens:
+    """The batch shape of a step: ViT's length follows the image; an encoder-decoder's target is
+    ``target_len`` (default: the source length). ``batch`` may be a symbolic batch size."""
+    wl = spec.workload
+    seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
+    target = wl.target_len if wl.target_len is not None else seq
+    if shape.architecture is not Architecture.encoder_decoder:
+        target = seq
+    return act.Tokens(batch=batch, seq=seq, target=target)
+
+
+def weight_count(shape: ModelShape, assumptions: list[str]) -> int:
+    """Parameters the weights are sized by: ``params`` when the spec states it, else the exact count."""
+    derived = count_params(shape)
+    if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
+        assumptions.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
+    return shape.stated_params or derived
+
+
+def default_optimizer(spec: Spec) -> Optimizer:
+    if spec.workload.optimizer is not None:
+        return spec.workload.optimizer
+    return Optimizer.adamw if spec.workload.mode is Mode.train else Optimizer.none

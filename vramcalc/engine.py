@@ -1,0 +1,49 @@
+"""The one entry point of the estimators: picks the family (several GPUs, ResNet, LLM keys, dense)
+and returns its :class:`~vramcalc.core.estimate.Estimate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vramcalc.choices import Architecture, Mode, Precision
+from vramcalc.core.dense import phase_candidates
+from vramcalc.core.estimate import Estimate, assemble, select_phases
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.workload import DTYPES, image_elements, input_bytes, tokens_for, weight_count, workspace_bytes
+from vramcalc.spec.models import Spec, uses_llm_keys
+
+
+def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
+    """Estimate the peak allocated memory of one step of ``spec``."""
+    if spec.parallel is not None or spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
+        from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank (issue 7)
+
+        phases, n_params, assumptions, ranked = per_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
+        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked)
+    if spec.model.architecture is Architecture.resnet:
+        from vramcalc.core import vision
+
+        phases, n_params, assumptions = vision.resnet_phases(spec, hopper_or_newer=hopper_or_newer)
+        return assemble(spec, n_params, phases, assumptions)
+    shape, assumptions = resolve_model(spec.model, spec.workload)
+    wl = spec.workload
+    dt = DTYPES[wl.precision]
+    tk = tokens_for(spec, shape, wl.batch_size)
+    n_params = weight_count(shape, assumptions)
+    base = {
+        "parameters": n_params * dt.param,
+        "inputs": input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param),
+        "workspace": workspace_bytes(wl.mode, hopper_or_newer),
+    }
+    if not hopper_or_newer:
+        assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
+    if uses_llm_keys(spec):
+        from vramcalc.llm import phases as llm
+
+        phases, details = llm.llm_phases(spec, shape, tk, dt, base, n_params, assumptions)
+        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), llm=details)
+    if wl.mode is Mode.train and wl.optimizer is None:
+        assumptions.append("optimizer not given: adamw")
+    phases = select_phases(phase_candidates(spec, shape, tk, dt, base, n_params))
+    return assemble(spec, n_params, phases, assumptions)

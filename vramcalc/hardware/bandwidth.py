@@ -1,0 +1,387 @@
+"""Memory bandwidth, weight streaming, host transfer and the decode roofline (pure: no typer, no rich).
+
+Units: sizes are int bytes; rates are bytes per second (``*_bytes_per_s``); per-pin data rates are
+Gbps (10^9 bit/s per pin); memory clocks are MHz; times are seconds (float); compute is FLOP/s.
+
+Bandwidth (GB/s) = per-pin data rate (Gbps) x bus width (bits) / 8; memory clocks and their
+multipliers are in :mod:`vramcalc.hardware.memory_bus`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from vramcalc.errors import UnitError
+from vramcalc.hardware.memory_bus import (
+    BANDWIDTH_TOLERANCE,
+    data_rate_from_clock,
+    memory_type,
+    parse_bus_width,
+    parse_clock_mhz,
+    parse_data_rate_gbps,
+    peak_bandwidth_bytes_per_s,
+)
+from vramcalc.hardware.weights import KvCache, Weights
+
+if TYPE_CHECKING:
+    from vramcalc.hardware.catalog import GPU
+
+#: Achieved share of peak memory bandwidth for a large streaming read: typically 80-90 % on HBM
+#: (e.g. STREAM-like copies on A100/H100); 0.85 is the middle of that range. Override with --efficiency.
+DEFAULT_MEMORY_EFFICIENCY = 0.85
+#: Achieved share of the PCIe link rate for a large pinned-memory host -> device copy: TLP headers
+#: and flow control cost ~10-20 % beyond the line code; 0.8 is a round, slightly conservative figure.
+DEFAULT_HOST_EFFICIENCY = 0.8
+
+#: Per-lane transfer rate (GT/s) and line-code efficiency per PCIe generation (PCI-SIG base specs):
+#: gen1-2 8b/10b, gen3-5 128b/130b, gen6-7 PAM4 with 256-byte FLITs of which 242 bytes carry TLP
+#: and DLLP (the other 14 are CRC and FEC; glennklockwood.com/garden/PCIe-Gen6). Counting only the
+#: 236 TLP bytes gives ~118 GB/s for gen6 x16 instead of 121.
+PCIE_LANE: dict[int, tuple[float, float]] = {
+    1: (2.5, 8 / 10),
+    2: (5.0, 8 / 10),
+    3: (8.0, 128 / 130),
+    4: (16.0, 128 / 130),
+    5: (32.0, 128 / 130),
+    6: (64.0, 242 / 256),
+    7: (128.0, 242 / 256),
+}
+#: FLOPs per parameter per generated token in a decode step (one multiply-add per weight).
+FLOPS_PER_PARAM = 2
+
+
+@dataclass(frozen=True)
+class Card:
+    """What the bandwidth arithmetic needs about one card, from the catalog or from flags."""
+
+    name: str
+    bus_width_bits: int
+    data_rate_gbps: float
+    memory_type: str | None = None
+    id: str | None = None
+    official_bytes_per_s: int | None = None
+    capacity_bytes: int | None = None
+    capacity_label: str | None = None
+    fp16_flops_per_s: float | None = None
+    fp8_flops_per_s: float | None = None
+    pcie_gen: int | None = None
+    pcie_lanes: int | None = None
+    memory_clock_mhz: float | None = None
+    clock_source: str | None = None
+
+    @property
+    def computed_bytes_per_s(self) -> int:
+        return peak_bandwidth_bytes_per_s(self.data_rate_gbps, self.bus_width_bits)
+
+    @property
+    def bytes_per_s(self) -> int:
+        """The bandwidth used for timings: the vendor's official figure when there is one."""
+        return self.official_bytes_per_s or self.computed_bytes_per_s
+
+    @property
+    def bandwidth_gap(self) -> float | None:
+        """Computed / official - 1 (None without an official figure)."""
+        if not self.official_bytes_per_s:
+            return None
+        return self.computed_bytes_per_s / self.official_bytes_per_s - 1
+
+    @property
+    def bandwidth_differs(self) -> bool:
+        gap = self.bandwidth_gap
+        return gap is not None and abs(gap) > BANDWIDTH_TOLERANCE
+
+
+def card_from_gpu(gpu: GPU) -> Card:
+    """A catalog entry as a :class:`Card` (TFLOPS -> FLOP/s, GB/s -> bytes/s)."""
+    return Card(
+        name=gpu.name,
+        id=gpu.id,
+        memory_type=gpu.memory_type,
+        bus_width_bits=gpu.bus_width_bits,
+        data_rate_gbps=gpu.data_rate_gbps,
+        official_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        capacity_bytes=gpu.capacity_bytes,
+        capacity_label=f"{gpu.capacity:g} {gpu.capacity_unit}",
+        fp16_flops_per_s=gpu.fp16_tflops_dense * 1e12 if gpu.fp16_tflops_dense else None,
+        fp8_flops_per_s=gpu.fp8_tflops_dense * 1e12 if gpu.fp8_tflops_dense else None,
+        pcie_gen=gpu.host_link.pcie_gen,
+        pcie_lanes=gpu.host_link.pcie_lanes,
+    )
+
+
+def custom_card(
+    *,
+    bus_width: str | None,
+    mem_type: str | None,
+    memory_clock: str | None,
+    data_rate: str | None,
+    clock_source: str | None,
+) -> Card:
+    """A card described by flags: a bus width plus either a data rate or a memory clock and type."""
+    if bus_width is None:
+        raise UnitError("custom card: --bus-width is required with --memory-clock or --data-rate")
+    width = parse_bus_width(bus_width)
+    kind = memory_type(mem_type) if mem_type is not None else None
+    if (memory_clock is None) == (data_rate is None):
+        raise UnitError("custom card: give exactly one of --memory-clock or --data-rate")
+    if clock_source is not None and memory_clock is None:
+        raise UnitError("custom card: --clock-source applies to --memory-clock only")
+    if data_rate is not None:
+        return Card(
+            name="custom card",
+            memory_type=kind,
+            bus_width_bits=width,
+            data_rate_gbps=parse_data_rate_gbps(data_rate),
+        )
+    assert memory_clock is not None
+    if kind is None:
+        raise UnitError("custom card: --memory-clock needs --memory-type (the clock multiplier depends on it)")
+    source = clock_source or "gpuz"
+    clock = parse_clock_mhz(memory_clock)
+    rate = data_rate_from_clock(clock, kind, source)
+    return Card(
+        name="custom card",
+        memory_type=kind,
+        bus_width_bits=width,
+        data_rate_gbps=rate,
+        memory_clock_mhz=clock,
+        clock_source=source,
+    )
+
+
+def parse_efficiency(text: str | None, default: float, what: str) -> float:
+    """A fraction in (0, 1] from '85%' or '0.85'; ``default`` when ``text`` is None."""
+    if text is None:
+        return default
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UnitError(f"{what}: expected a fraction such as 0.85 or 85%, got {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= 1:
+        raise UnitError(f"{what}: {text!r} must be above 0 and at most 100%")
+    return value
+
+
+def select_card(
+    gpu: str | None,
+    *,
+    bus_width: str | None = None,
+    mem_type: str | None = None,
+    memory_clock: str | None = None,
+    data_rate: str | None = None,
+    clock_source: str | None = None,
+) -> tuple[Card, str | None]:
+    """A catalog card by name, or a custom card from flags; plus a note when the name was ambiguous."""
+    flags = {
+        "--bus-width": bus_width,
+        "--memory-type": mem_type,
+        "--memory-clock": memory_clock,
+        "--data-rate": data_rate,
+        "--clock-source": clock_source,
+    }
+    given = [flag for flag, value in flags.items() if value is not None]
+    if gpu is None:
+        if not given:
+            raise UnitError(
+                "give --gpu NAME (see 'vramcalc gpus') or a custom card: --bus-width with --data-rate, "
+                "or with --memory-type and --memory-clock"
+            )
+        return custom_card(
+            bus_width=bus_width,
+            mem_type=mem_type,
+            memory_clock=memory_clock,
+            data_rate=data_rate,
+            clock_source=clock_source,
+        ), None
+    if given:
+        raise UnitError(f"--gpu describes the card already; drop {', '.join(given)}")
+    from vramcalc.hardware.catalog import ambiguity_note
+    from vramcalc.hardware.lookup import resolve_gpu
+
+    entry, others = resolve_gpu(gpu)
+    return card_from_gpu(entry), ambiguity_note(gpu, entry, others) if others else None
+
+
+@dataclass(frozen=True)
+class Streaming:
+    """Time to read the weights once from device memory: the floor on one decode step."""
+
+    weights_bytes: int
+    bytes_per_s: int
+    efficiency: float
+
+    @property
+    def weight_stream_s(self) -> float:
+        return self.weights_bytes / self.bytes_per_s
+
+    @property
+    def realistic_s(self) -> float:
+        return self.weight_stream_s / self.efficiency
+
+    @property
+    def tokens_per_s_upper_bound(self) -> float:
+        """Batch-1 decode tokens/s if a step did nothing but read the weights at peak bandwidth."""
+        return 1 / self.weight_stream_s
+
+    @property
+    def tokens_per_s_realistic(self) -> float:
+        return 1 / self.realistic_s
+
+
+def pcie_bytes_per_s(gen: int, lanes: int) -> int:
+    """Theoretical PCIe rate per direction, bytes/s: GT/s x line-code efficiency / 8 x lanes."""
+    if gen not in PCIE_LANE:
+        raise UnitError(f"PCIe generation {gen} is not known (1-{max(PCIE_LANE)})")
+    rate_gt_s, code = PCIE_LANE[gen]
+    return round(rate_gt_s * 1e9 * code / 8 * lanes)
+
+
+@dataclass(frozen=True)
+class HostTransfer:
+    """Copying the weights host -> device over the card's PCIe link."""
+
+    pcie_gen: int
+    pcie_lanes: int
+    weights_bytes: int
+    efficiency: float
+
+    @property
+    def bytes_per_s(self) -> int:
+        return pcie_bytes_per_s(self.pcie_gen, self.pcie_lanes)
+
+    @property
+    def seconds(self) -> float:
+        return self.weights_bytes / self.bytes_per_s
+
+    @property
+    def realistic_s(self) -> float:
+        return self.seconds / self.efficiency
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Decode step at batch B: 2 x params x B FLOPs over one read of the weights."""
+
+    n_params: int
+    weights_bytes: int
+    batch: int
+    flops_per_s: float
+    bytes_per_s: int
+    precision: str
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte of weights read: 2 x params x B / weights_bytes."""
+        return FLOPS_PER_PARAM * self.n_params * self.batch / self.weights_bytes
+
+    @property
+    def ridge(self) -> float:
+        """The card's ridge point, FLOP per byte: peak FLOP/s / peak bytes/s."""
+        return self.flops_per_s / self.bytes_per_s
+
+    @property
+    def crossover_batch(self) -> float:
+        """Batch where the step turns compute-bound: ridge x weights_bytes / (2 x params)."""
+        return self.ridge * self.weights_bytes / (FLOPS_PER_PARAM * self.n_params)
+
+    @property
+    def first_compute_bound_batch(self) -> int:
+        """Smallest whole batch at or past the crossover."""
+        return max(1, math.ceil(self.crossover_batch))
+
+    @property
+    def bound(self) -> str:
+        return "compute" if self.intensity >= self.ridge else "memory"
+
+    @property
+    def compute_s(self) -> float:
+        """Time for the step's FLOPs at the peak dense rate."""
+        return FLOPS_PER_PARAM * self.n_params * self.batch / self.flops_per_s
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything `vramcalc bandwidth` shows; parts are None where they do not apply (see notes)."""
+
+    card: Card
+    efficiency: float
+    weights: Weights | None = None
+    streaming: Streaming | None = None
+    host: HostTransfer | None = None
+    roofline: Roofline | None = None
+    kv: KvCache | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def decode_step_s(self) -> float | None:
+        """Weights plus KV-cache read once at peak bandwidth (None without a KV cache)."""
+        if self.kv is None or self.weights is None:
+            return None
+        return (self.weights.weights_bytes + self.kv.read_bytes_per_step) / self.card.bytes_per_s
+
+
+def _roofline(card: Card, weights: Weights, batch: int, notes: list[str]) -> Roofline | None:
+    use_fp8 = weights.dtype == "fp8" and card.fp8_flops_per_s is not None
+    flops = card.fp8_flops_per_s if use_fp8 else card.fp16_flops_per_s
+    if flops is None:
+        notes.append("roofline skipped: no dense FP16 tensor TFLOPS for this card")
+        return None
+    if weights.n_params is None:
+        notes.append("roofline skipped: parameter count unknown (give --params or --dtype with --weights)")
+        return None
+    return Roofline(
+        n_params=weights.n_params,
+        weights_bytes=weights.weights_bytes,
+        batch=batch,
+        flops_per_s=flops,
+        bytes_per_s=card.bytes_per_s,
+        precision="FP8" if use_fp8 else "FP16/BF16",
+    )
+
+
+def _host(card: Card, weights: Weights, efficiency: float, notes: list[str]) -> HostTransfer | None:
+    if card.pcie_gen is None or card.pcie_lanes is None:
+        notes.append("host transfer skipped: no PCIe link known for this card")
+        return None
+    return HostTransfer(card.pcie_gen, card.pcie_lanes, weights.weights_bytes, efficiency)
+
+
+def analyse(
+    card: Card,
+    weights: Weights | None,
+    *,
+    batch: int | None = None,
+    efficiency: float = DEFAULT_MEMORY_EFFICIENCY,
+    host_efficiency: float = DEFAULT_HOST_EFFICIENCY,
+) -> Report:
+    """Bandwidth figures for ``card`` and, given weights, streaming, host transfer, KV read and roofline.
+
+    ``batch`` defaults to the spec's batch size, else 1.
+    """
+    if batch is not None and batch < 1:
+        raise UnitError(f"batch: must be at least 1, got {batch}")
+    if weights is None:
+        return Report(card=card, efficiency=efficiency)
+    notes = list(weights.notes)
+    size = batch or weights.batch or 1
+    if card.capacity_bytes is not None and weights.weights_bytes > card.capacity_bytes:
+        notes.append(
+            f"the weights exceed the card's {card.capacity_label}: these times are for one card streaming all of "
+            "them (split across N cards, each streams 1/N)"
+        )
+    kv = None
+    if weights.kv_bytes_per_token is not None and weights.context_tokens is not None:
+        kv = KvCache(weights.kv_bytes_per_token, weights.context_tokens, size)
+    return Report(
+        card=card,
+        efficiency=efficiency,
+        weights=weights,
+        streaming=Streaming(weights.weights_bytes, card.bytes_per_s, efficiency),
+        host=_host(card, weights, host_efficiency, notes),
+        roofline=_roofline(card, weights, size, notes),
+        kv=kv,
+        notes=notes,
+    )

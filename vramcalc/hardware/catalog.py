@@ -1,0 +1,269 @@
+"""The bundled GPU catalog (``vramcalc/hardware/gpus.yaml``): validated on load, looked up by name.
+
+Capacity semantics: ``capacity`` is what the vendor prints. Memory chips are binary, so a card sold
+as "80 GB" carries 80 GiB of DRAM (``capacity_is_binary``); the driver exposes somewhat less
+(``driver_total_mib``, as nvidia-smi prints it, where a public source shows it). ``usable_bytes``
+is the driver figure when known, else the nominal capacity.
+
+Name resolution (:func:`resolve_gpu`): lookups ignore case and punctuation (``A100-80GB`` =
+``a100_80gb``). An entry's ``aliases`` name it alone; its ``default_for`` lists short names that
+match several variants (``a100``: four A100s) and pick this entry as their documented default. A
+name *matches* an entry when the name's tokens (split on punctuation) are among the tokens of the
+entry's id or an alias and every extra token only tells variants apart: a capacity (``80gb``), a
+form factor (``sxm4``, ``pcie``, ``nvl``, ``oam``) or a memory generation (``hbm3``). So ``3090``
+does not match ``rtx-3090-ti`` (``ti`` is a different product), but ``h100`` matches the PCIe, SXM
+and NVL cards. An undeclared name that matches several entries is an error listing them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from importlib import resources
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from vramcalc.errors import CatalogError, UnknownGPUError
+from vramcalc.hardware.memory_bus import BANDWIDTH_TOLERANCE, MemoryType, peak_bandwidth_bytes_per_s
+from vramcalc.hardware.memory_bus import memory_type as canonical_memory_type
+from vramcalc.units import GB, GiB, MiB, parse_size
+
+#: NVIDIA cards of compute capability >= 9.0 (Hopper, Blackwell): PyTorch gives them 32 MiB cuBLAS
+#: workspaces instead of 8.125 MiB (aten/src/ATen/cuda/CublasHandlePool.cpp).
+HOPPER_OR_NEWER = {
+    "h100-pcie",
+    "h100-sxm",
+    "h100-nvl",
+    "h200-sxm",
+    "h200-nvl",
+    "h20",
+    "gh200-96gb",
+    "gh200-144gb",
+    "b100",
+    "b200",
+    "rtx-5080",
+    "rtx-5090",
+}
+
+Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=60)]
+#: Name tokens that only tell variants of one product apart (see the module docstring).
+VARIANT_TOKEN = re.compile(r"^(?:\d+gb?|sxm\d?|pcie\d?|nvl|oam|hbm\d?e?)$")
+
+
+class HostLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    pcie_gen: int | None = Field(default=None, ge=1, le=7)
+    pcie_lanes: int | None = Field(default=None, ge=1, le=32)
+    nvlink_gb_s: float | None = Field(default=None, gt=0)
+
+
+class GPU(BaseModel):
+    """One catalog entry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: Id
+    aliases: list[Id] = []
+    default_for: list[Id] = []
+    name: str
+    vendor: Literal["nvidia", "amd", "intel", "apple"]
+    variant: str
+    segment: Literal["datacenter", "workstation", "consumer"]
+    memory_type: MemoryType
+    capacity: float = Field(gt=0)
+    capacity_unit: Literal["GB", "GiB"]
+    capacity_is_binary: bool
+    driver_total_mib: int | None = Field(default=None, gt=0)
+    driver_total_source: str | None = None
+    bus_width_bits: int = Field(gt=0)
+    data_rate_gbps: float = Field(gt=0)
+    bandwidth_gb_s: float = Field(gt=0)
+    bandwidth_vendor_rounded: bool = False
+    fp16_tflops_dense: float | None = Field(default=None, gt=0)
+    fp8_tflops_dense: float | None = Field(default=None, gt=0)
+    host_link: HostLink
+    source: str = Field(pattern=r"^https?://")
+    notes: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> GPU:
+        if self.driver_total_mib is not None and not self.driver_total_source:
+            raise ValueError("driver_total_source is required with driver_total_mib")
+        off = self.computed_bandwidth_bytes_per_s / self.bandwidth_bytes_per_s - 1
+        if self.bandwidth_differs and not self.bandwidth_vendor_rounded:
+            raise ValueError(
+                f"data_rate_gbps x bus_width_bits / 8 differs from bandwidth_gb_s by {off:+.1%} "
+                "(mark bandwidth_vendor_rounded and state both figures in notes)"
+            )
+        if self.bandwidth_vendor_rounded and not self.bandwidth_differs:
+            raise ValueError(f"bandwidth_vendor_rounded is set but the figures agree ({off:+.2%})")
+        if self.bandwidth_vendor_rounded and not self.notes:
+            raise ValueError("a vendor-rounded bandwidth needs notes stating both figures")
+        return self
+
+    @property
+    def capacity_bytes(self) -> int:
+        """Nominal capacity in bytes: vendor "GB" read as GiB when the DRAM is binary."""
+        unit = GiB if self.capacity_is_binary or self.capacity_unit == "GiB" else GB
+        return round(self.capacity * unit)
+
+    @property
+    def usable_bytes(self) -> int:
+        """What the driver exposes (nvidia-smi's total) when known, else the nominal capacity."""
+        return self.driver_total_mib * MiB if self.driver_total_mib else self.capacity_bytes
+
+    @property
+    def bandwidth_bytes_per_s(self) -> int:
+        return round(self.bandwidth_gb_s * GB)
+
+    @property
+    def computed_bandwidth_bytes_per_s(self) -> int:
+        """Per-pin data rate (Gbps) x bus width (bits) / 8, in bytes per second."""
+        return peak_bandwidth_bytes_per_s(self.data_rate_gbps, self.bus_width_bits)
+
+    @property
+    def bandwidth_differs(self) -> bool:
+        """True where computed and official bandwidth differ by more than 1 % (vendor rounding)."""
+        return abs(self.computed_bandwidth_bytes_per_s / self.bandwidth_bytes_per_s - 1) > BANDWIDTH_TOLERANCE
+
+    @property
+    def hopper_or_newer(self) -> bool:
+        return self.id in HOPPER_OR_NEWER
+
+
+def normalise(name: str) -> str:
+    """Case- and punctuation-insensitive key: 'A100_80GB-SXM' -> 'a10080gbsxm'."""
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def tokens(name: str) -> frozenset[str]:
+    """Lower-case name tokens split on punctuation: 'A100_80GB-SXM' -> {'a100', '80gb', 'sxm'}."""
+    return frozenset(t for t in re.split(r"[^a-z0-9]+", name.lower()) if t)
+
+
+def matches(name: str, gpu: GPU) -> bool:
+    """True when ``name`` names ``gpu`` up to variant tokens (capacity, form factor, memory generation)."""
+    want = tokens(name)
+    for key in [gpu.id, *gpu.aliases, *gpu.default_for]:
+        have = tokens(key)
+        if want and want <= have and all(VARIANT_TOKEN.match(t) for t in have - want):
+            return True
+    return False
+
+
+class Catalog:
+    """Validated entries with a name index (ids, aliases and default_for names, normalised)."""
+
+    def __init__(self, gpus: list[GPU]) -> None:
+        self.gpus = gpus
+        self.index: dict[str, GPU] = {}
+        #: normalised default_for name -> ids of every entry it matches (the default included).
+        self.families: dict[str, list[str]] = {}
+        for gpu in gpus:
+            for key in [gpu.id, *gpu.aliases, *gpu.default_for]:
+                norm = normalise(key)
+                if norm in self.index and self.index[norm] is not gpu:
+                    raise CatalogError(f"gpus.yaml: name {key!r} is used twice ({self.index[norm].id}, {gpu.id})")
+                self.index[norm] = gpu
+        for gpu in gpus:
+            self._check_names(gpu)
+
+    def _check_names(self, gpu: GPU) -> None:
+        for alias in gpu.aliases:
+            family = self.family(alias)
+            if len(family) > 1:
+                others = ", ".join(g.id for g in family if g is not gpu)
+                raise CatalogError(f"gpus.yaml: alias {alias!r} of {gpu.id} also matches {others} (use default_for)")
+        for short in gpu.default_for:
+            family = self.family(short)
+            if len(family) < 2 or gpu not in family:
+                raise CatalogError(f"gpus.yaml: default_for {short!r} of {gpu.id} is not ambiguous (make it an alias)")
+            self.families[normalise(short)] = [g.id for g in family]
+
+    def family(self, name: str) -> list[GPU]:
+        """Every entry ``name`` matches (see :func:`matches`), in catalog order."""
+        return [gpu for gpu in self.gpus if matches(name, gpu)]
+
+    def resolve(self, name: str) -> tuple[GPU, list[str]]:
+        """The card ``name`` picks and, for an ambiguous short name, the ids of the other variants."""
+        norm = normalise(name)
+        gpu = self.index.get(norm)
+        if gpu is not None:
+            return gpu, [i for i in self.families.get(norm, []) if i != gpu.id]
+        family = self.family(name)
+        if len(family) == 1:
+            return family[0], []
+        if family:
+            ids = ", ".join(g.id for g in family)
+            raise UnknownGPUError(f"GPU {name!r} matches several cards: {ids}; name one (see 'vramcalc gpus')")
+        raise UnknownGPUError(f"unknown GPU {name!r}{self._suggest(norm)} (run 'vramcalc gpus' for the list)")
+
+    def _suggest(self, norm: str) -> str:
+        close = difflib.get_close_matches(norm, list(self.index), n=5, cutoff=0.6)
+        ids = list(dict.fromkeys(self.index[key].id for key in close))[:3]
+        return f"; did you mean {', '.join(ids)}?" if ids else ""
+
+    def get(self, name: str) -> GPU:
+        """Look a card up by id, alias or short name; unknown names list the closest matches."""
+        return self.resolve(name)[0]
+
+
+def parse_catalog(data: object, source: str) -> Catalog:
+    if not isinstance(data, list):
+        raise CatalogError(f"{source}: expected a list of GPU entries")
+    gpus = []
+    for i, entry in enumerate(data):
+        try:
+            gpus.append(GPU.model_validate(entry))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            ident = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
+            raise CatalogError(f"{source}: entry {ident}: {loc}: {err['msg']}") from None
+    return Catalog(gpus)
+
+
+@functools.lru_cache(maxsize=1)
+def load_catalog() -> Catalog:
+    """The bundled catalog, parsed once per process."""
+    import yaml
+
+    text = resources.files("vramcalc").joinpath("hardware", "gpus.yaml").read_text(encoding="utf-8")
+    return parse_catalog(yaml.safe_load(text), "gpus.yaml")
+
+
+def select_gpus(
+    gpus: list[GPU],
+    *,
+    vendor: str | None = None,
+    memory_type: str | None = None,
+    min_memory: str | None = None,
+    sort: str | None = None,
+) -> list[GPU]:
+    """Filter by vendor, memory type and nominal capacity (``capacity_bytes``); sort largest first."""
+    rows = list(gpus)
+    if vendor is not None:
+        vendors = sorted({gpu.vendor for gpu in gpus})
+        if vendor.lower() not in vendors:
+            raise UnknownGPUError(f"vendor: unknown {vendor!r} (one of {', '.join(vendors)})")
+        rows = [gpu for gpu in rows if gpu.vendor == vendor.lower()]
+    if memory_type is not None:
+        kind = canonical_memory_type(memory_type)
+        rows = [gpu for gpu in rows if gpu.memory_type == kind]
+    if min_memory is not None:
+        floor = parse_size(min_memory, "min-memory")
+        rows = [gpu for gpu in rows if gpu.capacity_bytes >= floor]
+    if sort == "memory":
+        rows.sort(key=lambda gpu: (-gpu.capacity_bytes, gpu.id))
+    elif sort == "bandwidth":
+        rows.sort(key=lambda gpu: (-gpu.bandwidth_bytes_per_s, gpu.id))
+    elif sort is not None:
+        raise UnknownGPUError(f"sort: unknown key {sort!r} (memory or bandwidth)")
+    return rows
+
+
+def ambiguity_note(name: str, gpu: GPU, others: list[str]) -> str:
+    """One line for stderr: "'a100' is ambiguous; using a100-80gb-sxm (others: ...)"."""
+    return f"{name!r} is ambiguous; using {gpu.id} (others: {', '.join(others)})"

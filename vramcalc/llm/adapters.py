@@ -1,0 +1,213 @@
+"""LoRA / QLoRA: trainable parameters, optimizer state of the adapters, and a frozen base's activations.
+
+Trainable parameters, as ``peft``'s ``print_trainable_parameters`` counts them (Hu et al. 2021, "LoRA"):
+every targeted ``in -> out`` linear of every layer gets ``lora_A`` (rank x in) and ``lora_B`` (out x rank),
+``rank x (in + out)`` parameters. Llama-3.2-3B, rank 32 on q_proj and v_proj: 28 x 32 x ((3072 + 3072)
++ (3072 + 1024)) = 9,175,040 (PEFT method_comparison, case peft-mc-lora--llama-3.2-3B-rank32).
+
+Memory (PEFT 0.1x ``LoraLayer``):
+
+* adapter weights are fp32 when the base is 16-bit (``autocast_adapter_dtype=True``, PEFT's default),
+  so are their gradients and optimizer states; the frozen base has neither;
+* ``lora_A`` saves its input cast to the adapter dtype (``_cast_input_dtype``), one copy per targeted
+  module, plus the dropout mask (1 B/element) when ``dropout > 0``; ``lora_B`` saves ``lora_A``'s output;
+* a frozen linear saves nothing of its input (autograd keeps an input only to compute a weight
+  gradient), so the norm outputs, the MLP product before ``down_proj`` and the autocast input copies
+  that full fine-tuning saves are not kept; the layer-0 input norm, whose input (the frozen embedding)
+  needs no gradient, saves nothing;
+* QLoRA (``quantization: nf4``): bitsandbytes' ``MatMul4Bit`` saves the packed weight, not a dequantized
+  copy, and dequantizes one layer at a time (a transient of the largest layer, forward and backward).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from vramcalc.choices import Architecture, Attention, Mlp, Optimizer
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
+from vramcalc.errors import SpecError
+from vramcalc.spec.llm import ALL_LINEAR, TARGET_ALIASES, AdapterSpec
+
+FP32 = 4
+#: PEFT's default target modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): q/v projections,
+#: or the fused query_key_value / c_attn of GPT-2, GPT-NeoX, Falcon and BLOOM.
+DEFAULT_TARGETS = ("q", "v")
+DEFAULT_FUSED_TARGETS = ("qkv",)
+#: Which saved input a target's lora_A shares when no cast copy is made (adapter dtype = activation dtype).
+INPUT_SOURCE = {
+    "q": "attn", "k": "attn", "v": "attn", "qkv": "attn", "o": "o", "gate": "mlp", "up": "mlp", "down": "down",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LoraMatrix:
+    """``count`` adapted linears of one kind (name), ``inp`` -> ``out`` features; ``passes``: how many of
+    them each token goes through (``count`` for attention and dense MLPs; top-k + shared per MoE layer)."""
+
+    name: str
+    count: int
+    inp: int
+    out: int
+    passes: int
+
+
+def resolve_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> tuple[str, ...]:
+    """Canonical projection names (q, k, v, o, qkv, gate, up, down) the adapter targets."""
+    if adapter.targets is None:
+        names = DEFAULT_FUSED_TARGETS if shape.fused_qkv else DEFAULT_TARGETS
+        notes.append(f"adapter.targets not given: {', '.join(names)} (PEFT's default for this kind of model)")
+        return names
+    if adapter.targets == ALL_LINEAR:
+        attn = ("qkv", "o") if shape.fused_qkv else ("q", "k", "v", "o")
+        return attn + (("gate", "up", "down") if shape.gated else ("up", "down"))
+    names = tuple(dict.fromkeys(TARGET_ALIASES[t] for t in adapter.targets))
+    for name in names:
+        if shape.fused_qkv and name in ("q", "k", "v"):
+            raise SpecError("workload.adapter.targets: this model has a fused QKV projection; target query_key_value")
+        if not shape.fused_qkv and name == "qkv":
+            raise SpecError("workload.adapter.targets: this model has separate q/k/v projections; target q_proj etc.")
+        if name == "gate" and not shape.gated:
+            raise SpecError("workload.adapter.targets: gate_proj exists only in gated (swiglu) MLPs")
+    return names
+
+
+def _dims(shape: ModelShape, name: str, ffn: int) -> tuple[int, int]:
+    h, q, kv = shape.hidden, shape.q_width, shape.kv_width
+    return {
+        "q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "qkv": (h, q + 2 * kv),
+        "gate": (h, ffn), "up": (h, ffn), "down": (ffn, h),
+    }[name]  # fmt: skip
+
+
+def lora_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatrix]:
+    """Every adapted linear: attention targets in each block (decoder self- and cross-attention of an
+    encoder-decoder), MLP targets in each dense layer and in every expert (and shared expert) of MoE layers."""
+    from vramcalc.core.shape import moe_layers
+
+    n_moe = moe_layers(shape)
+    attn_blocks = shape.layers
+    mlp_blocks = shape.layers - n_moe
+    if shape.architecture is Architecture.encoder_decoder:
+        attn_blocks += 2 * shape.decoder_layers
+        mlp_blocks += shape.decoder_layers
+    out = []
+    for name in targets:
+        if name in ("q", "k", "v", "o", "qkv"):
+            out.append(LoraMatrix(name, attn_blocks, *_dims(shape, name, shape.ffn), attn_blocks))
+            continue
+        out.append(LoraMatrix(name, mlp_blocks, *_dims(shape, name, shape.ffn), mlp_blocks))
+        if shape.moe is not None and n_moe:
+            m = shape.moe
+            dims = _dims(shape, name, m.expert_ffn)
+            out.append(LoraMatrix(name, (m.experts + m.shared) * n_moe, *dims, (m.top_k + m.shared) * n_moe))
+    return [m for m in out if m.count]
+
+
+def trainable_params(matrices: list[LoraMatrix], rank: int) -> int:
+    """rank x (in + out) per adapted linear (lora_A: rank x in, lora_B: out x rank)."""
+    return sum(m.count * rank * (m.inp + m.out) for m in matrices)
+
+
+def adapter_tensors(matrices: list[LoraMatrix], rank: int) -> list[tuple[int, int, int]]:
+    """The adapter's parameter tensors as (how many, rows, columns), as optimizer states are allocated."""
+    tensors = []
+    for m in matrices:
+        tensors += [(m.count, rank, m.inp), (m.count, m.out, rank)]
+    return tensors
+
+
+def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
+    """fp32 when PEFT autocasts the adapter of a 16-bit base (its default), else the parameter dtype."""
+    return FP32 if adapter.autocast_adapter_dtype else dt.param
+
+
+def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
+    """Optimizer state of the adapter tensors: the estimator's rules for any tensor list."""
+    from vramcalc.core.optimizer import optimizer_state_bytes_for
+
+    return optimizer_state_bytes_for(optimizer, tensors, state_bytes)
+
+
+def lora_saved_per_token(matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float) -> int:
+    """Bytes per token all adapters save: lora_A's input (a cast copy per module, or the activation the
+    modules of one input share when no cast is needed), the dropout mask, and lora_A's output."""
+    total, shared_inputs = 0, {}
+    for m in matrices:
+        total += m.passes * rank * a
+        if dropout > 0:
+            total += m.passes * m.inp * (a + act.MASK)
+        elif a != dt.compute or dt.amp:
+            total += m.passes * m.inp * (dt.compute if dt.amp else a)
+        else:
+            key = (INPUT_SOURCE[m.name], m.inp)
+            shared_inputs[key] = max(shared_inputs.get(key, 0), m.passes * m.inp * a)
+    return total + sum(shared_inputs.values())
+
+
+def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
+    """A norm with a frozen weight saves its input and statistics only (LayerNorm: mean and rstd;
+    HF RMSNorm: its fp32 input copy and rstd)."""
+    if shape.norm.value == "layernorm":
+        return n_tokens * (shape.hidden * dt.residual + act.LAYERNORM_STATS)
+    return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS)
+
+
+def frozen_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """One block of a frozen base: norms, the attention core (Q, K, V, output, logsumexp or scores),
+    the MLP's nonlinearity inputs and outputs, dropout masks; no input of a frozen linear."""
+    t, c = tk.encoder, dt.compute
+    attn = act.attention_saved_bytes(shape, tk, t, t, dt, attention, cross=False)
+    attn -= act.input_copy_bytes(t, shape.hidden, 1 if shape.fused_qkv else 3, dt)
+    if attention is Attention.eager:
+        attn -= t * shape.q_width * c  # the context copy is o_proj's input
+    n_up = 2 if shape.gated else 1
+    mlp = act.mlp_saved_bytes(shape, t, dt) - act.input_copy_bytes(t, shape.hidden, n_up, dt)
+    if shape.mlp is not Mlp.relu:
+        mlp -= t * shape.ffn * c  # down_proj's input
+    return 2 * frozen_norm_bytes(shape, t, dt) + attn + mlp + act.dropout_mask_bytes(shape, t, 2)
+
+
+def frozen_saved_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """Everything a frozen decoder saves for backward, without the loss tensors and the adapters."""
+    from vramcalc.llm import moe
+
+    layer = frozen_layer_bytes(shape, tk, dt, attention)
+    # + the final norm, - layer 0's input norm (its input, the frozen embedding, needs no gradient): equal
+    total = act.embedding_saved_bytes(shape, tk, dt) + shape.layers * layer
+    if shape.moe is not None:
+        rows = routed_rows(shape.moe, tk.encoder)
+        frozen_delta = rows * (shape.moe.expert_ffn + shape.hidden) * dt.compute - tk.encoder * shape.ffn * dt.compute
+        total += moe.saved_delta(shape, tk.encoder, dt) - moe_layers(shape) * frozen_delta
+    return total
+
+
+def backward_transient_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """Gradients alive while autograd runs back through one block (beyond what the block saved).
+
+    MLP: the output gradient (T x h) and the ffn-wide gradients of the product, the activation, up and
+    gate (4 for SwiGLU, 2 otherwise). Attention: eager scores or SDPA's math fallback hold the gradients
+    of the softmax input and output (2 x heads x seq^2); fused kernels dQ, dK, dV, dO and the fp32 dQ
+    accumulator of the flash backward. Measured against the tracer (benchmarks/data/tracer_llm.json).
+    """
+    t, c = tk.encoder, dt.compute
+    mlp = t * shape.ffn * c * (4 if shape.gated else 2) + t * shape.hidden * c
+    kernel = act.sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    if kernel in ("flash", "efficient"):
+        attn = t * (2 * shape.q_width + 2 * shape.kv_width) * c + t * shape.q_width * act.FP32
+    else:
+        attn = 2 * tk.batch * shape.heads * tk.seq * tk.seq * c
+    return max(mlp, attn)
+
+
+def check_supported(shape: ModelShape) -> None:
+    """Adapters are modelled on decoder-only LLMs (the frozen-activation rules above)."""
+    if shape.architecture is not Architecture.decoder:
+        raise SpecError(
+            f"workload.adapter: LoRA memory is modelled for decoder models; architecture is {shape.architecture.value}"
+        )
+
+
+def per_layer_shape(shape: ModelShape) -> ModelShape:
+    """The shape of one block (for the block recomputed under gradient checkpointing)."""
+    return replace(shape, layers=1)

@@ -1,0 +1,155 @@
+"""Inference with a KV cache: the prefill and decode peaks of one batch, per runtime (int bytes).
+
+A spec is a *generation* when it gives ``prompt_len`` or ``max_new_tokens`` (or any other KV key:
+``runtime``, ``kv_cache_dtype``, ``kv_block_size``, ``memory_utilization``). The context is ``seq_len``
+= ``prompt_len + max_new_tokens``; with ``seq_len`` alone the whole context is the prompt (the largest
+prefill). Without those keys a ``mode: inference`` spec stays one no-grad forward over ``seq_len`` tokens
+as ``model(**batch)`` runs it, with ``use_cache`` off (the allocator-level tracer's cases);
+``use_cache: true`` adds that forward's cache (batch x seq_len tokens, exact).
+
+Phases (``runtime``):
+
+* prefill: weights, the prompt's KV cache, the prompt forward's transient activations (see
+  :func:`prefill_transient`), logits of the last position of each sequence (HF ``generate`` since
+  transformers 4.45 passes ``logits_to_keep=1``; vLLM samples only last positions) plus their fp32 copy
+  for sampling, and a dequantization buffer for quantized weights;
+* decode: weights, the cache at the full context, one token per sequence.
+
+``vllm``: the KV pool holds every sequence's context rounded up to ``kv_block_size`` blocks from the start.
+``hf``: ``DynamicCache`` grows by ``torch.cat`` per layer (one layer's old and new cache alive together);
+GQA models expand K/V to all heads in the attention call (``repeat_kv``) during decode.
+``hf-legacy`` (transformers < 4.36, tuple ``past_key_values``): the previous step's cache is freed only
+after the forward returns, so decode holds two caches; prefill returns fp32 logits for all positions
+(``logits.float()``). This is what the 2023 blog measurements in shared/calibration ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Runtime
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
+from vramcalc.llm import kvcache, moe
+from vramcalc.spec.models import Workload
+from vramcalc.units import allocation_bytes
+
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A resolved generation workload (tokens are per sequence)."""
+
+    runtime: Runtime
+    batch: int
+    prompt: int
+    new_tokens: int
+    context: int
+    block: int
+    kv_dtype: KvCacheDtype
+    per_token: int
+    memory_utilization: float
+
+
+def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str]) -> Generation:
+    """Fill the generation defaults (each recorded in ``notes``)."""
+    if shape.architecture is Architecture.encoder:
+        raise SpecError("workload.prompt_len: an encoder-only model has no KV cache (it does not generate)")
+    context = wl.seq_len or 0
+    prompt = wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)
+    if wl.prompt_len is None and wl.max_new_tokens is None:
+        notes.append(f"prompt_len not given: {prompt} (the whole seq_len is the prompt; largest prefill)")
+    runtime = wl.runtime or Runtime.vllm
+    if wl.runtime is None:
+        notes.append("runtime not given: vllm (paged KV cache, last-position logits)")
+    block = wl.kv_block_size or (kvcache.DEFAULT_BLOCK if runtime is Runtime.vllm else 1)
+    kv_dtype = wl.kv_cache_dtype or KvCacheDtype.auto
+    util = wl.memory_utilization if wl.memory_utilization is not None else kvcache.DEFAULT_MEMORY_UTILIZATION
+    return Generation(
+        runtime=runtime,
+        batch=wl.batch_size,
+        prompt=prompt,
+        new_tokens=context - prompt,
+        context=context,
+        block=block,
+        kv_dtype=kv_dtype,
+        per_token=kvcache.shape_bytes_per_token(shape, kv_dtype, compute_bytes),
+        memory_utilization=util,
+    )
+
+
+def block_transient(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """The largest transient inside a block of a no-grad forward: ``activations.inference_transient_bytes``
+    without its head, plus what a MoE layer's routed MLP needs beyond the dense MLP."""
+    block = act.inference_transient_bytes(replace(shape, head=Head.none), tk, dt, attention)
+    n_tok = max(tk.encoder, tk.decoder)
+    dense_mlp = n_tok * shape.ffn * dt.compute * (3 if shape.gated else 2)
+    return block + max(0, moe.transient_mlp_bytes(shape, n_tok, dt.compute) - dense_mlp)
+
+
+def prefill_transient(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, head: int) -> int:
+    """No-grad forward over ``tk``: max(block, head), with ``head`` bytes at the output (logits and hidden)."""
+    return max(block_transient(shape, tk, dt, attention), head)
+
+
+def head_bytes(shape: ModelShape, out_tokens: int, logit_rows: int, dt: act.Dtypes, fp32_copy: bool) -> int:
+    """Logits of ``logit_rows`` positions (plus an fp32 copy) and the final hidden states in and out of the
+    last norm for ``out_tokens`` positions."""
+    if shape.head is not Head.lm:
+        return 0
+    logits = logit_rows * shape.vocab * (dt.compute + (FP32 if fp32_copy else 0))
+    return logits + 2 * out_tokens * shape.hidden * max(dt.compute, dt.residual)
+
+
+def forward_activations(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+    """The plain ``model(**batch)`` forward: logits for every position at the compute dtype."""
+    out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+    return prefill_transient(shape, tk, dt, attention, head_bytes(shape, out_tokens, out_tokens, dt, False))
+
+
+def kv_bytes(gen: Generation, tokens_per_sequence: int) -> int:
+    """KV cache of the batch at ``tokens_per_sequence`` tokens (whole blocks)."""
+    return gen.batch * kvcache.paged_tokens(tokens_per_sequence, gen.block) * gen.per_token
+
+
+def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: Attention) -> dict[str, int]:
+    """Components of the prefill peak beyond weights, inputs and workspace."""
+    tk = act.Tokens(batch=gen.batch, seq=gen.prompt, target=gen.prompt)
+    legacy = gen.runtime is Runtime.hf_legacy
+    rows = tk.encoder if legacy else gen.batch
+    head = head_bytes(shape, tk.encoder, rows, dt, fp32_copy=True)
+    cached = gen.context if gen.runtime is Runtime.vllm else gen.prompt
+    return {
+        "activations": prefill_transient(shape, tk, dt, attention, head),
+        "kv_cache": kv_bytes(gen, cached),
+        "inputs": _ids(gen.batch * gen.prompt),
+    }
+
+
+def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: Attention) -> dict[str, int]:
+    """Components of the last decode step (context = seq_len): one token per sequence attending to all."""
+    c, b = dt.compute, gen.batch
+    kv = kv_bytes(gen, gen.context)
+    layers = max(1, kvcache.self_attention_layers(shape))
+    temporaries = 0
+    if gen.runtime is Runtime.hf:
+        temporaries = kv // layers  # torch.cat: the layer's old cache until the new one replaces it
+    elif gen.runtime is Runtime.hf_legacy:
+        temporaries = kv_bytes(gen, gen.context - 1)  # the previous step's whole cache
+    extra = 0
+    if gen.runtime is not Runtime.vllm:
+        if attention is Attention.eager:
+            extra += b * shape.heads * gen.context * (c + FP32)  # one query's scores over the context
+        if shape.kv_heads < shape.heads:
+            extra += 2 * b * gen.context * shape.q_width * c  # repeat_kv expands one layer's K and V
+    one = act.Tokens(batch=b, seq=1, target=1)
+    block = block_transient(shape, one, dt, Attention.sdpa) + extra
+    head = head_bytes(shape, b, b, dt, fp32_copy=True)
+    ids = gen.batch * (gen.context if gen.runtime is not Runtime.vllm else 1)
+    return {"activations": max(block, head), "kv_cache": kv, "temporaries": temporaries, "inputs": _ids(ids)}
+
+
+def _ids(n_tokens: int) -> int:
+    return allocation_bytes(n_tokens * act.TOKEN_ID)

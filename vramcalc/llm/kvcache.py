@@ -1,0 +1,133 @@
+"""KV cache: bytes per token, paged allocation in blocks, and serving capacity on a card (int bytes).
+
+Bytes per token (K and V, every attention layer that caches):
+``2 x layers x kv_heads x head_dim x dtype bytes`` -- grouped-query attention caches ``kv_heads``, not
+``heads`` (Ainslie et al. 2023, "GQA"). Llama-3-8B in bf16: 2 x 32 x 8 x 128 x 2 = 131,072 B/token;
+counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
+
+* ``kv_cache_dtype: auto`` is the activation (compute) dtype, as vLLM's ``auto``; ``fp8`` stores one byte
+  per element with per-tensor scales (vLLM ``k_scale``/``v_scale``, one per layer: nothing per token);
+  ``int8`` is per-token, per-head asymmetric quantization with an fp16 scale and an fp16 zero point per
+  head and token for K and for V (LMDeploy's online KV quantization): head_dim + 4 bytes per head.
+* Paged KV (vLLM, Kwon et al. 2023 "PagedAttention"): a sequence holds ``ceil(tokens / block)`` blocks
+  of ``kv_block_size`` tokens (16 by default, vLLM's ``--block-size``).
+* Capacity (vLLM's ``determine_num_available_blocks``, v0.6.4 and later): the KV budget is
+  ``memory_utilization x total memory`` minus the non-KV peak of the profile run (weights + activation
+  peak + non-torch memory); the CUDA context is in vLLM's baseline and is not subtracted.
+  ``num_blocks = budget // (block x bytes per token)``; "GPU KV cache size" = num_blocks x block tokens;
+  "maximum concurrency" = KV tokens / context length.
+* Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vramcalc.choices import Architecture, KvCacheDtype
+from vramcalc.core.shape import ModelShape
+
+#: Bytes per cached element of each kv_cache_dtype (auto is resolved to the compute dtype).
+KV_DTYPE_BYTES = {
+    KvCacheDtype.fp32: 4,
+    KvCacheDtype.fp16: 2,
+    KvCacheDtype.bf16: 2,
+    KvCacheDtype.fp8: 1,
+    KvCacheDtype.int8: 1,
+}
+#: int8 KV: an fp16 scale and an fp16 zero point per token, head and K/V (LMDeploy kv quantization).
+INT8_SCALE_ZERO_BYTES = 2 + 2
+#: vLLM's default block size (tokens per KV block).
+DEFAULT_BLOCK = 16
+#: vLLM's default gpu_memory_utilization.
+DEFAULT_MEMORY_UTILIZATION = 0.9
+
+
+def self_attention_layers(shape: ModelShape) -> int:
+    """Layers with a self-attention KV cache: the decoder stack (an encoder-only model has none)."""
+    if shape.architecture is Architecture.decoder:
+        return shape.layers
+    if shape.architecture is Architecture.encoder_decoder:
+        return shape.decoder_layers
+    return 0
+
+
+def element_bytes(kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+    """Bytes per cached element; ``auto`` is the activation dtype."""
+    return compute_bytes if kv_dtype is KvCacheDtype.auto else KV_DTYPE_BYTES[kv_dtype]
+
+
+def head_bytes(head_dim: int, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+    """One head's K (or V) for one token, with int8's per-token, per-head scale and zero point."""
+    extra = INT8_SCALE_ZERO_BYTES if kv_dtype is KvCacheDtype.int8 else 0
+    return head_dim * element_bytes(kv_dtype, compute_bytes) + extra
+
+
+def bytes_per_token(
+    layers: int, kv_heads: int, k_head_dim: int, kv_dtype: KvCacheDtype, compute_bytes: int, v_head_dim: int = 0
+) -> int:
+    """K and V of one token over all layers: layers x kv_heads x (K head + V head) bytes.
+
+    ``v_head_dim`` defaults to ``k_head_dim``; models whose values are narrower or wider than their
+    keys pass it separately.
+    """
+    v_dim = v_head_dim or k_head_dim
+    k = head_bytes(k_head_dim, kv_dtype, compute_bytes)
+    v = head_bytes(v_dim, kv_dtype, compute_bytes)
+    return layers * kv_heads * (k + v)
+
+
+def shape_bytes_per_token(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+    """Self-attention KV bytes per token of ``shape`` (0 for an encoder-only model)."""
+    return bytes_per_token(self_attention_layers(shape), shape.kv_heads, shape.head_dim, kv_dtype, compute_bytes)
+
+
+def cross_attention_bytes(shape: ModelShape, encoder_tokens: int, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+    """Encoder-decoder: the cross-attention K/V of one sequence's encoder output (computed once)."""
+    if shape.architecture is not Architecture.encoder_decoder:
+        return 0
+    per_token = bytes_per_token(shape.decoder_layers, shape.kv_heads, shape.head_dim, kv_dtype, compute_bytes)
+    return per_token * encoder_tokens
+
+
+def paged_tokens(tokens: int, block: int) -> int:
+    """Tokens one sequence holds when its cache is allocated in whole blocks."""
+    return math.ceil(tokens / block) * block
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """How much KV cache fits on a card next to the rest of the inference peak (vLLM's start-up report)."""
+
+    memory_utilization: float
+    budget_bytes: int
+    blocks: int
+    tokens: int
+    context_tokens: int
+    max_concurrency: float
+    max_sequences: int
+
+
+def capacity(
+    usable_bytes: int, memory_utilization: float, non_kv_bytes: int, per_token: int, block: int, context: int
+) -> Capacity:
+    """KV budget, tokens that fit and concurrency at ``context`` tokens per sequence.
+
+    ``budget = floor(memory_utilization x usable) - non_kv_bytes`` (0 when negative);
+    ``blocks = budget // (block x per_token)``; ``tokens = blocks x block``;
+    ``max_concurrency = tokens / context`` (vLLM prints it with two decimals, e.g. "2.69x");
+    ``max_sequences`` = whole sequences of ``context`` tokens that fit (each rounded up to blocks).
+    """
+    budget = max(0, math.floor(memory_utilization * usable_bytes) - non_kv_bytes)
+    blocks = budget // (block * per_token) if per_token else 0
+    tokens = blocks * block
+    per_sequence_blocks = math.ceil(context / block)
+    return Capacity(
+        memory_utilization=memory_utilization,
+        budget_bytes=budget,
+        blocks=blocks,
+        tokens=tokens,
+        context_tokens=context,
+        max_concurrency=round(tokens / context, 2) if context else 0.0,
+        max_sequences=blocks // per_sequence_blocks if per_sequence_blocks else 0,
+    )

@@ -1,0 +1,201 @@
+"""The LLM workloads of issue 6, assembled into phases for :func:`vramcalc.core.dense.estimate`.
+
+One entry point, :func:`llm_phases`, used when a spec has quantized weights, a LoRA adapter, experts,
+a KV cache (generation keys or ``use_cache``). It returns the phases (component -> bytes, the
+estimator's contract) and :class:`LlmDetails`, the extra numbers of the ``--json`` document.
+Formulas live in :mod:`vramcalc.llm.quantization`, :mod:`vramcalc.llm.kvcache`, :mod:`vramcalc.llm.generation`,
+:mod:`vramcalc.llm.adapters` and :mod:`vramcalc.llm.moe`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl
+from vramcalc.core import activations as act
+from vramcalc.core.params import active_params
+from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
+from vramcalc.llm import adapters, generation, kvcache, moe, quantization
+from vramcalc.spec.models import Spec, is_generation
+
+Phases = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class LlmDetails:
+    """Numbers beyond the component table (None where they do not apply)."""
+
+    kv_cache_bytes: int | None = None
+    kv_cache_bytes_per_token: int | None = None
+    kv_block_size: int | None = None
+    context_tokens: int | None = None
+    memory_utilization: float | None = None
+    non_kv_peak_bytes: int | None = None
+    trainable_params: int | None = None
+    active_params: int | None = None
+    quantization: dict[str, Any] | None = None
+
+
+def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes: list[str]) -> tuple[int, Any]:
+    q = spec.workload.quantization
+    if q is None:
+        return n_params * dt.param, None
+    wb = quantization.weight_bytes(shape, q, n_params, dt.param)
+    notes.append(f"quantization {quantization.describe(q)}")
+    if q.method.value not in quantization.GGUF_BPW:
+        notes.append(f"embeddings, LM head, norms and biases stay {spec.workload.precision.value} ({wb.kept_params:,})")
+    info = {
+        "method": q.method.value,
+        "bits_per_weight": round(wb.bits_per_quantized_weight, 4),
+        "quantized_params": wb.quantized_params,
+        "quantized_bytes": wb.quantized_bytes,
+        "kept_params": wb.kept_params,
+        "kept_bytes": wb.kept_bytes,
+    }
+    return wb.total_bytes, info
+
+
+def llm_phases(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], n_params: int, notes: list[str]
+) -> tuple[Phases, LlmDetails]:
+    """Phases of one step of an LLM workload, and the details for the ``--json`` document."""
+    wl = spec.workload
+    weights, qinfo = _weights(spec, shape, dt, n_params, notes)
+    base = {**base, "parameters": weights}
+    active = active_params(shape, n_params) if shape.moe is not None else None
+    details = LlmDetails(quantization=qinfo, active_params=active)
+    if wl.mode is Mode.train:
+        if wl.adapter is not None:
+            phases, trainable = adapter_phases(spec, shape, tk, dt, base, notes)
+            return phases, replace(details, trainable_params=trainable)
+        if wl.quantization is not None:
+            raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
+        return moe_training_phases(spec, shape, tk, dt, base, n_params, notes), details
+    return inference_phases(spec, shape, tk, dt, base, details, notes)
+
+
+def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
+    q = spec.workload.quantization
+    return quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute) if q is not None else 0
+
+
+def inference_phases(
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    base: dict[str, int],
+    details: LlmDetails,
+    notes: list[str],
+) -> tuple[Phases, LlmDetails]:
+    """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode."""
+    wl = spec.workload
+    attention = wl.attention
+    if not is_generation(wl):
+        per_token = kvcache.shape_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
+        kv = tk.batch * wl.seq_len * per_token if wl.use_cache else 0  # type: ignore[operator]
+        forward = {
+            **base,
+            "activations": generation.forward_activations(shape, tk, dt, attention),
+            "kv_cache": kv,
+            "temporaries": _dequant(spec, shape, tk.encoder, dt),
+        }
+        if wl.use_cache is None and per_token:
+            notes.append("use_cache not given: false (one forward, no KV cache kept; give prompt_len to generate)")
+        return {"forward": forward}, replace(
+            details, kv_cache_bytes=kv, kv_cache_bytes_per_token=per_token, kv_block_size=1, context_tokens=wl.seq_len
+        )
+    gen = generation.resolve(shape, wl, dt.compute, notes)
+    cross = gen.batch * kvcache.cross_attention_bytes(shape, gen.prompt, gen.kv_dtype, dt.compute)
+    prefill = {**base, **generation.prefill_phase(shape, gen, dt, attention)}
+    prefill["kv_cache"] += cross
+    prefill["temporaries"] = _dequant(spec, shape, gen.batch * gen.prompt, dt)
+    decode = {**base, **generation.decode_phase(shape, gen, dt, attention)}
+    decode["kv_cache"] += cross
+    decode["temporaries"] += _dequant(spec, shape, gen.batch, dt)
+    phases = {"prefill": prefill, "decode": decode}
+    non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
+    return phases, replace(
+        details,
+        kv_cache_bytes=decode["kv_cache"],
+        kv_cache_bytes_per_token=gen.per_token,
+        kv_block_size=gen.block,
+        context_tokens=gen.context,
+        memory_utilization=gen.memory_utilization,
+        non_kv_peak_bytes=non_kv,
+    )
+
+
+def moe_training_phases(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], n_params: int, notes: list[str]
+) -> Phases:
+    """Full fine-tuning of a MoE model: the dense phases plus the routed activations of the MoE layers."""
+    from vramcalc.core.dense import training_phases
+    from vramcalc.core.workload import default_optimizer
+
+    if spec.workload.optimizer is None:
+        notes.append("optimizer not given: adamw")
+    phases = training_phases(spec, shape, tk, dt, default_optimizer(spec), base, n_params)
+    full = spec.workload.gradient_checkpointing is Checkpointing.full
+    extra = moe.saved_delta_per_layer(shape, tk.encoder, dt) if full else moe.saved_delta(shape, tk.encoder, dt)
+    for name in ("forward", "backward"):
+        if phases[name].get("gradients", 0) < base["parameters"]:  # not the end-of-backward state
+            phases[name] = {**phases[name], "activations": phases[name].get("activations", 0) + extra}
+    return phases
+
+
+def adapter_phases(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], notes: list[str]
+) -> tuple[Phases, int]:
+    """LoRA / QLoRA training step: frozen (possibly quantized) base, trainable fp32 adapters."""
+    from vramcalc.core.workload import default_optimizer
+
+    wl = spec.workload
+    adapter = wl.adapter
+    assert adapter is not None
+    adapters.check_supported(shape)
+    matrices = adapters.lora_matrices(shape, adapters.resolve_targets(shape, adapter, notes))
+    trainable = adapters.trainable_params(matrices, adapter.rank)
+    a = adapters.adapter_bytes_per_param(adapter, dt)
+    optimizer = default_optimizer(spec)
+    if wl.optimizer is None:
+        notes.append("optimizer not given: adamw")
+    live = {
+        **base,
+        "parameters": base["parameters"] + trainable * a,
+        "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, adapter.rank), a),
+        "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
+    }
+    saved, recompute_layer = _adapter_activations(spec, shape, tk, dt, matrices, a)
+    loss = act.loss_bytes(shape, tk, dt)
+    dequant = _dequant(spec, shape, tk.encoder, dt)
+    through = adapters.backward_transient_bytes(shape, tk, dt, wl.attention) + dequant
+    forward = {**live, "activations": saved + loss.saved + loss.forward_transient, "temporaries": dequant}
+    start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries + dequant}
+    block = {**live, "activations": saved + recompute_layer, "temporaries": through}
+    end = {**live, "gradients": trainable * a}
+    backward = max(start, block, end, key=lambda p: sum(p.values()))
+    temp = trainable * a if optimizer is not Optimizer.none and wl.optimizer_impl is OptimizerImpl.foreach else 0
+    step = {**live, "gradients": trainable * a, "temporaries": temp}
+    return {"forward": forward, "backward": backward, "optimizer": step}, trainable
+
+
+def _adapter_activations(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], a: int
+) -> tuple[int, int]:
+    """Saved bytes kept through the forward pass, and the block recomputed under full checkpointing."""
+    wl = spec.workload
+    adapter = wl.adapter
+    assert adapter is not None
+    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank, a, dt, adapter.dropout)
+    if wl.gradient_checkpointing is not Checkpointing.full:
+        return adapters.frozen_saved_bytes(shape, tk, dt, wl.attention) + lora, 0
+    kept = act.checkpoint_saved_bytes(shape, tk, dt) + act.embedding_saved_bytes(shape, tk, dt)
+    kept += adapters.frozen_norm_bytes(shape, tk.encoder, dt)  # the final norm, outside the blocks
+    one = adapters.per_layer_shape(shape)
+    layer = adapters.frozen_layer_bytes(one, tk, dt, wl.attention) + lora // max(1, shape.layers)
+    if shape.moe is not None:
+        layer += moe.saved_delta_per_layer(shape, tk.encoder, dt)
+    return kept, layer

@@ -1,0 +1,113 @@
+"""Totals at many batch sizes from one estimate on a symbolic batch size (sweeps and max-batch).
+
+``BatchTotals.of(spec, hopper_or_newer=...)(b)`` is ``estimate(spec with batch_size b).total_bytes``,
+the same integer, without re-validating the spec and re-running the formulas at every ``b``:
+
+* the dense single-GPU phases (:func:`vramcalc.core.dense.phase_candidates`) run once with the batch
+  size as a :class:`vramcalc.core.symbolic.Poly`; the largest phase total becomes one expression, the
+  largest of a few polynomials in ``b`` (for a fixed sequence length every activation is tokens
+  ``b·s`` or scores ``b·heads·s²`` times shape constants);
+* per batch size: that expression's value, plus the inputs (rounded to the allocator's 512-byte
+  blocks, so computed per point), the CUDA context and the allocator reserve, as ``estimate`` adds them.
+
+Specs on other paths (several GPUs, ResNet, the LLM keys), or whose formulas leave polynomials
+(:class:`vramcalc.core.symbolic.NotPolynomial`), run the full estimate at every batch size. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from vramcalc.choices import Architecture, Precision
+from vramcalc.core import activations as act
+from vramcalc.core.dense import phase_candidates
+from vramcalc.core.estimate import overhead_terms, phase_total
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.shape import ModelShape
+from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
+from vramcalc.core.workload import DTYPES, image_elements, input_bytes, tokens_for, weight_count, workspace_bytes
+from vramcalc.engine import estimate
+from vramcalc.spec.load import override_workload
+from vramcalc.spec.models import Spec, uses_llm_keys
+
+
+@dataclass(frozen=True)
+class BatchTotals:
+    """``total_bytes`` of ``spec`` as a function of the batch size (call it with an int)."""
+
+    spec: Spec
+    hopper_or_newer: bool
+    #: The allocated peak without the inputs: the largest of these polynomials in the batch size
+    #: (coefficients, constant first); empty when every batch size runs the full estimate.
+    peak: tuple[tuple[int, ...], ...] = ()
+    shape: ModelShape | None = None
+    context: int = 0
+    reserve: float = 0.0
+    tokens: act.Tokens | None = None  # the batch shape at batch size 1 (sequence and target lengths)
+    pixels_per_sample: int = 0  # image elements of one sample (0 for text)
+
+    @classmethod
+    def of(cls, spec: Spec, *, hopper_or_newer: bool) -> BatchTotals:
+        """Prepare the totals of ``spec`` on a card of that generation (cuBLAS workspace size)."""
+        if not _symbolic_path(spec):
+            return cls(spec, hopper_or_newer)
+        shape, _ = resolve_model(spec.model, spec.workload)
+        try:
+            peak = _symbolic_peak(spec, shape, hopper_or_newer)
+        except NotPolynomial:
+            return cls(spec, hopper_or_newer)
+        context, reserve = overhead_terms(spec, [])
+        one = tokens_for(spec, shape, 1)
+        return cls(spec, hopper_or_newer, _coefficients(peak), shape, context, reserve, one, image_elements(spec, 1))
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether batch sizes are evaluated from the prepared polynomials (else a full estimate each)."""
+        return self.shape is not None
+
+    def __call__(self, batch: int) -> int:
+        if self.shape is None:
+            changed = override_workload(self.spec, self.spec.name or "<spec>", batch_size=batch)
+            return estimate(changed, hopper_or_newer=self.hopper_or_newer).total_bytes
+        wl, one = self.spec.workload, self.tokens
+        tk = act.Tokens(batch, one.seq, one.target)  # type: ignore[union-attr]
+        pixels = batch * self.pixels_per_sample
+        inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
+        allocated = max([_horner(coefs, batch) for coefs in self.peak]) + inputs
+        return allocated + self.context + math.ceil(allocated * self.reserve)
+
+
+def _coefficients(peak: int | Poly | Peak) -> tuple[tuple[int, ...], ...]:
+    """The polynomials of a peak (an int when nothing depends on the batch size) as coefficient tuples."""
+    if isinstance(peak, Peak):
+        return tuple(member.coefs for member in peak.members)
+    return ((peak,),) if isinstance(peak, int) else (peak.coefs,)
+
+
+def _horner(coefs: tuple[int, ...], batch: int) -> int:
+    value = 0
+    for coef in reversed(coefs):
+        value = value * batch + coef
+    return value
+
+
+def _symbolic_path(spec: Spec) -> bool:
+    """The dense single-GPU path of :func:`vramcalc.core.dense.estimate` (the one that runs
+    :func:`~vramcalc.core.dense.phase_candidates`)."""
+    mixed = spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16)
+    resnet = spec.model.architecture is Architecture.resnet
+    return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec)
+
+
+def _symbolic_peak(spec: Spec, shape: ModelShape, hopper_or_newer: bool) -> Any:
+    """The largest moment of the step, every component but the inputs, in a symbolic batch size.
+    The inputs are the same tensors in every moment, so leaving them out moves no maximum."""
+    wl = spec.workload
+    dt = DTYPES[wl.precision]
+    n_params = weight_count(shape, [])
+    base = {"parameters": n_params * dt.param, "workspace": workspace_bytes(wl.mode, hopper_or_newer)}
+    tk = tokens_for(spec, shape, Poly.batch())
+    candidates = phase_candidates(spec, shape, tk, dt, base, n_params)
+    return maximum(*(phase_total(moment) for moments in candidates.values() for moment in moments))

@@ -1,0 +1,210 @@
+"""`vramcalc check` without the CLI: expand paths, load each spec, resolve its target, compare.
+
+A bad file never stops the others: its problems become :class:`CheckError` entries (one line each,
+naming the file and field) and the run's exit code becomes 2, so nothing is reported as passing.
+Pure: reads spec files, writes nothing, imports neither typer nor rich.
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vramcalc.errors import SpecError, VramcalcError
+from vramcalc.hardware.catalog import GPU, ambiguity_note
+from vramcalc.hardware.lookup import resolve_gpu
+from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
+from vramcalc.spec.load import load_spec
+from vramcalc.spec.models import Spec
+from vramcalc.spec.target import NO_RESERVE, Reserve
+
+if TYPE_CHECKING:
+    from vramcalc.planning.fit import CardFit
+
+SPEC_SUFFIXES = (".yaml", ".yml")
+EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class TargetFlags:
+    """Command-line values that override every spec's ``target`` section, key by key."""
+
+    gpus: tuple[str, ...] = ()
+    count: int | None = None
+    reserve: Reserve | None = None
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One spec on one card."""
+
+    source: str
+    name: str
+    fit: CardFit
+
+
+@dataclass(frozen=True)
+class CheckError:
+    """A spec that could not be checked; each message is one line naming the file."""
+
+    source: str
+    messages: tuple[str, ...]
+
+
+@dataclass
+class CheckReport:
+    """Everything one `vramcalc check` run found."""
+
+    rows: list[CheckRow] = field(default_factory=list)
+    errors: list[CheckError] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """2 when any input was bad, else 1 when any spec does not fit, else 0."""
+        if self.errors:
+            return EXIT_BAD_INPUT
+        return EXIT_DOES_NOT_FIT if any(not row.fit.fits for row in self.rows) else EXIT_OK
+
+
+def _error(source: str, exc: VramcalcError) -> CheckError:
+    lines = str(exc).splitlines() or ["unknown error"]
+    return CheckError(source, tuple(line if line.startswith(source) else f"{source}: {line}" for line in lines))
+
+
+def expand_paths(args: list[str]) -> tuple[list[str], list[CheckError]]:
+    """Files as given; directories -> their *.yaml/*.yml files (recursively, hidden ones skipped);
+    unquoted-glob leftovers such as 'configs/*.yaml' -> their matches. Duplicates are dropped."""
+    paths: list[str] = []
+    errors: list[CheckError] = []
+    for arg in args:
+        path = Path(arg)
+        try:
+            is_dir, exists = path.is_dir(), path.exists()
+        except (OSError, ValueError):  # a name too long for the file system, or an embedded NUL
+            is_dir, exists = False, True  # left to the spec reader, which reports it in one line
+        if is_dir:
+            found = [str(p) for p in sorted(path.rglob("*")) if _is_spec_file(p, path)]
+            what = "no *.yaml or *.yml files in this directory"
+        elif not exists and glob.has_magic(arg):
+            found = [p for p in sorted(glob.glob(arg, recursive=True)) if Path(p).suffix in SPEC_SUFFIXES]
+            what = "no spec files match this pattern"
+        else:
+            found, what = [arg], ""
+        if not found:
+            errors.append(CheckError(arg, (f"{arg}: {what}",)))
+        paths += [p for p in found if p not in paths]
+    return paths, errors
+
+
+def _is_spec_file(path: Path, root: Path) -> bool:
+    hidden = any(part.startswith(".") for part in path.relative_to(root).parts)
+    return path.suffix in SPEC_SUFFIXES and path.is_file() and not hidden
+
+
+def resolve_flag_gpus(flags: TargetFlags) -> tuple[list[GPU], list[str]]:
+    """The cards named by ``--gpu`` (an unknown name is an input error for the whole run)."""
+    gpus, notes = [], []
+    for name in flags.gpus:
+        try:
+            gpu, others = resolve_gpu(name)
+        except VramcalcError as exc:
+            raise SpecError(f"--gpu: {exc}") from None
+        gpus.append(gpu)
+        if others:
+            notes.append(ambiguity_note(name, gpu, others))
+    return gpus, notes
+
+
+def budgets_for(spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU]) -> tuple[list[Budget], list[str]]:
+    """The cards one spec is checked on: flags first, then the spec's ``target`` section."""
+    target = spec.target
+    notes: list[str] = []
+    gpus = list(flag_gpus)
+    if not gpus:
+        if target is None or target.gpu is None:
+            raise SpecError(
+                f"{source}: target.gpu: no GPU to check against (add 'target: {{gpu: NAME}}' or pass --gpu)"
+            )
+        try:
+            gpu, others = resolve_gpu(target.gpu)
+        except VramcalcError as exc:
+            raise SpecError(f"{source}: target.gpu: {exc}") from None
+        gpus = [gpu]
+        if others:
+            notes.append(f"{source}: {ambiguity_note(target.gpu, gpu, others)}")
+    count = gpu_count(spec, source, flags.count)
+    sharded = spec.parallel is not None
+    return [budget_for(gpu, reserve_for(spec, flags.reserve), count, sharded) for gpu in gpus], notes
+
+
+def gpu_count(spec: Spec, source: str, flag: int | None) -> int:
+    """GPUs the run is planned for: ``--gpus``, else ``target.count``, else 1. With a ``parallel`` section
+    its GPU count; a ``--gpus`` or an explicit ``target.count`` that differs is bad input (the per-GPU
+    figures follow the parallel section, so the two counts cannot both hold)."""
+    target = spec.target
+    given = target.count if target is not None and "count" in target.model_fields_set else None
+    if spec.parallel is None:
+        return flag or given or 1
+    from vramcalc.planning.fit import plan_gpus  # the sharded-plan search only when a spec needs it
+
+    gpus = plan_gpus(spec.parallel)
+    for name, value in (("--gpus", flag), ("target.count", given)):
+        if value is not None and value != gpus:
+            raise SpecError(
+                f"{source}: {name}: {value} GPUs, but the parallel section spreads the run over {gpus} "
+                "(parallel.gpus, or data x tensor x pipeline x context); make them agree or drop one"
+            )
+    return gpus
+
+
+def reserve_for(spec: Spec, flag: Reserve | None) -> Reserve:
+    """``--reserve`` if given, else the spec's ``target.reserve``, else none."""
+    if flag is not None:
+        return flag
+    return spec.target.reserve if spec.target and spec.target.reserve else NO_RESERVE
+
+
+def check_file(
+    source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+) -> tuple[list[CheckRow], list[str]]:
+    """Rows (and notes) for one spec file; raises :class:`VramcalcError` for bad input."""
+    spec = load_spec(source)
+    budgets, notes = budgets_for(spec, source, flags, flag_gpus)
+    name = spec.name or Path(source).stem
+    from vramcalc.planning.fit import ShardSearch, check_on
+
+    search = ShardSearch(spec, max_gpus)
+    return [CheckRow(source, name, check_on(spec, budget, search)) for budget in budgets], notes
+
+
+def run_check(args: list[str], flags: TargetFlags, max_gpus: int = DEFAULT_MAX_GPUS) -> CheckReport:
+    """Check every spec named by ``args``; sharded plans are searched up to ``max_gpus``. Bad ``--gpu``
+    names raise (nothing can be checked); a bad spec file is recorded and the others are still checked."""
+    flag_gpus, notes = resolve_flag_gpus(flags)
+    sources, errors = expand_paths(args)
+    report = CheckReport(errors=errors, notes=notes)
+    for source in sources:
+        try:
+            rows, file_notes = check_file(source, flags, flag_gpus, max_gpus)
+        except VramcalcError as exc:
+            report.errors.append(_error(source, exc))
+            continue
+        report.rows += rows
+        report.notes += file_notes
+    return report
+
+
+def single_budget(
+    spec: Spec, source: str, gpu: str | None, reserve: Reserve | None, *, required: bool = True
+) -> tuple[Budget | None, list[str]]:
+    """The one card a planning command uses: ``--gpu`` or the spec's ``target.gpu`` (None when
+    neither names one and ``required`` is false)."""
+    flags = TargetFlags((gpu,) if gpu else (), None, reserve)
+    if not required and not gpu and (spec.target is None or spec.target.gpu is None):
+        return None, []
+    flag_gpus, notes = resolve_flag_gpus(flags)
+    budgets, more = budgets_for(spec, source, flags, flag_gpus)
+    return budgets[0], notes + more

@@ -1,0 +1,133 @@
+"""Planning on top of the estimator: budgets, the largest batch or sequence that fits, the workload
+changes that would make a spec fit, and grids of totals (fit on each card: :mod:`vramcalc.planning.fit`).
+Pure: no I/O, neither typer nor rich.
+
+What is compared (the same everywhere):
+
+* ``needed_bytes`` = :attr:`vramcalc.core.dense.Estimate.total_bytes`: the allocated peak plus the
+  runtime overhead (CUDA context and the caching allocator's reserve), for the card's generation
+  (cuBLAS workspaces are larger on Hopper and newer).
+* ``available_bytes`` = the card's usable memory minus the reserve. Usable memory is the total the
+  driver exposes (nvidia-smi's memory.total, :attr:`vramcalc.hardware.catalog.GPU.usable_bytes`) where the
+  catalog has it -- the most a process can ever allocate, a few hundred MiB under the DRAM size on
+  the box -- and the nominal capacity otherwise. The reserve (``target.reserve`` or ``--reserve``,
+  default none) is headroom the user wants kept free: a share of the usable memory or a size.
+
+The estimate is nondecreasing in batch size and sequence length, so the largest value that fits is
+found by doubling and then bisection: about 2 log2(n) estimates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vramcalc.errors import SpecError
+from vramcalc.planning.batch_totals import BatchTotals
+from vramcalc.planning.budget import Budget, estimate_on
+from vramcalc.spec.load import override_workload
+from vramcalc.spec.models import Spec
+
+#: The spec's bound on counts (``PositiveCount`` in spec.py).
+MAX_SPEC_COUNT = 10**12
+#: Largest batch size or sequence length a search tries: one below that bound, so the value after
+#: it can still be estimated.
+SEARCH_CAP = MAX_SPEC_COUNT - 1
+
+
+def with_workload(spec: Spec, **changes: Any) -> Spec:
+    """``spec`` with workload keys replaced, validated like the file (:func:`override_workload`)."""
+    return override_workload(spec, spec.name or "<spec>", **changes)
+
+
+def check_seq_is_free(spec: Spec, what: str) -> None:
+    """Sequence length can only be varied when the spec neither lacks one nor pins it."""
+    if spec.workload.seq_len is None:
+        raise SpecError(f"{what}: the spec has no seq_len (a vision model's length follows image_size)")
+    if getattr(spec.workload, "max_new_tokens", None) is not None:
+        raise SpecError(f"{what}: seq_len is prompt_len + max_new_tokens in this spec; vary those instead")
+
+
+# -- largest batch / sequence --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The largest value of ``key`` that fits (0 when even 1 does not), with the totals around it."""
+
+    key: str
+    value: int
+    total_at_max: int | None
+    total_at_next: int
+    n_estimates: int
+    budget: Budget
+    notes: tuple[str, ...] = ()
+    #: How the totals were computed (max-batch on the symbolic path): the allocated peak without the
+    #: inputs is the largest of these polynomials in the batch size (int coefficients, constant first).
+    peak_by_batch: tuple[tuple[int, ...], ...] = ()
+
+
+def largest_fitting(
+    total_at: Callable[[int], int], available_bytes: int, cap: int = SEARCH_CAP
+) -> tuple[int, dict[int, int]]:
+    """Largest ``n`` in 1..cap with ``total_at(n) <= available_bytes`` (0 if none) for a
+    nondecreasing ``total_at``: doubling brackets it, bisection closes the bracket. Returns the
+    value and every total computed (the value after the answer is always among them, below cap)."""
+    seen: dict[int, int] = {}
+
+    def fits(n: int) -> bool:
+        if n not in seen:
+            seen[n] = total_at(n)
+        return seen[n] <= available_bytes
+
+    if not fits(1):
+        return 0, seen
+    lo, hi = 1, 2
+    while hi <= cap and fits(hi):
+        lo, hi = hi, 2 * hi
+    hi = min(hi, cap + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo, seen
+
+
+def totals_along(spec: Spec, budget: Budget, key: str) -> Callable[[int], int]:
+    """``total_bytes`` as a function of ``batch_size`` or ``seq_len``, the other keys as in the spec.
+    Batch sizes come from one estimate on a symbolic batch size (:class:`~vramcalc.planning.batch_totals.BatchTotals`);
+    each sequence length runs a full estimate (it can change the model itself: the default position table)."""
+    if key == "batch_size":
+        return BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer)
+    return lambda n: estimate_on(with_workload(spec, **{key: n}), budget).total_bytes
+
+
+def _limit(spec: Spec, budget: Budget, key: str) -> Limit:
+    total_at = totals_along(spec, budget, key)
+    value, seen = largest_fitting(total_at, budget.available_bytes)
+    at_next = seen[value + 1] if value + 1 in seen else total_at(value + 1)
+    n_estimates = len(seen) + (value + 1 not in seen)
+    polynomials = total_at.peak if isinstance(total_at, BatchTotals) else ()
+    return Limit(key, value, seen.get(value), at_next, n_estimates, budget, peak_by_batch=polynomials)
+
+
+def max_batch(spec: Spec, budget: Budget) -> Limit:
+    """The largest ``batch_size`` that fits ``budget`` (other keys as in the spec)."""
+    return _limit(spec, budget, "batch_size")
+
+
+def max_seq(spec: Spec, budget: Budget) -> Limit:
+    """The largest ``seq_len`` that fits (an encoder-decoder's target follows unless target_len is set)."""
+    check_seq_is_free(spec, "max-seq")
+    limit = _limit(spec, budget, "seq_len")
+    positions = spec.model.max_position_embeddings
+    if positions is not None and limit.value > positions:
+        note = f"above the model's max_position_embeddings ({positions:,}): longer inputs need a larger position table"
+        return replace(limit, notes=(note,))
+    return limit
+
+
+# -- what would make it fit ------------------------------------------------------------------------
+
+
+# -- sweeps --------------------------------------------------------------------------------------------

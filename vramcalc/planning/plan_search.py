@@ -1,0 +1,199 @@
+"""`vramcalc plan`: the smallest multi-GPU plans (by GPU count) whose per-GPU peak fits a card.
+
+Pure: neither typer nor rich, no I/O. The search varies what the model shape allows:
+
+* sharding scheme within the spec's framework (DeepSpeed unless the spec's ``parallel`` section names
+  FSDP or Megatron-LM): ZeRO 0-3 (2 and 3 only without pipeline stages, as DeepSpeed requires); FSDP
+  no_shard / shard_grad_op / full_shard; Megatron with and without the distributed optimizer;
+* tensor parallelism over divisors of ``heads``, ``kv_heads`` and ``ffn_size`` up to one node
+  (``gpus_per_node``, default 8: TP needs the node's NVLink), with sequence parallelism on;
+* pipeline stages over divisors of ``layers`` (1 for encoder-decoders), with the spec's micro-batches
+  (default: as many as stages);
+* the data-parallel degree: for each combination above the smallest that fits. Per-GPU bytes never
+  grow with it (ZeRO/FSDP shard more; plain data parallelism is flat), so it is found by bisection.
+
+Everything else is the spec's: the micro-batch per GPU (``batch_size``), sequence, precision,
+optimizer, checkpointing, context parallelism, offload, buckets. The global batch grows with the
+data-parallel degree. Needed bytes are ``Estimate.total_bytes`` per GPU, compared with the card's
+usable memory less the reserve (:class:`vramcalc.planning.limits.Budget`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from vramcalc.choices import Architecture
+from vramcalc.core.estimate import Estimate
+from vramcalc.core.resolve import resolve_model
+from vramcalc.engine import estimate
+from vramcalc.errors import SpecError
+from vramcalc.planning.budget import Budget
+from vramcalc.spec.models import Spec
+from vramcalc.spec.parallel import Framework, ParallelSpec
+
+#: The most GPUs a search may consider (a bound on typos, like target.MAX_GPU_COUNT).
+MAX_SEARCH_GPUS = 100_000
+TP_LIMIT = 8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One plan that was estimated: its parallel section and the per-GPU figures (int bytes)."""
+
+    parallel: dict[str, Any]
+    gpus: int
+    label: str
+    needed_bytes: int
+    peak_allocated_bytes: int
+    host_bytes: int
+    available_bytes: int
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.available_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.available_bytes - self.needed_bytes
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """The result of :func:`search_plans`: fitting plans, smallest GPU count first."""
+
+    name: str
+    budget: Budget
+    max_gpus: int
+    plans: tuple[Candidate, ...]
+    closest: Candidate | None
+    n_estimates: int
+
+    @property
+    def min_gpus(self) -> int | None:
+        """The fewest GPUs any plan needs (None when nothing fits within ``max_gpus``)."""
+        return self.plans[0].gpus if self.plans else None
+
+
+def search_plans(spec: Spec, budget: Budget, *, max_gpus: int, top: int = 10) -> PlanSearch:
+    """The ``top`` smallest plans that fit one card of ``budget`` (per GPU); when none fits, the
+    plan needing the least per GPU at the largest data degree tried."""
+    if not 1 <= max_gpus <= MAX_SEARCH_GPUS:
+        raise SpecError(f"--max-gpus: expected 1 to {MAX_SEARCH_GPUS:,}, got {max_gpus}")
+    if spec.model.architecture is Architecture.resnet:
+        raise SpecError("model.architecture: resnet has no multi-GPU model yet; plan searches transformers only")
+    search = _Search(spec, budget, max_gpus)
+    found = [c for c in (search.smallest(base) for base in combinations(spec, max_gpus)) if c is not None]
+    fitting = sorted((c for c in found if c.fits), key=_order)
+    closest = None if fitting else min(search.largest_tried(), key=lambda c: c.needed_bytes, default=None)
+    return PlanSearch(spec.name or "unnamed", budget, max_gpus, tuple(fitting[:top]), closest, search.count)
+
+
+def _order(c: Candidate) -> tuple[int, int, int]:
+    """Fewest GPUs; then the least model parallelism; then the least memory per GPU."""
+    model_parallel = c.parallel.get("tensor", 1) * c.parallel.get("pipeline", 1)
+    return c.gpus, model_parallel, c.needed_bytes
+
+
+def combinations(spec: Spec, max_gpus: int) -> list[dict[str, Any]]:
+    """Parallel sections without the data degree: every scheme x tensor x pipeline the shape allows."""
+    shape, _ = resolve_model(spec.model, spec.workload)
+    section = spec.parallel
+    context = section.context if section else 1
+    per_node = section.gpus_per_node if section and section.gpus_per_node else TP_LIMIT
+    g = math.gcd(math.gcd(shape.heads, shape.kv_heads), shape.ffn)
+    tensors = [t for t in range(1, min(per_node, max_gpus) + 1) if g % t == 0]
+    pipelines = [p for p in range(1, min(shape.layers, max_gpus) + 1) if shape.layers % p == 0]
+    if shape.architecture is Architecture.encoder_decoder:
+        pipelines = [1]
+    out = []
+    for t in tensors:
+        for p in pipelines:
+            if t * p * context > max_gpus:
+                continue
+            out += [
+                {**_kept(spec), **scheme, "tensor": t, "pipeline": p, "context": context, "sequence_parallel": t > 1}
+                for scheme in _schemes(spec, p)
+            ]
+    return out
+
+
+def _schemes(spec: Spec, pipeline: int) -> list[dict[str, Any]]:
+    framework = spec.parallel.resolved_framework if spec.parallel else Framework.deepspeed
+    if framework is Framework.fsdp:
+        return [{"fsdp": s} for s in ("no_shard", "shard_grad_op", "full_shard")]
+    if framework is Framework.megatron:
+        return [{"distributed_optimizer": False}, {"distributed_optimizer": True}]
+    return [{"zero": z} for z in (0, 1, 2, 3) if z < 2 or pipeline == 1]
+
+
+def _kept(spec: Spec) -> dict[str, Any]:
+    """Keys of the spec's own parallel section that the search does not vary."""
+    if spec.parallel is None:
+        return {}
+    keep = ("offload", "buckets", "gpus_per_node", "fp32_grads", "micro_batches", "uneven_pipeline")
+    data = spec.parallel.model_dump(include=set(keep), exclude_none=True, mode="json")
+    return {k: v for k, v in data.items() if k in spec.parallel.model_fields_set}
+
+
+class _Search:
+    """Estimates with a cache; finds the smallest data degree that fits one combination."""
+
+    def __init__(self, spec: Spec, budget: Budget, max_gpus: int) -> None:
+        self.spec, self.budget, self.max_gpus = spec, budget, max_gpus
+        self.count = 0
+        self.cache: dict[str, Candidate | None] = {}
+        self.largest: list[Candidate] = []
+
+    def smallest(self, base: dict[str, Any]) -> Candidate | None:
+        """The fitting candidate with the fewest data-parallel ranks (None when none fits). One rank is
+        tried on its own: plain data parallelism adds its all-reduce bucket only from two ranks on."""
+        ranks = base["tensor"] * base["pipeline"] * base["context"]
+        top = self.max_gpus // ranks
+        first = self.try_plan(base, 1)
+        if first is not None and first.fits:
+            return first
+        last = self.try_plan(base, top)
+        if last is not None:
+            self.largest.append(last)
+        if last is None or not last.fits:
+            return None
+        lo, hi = 1, top  # per-GPU bytes are non-increasing in the data degree from 2 on; hi always fits
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            cand = self.try_plan(base, mid)
+            lo, hi = (lo, mid) if cand is not None and cand.fits else (mid, hi)
+        return self.try_plan(base, hi)
+
+    def largest_tried(self) -> list[Candidate]:
+        return self.largest
+
+    def try_plan(self, base: dict[str, Any], data: int) -> Candidate | None:
+        parallel = {**base, "data": data}
+        key = repr(sorted(parallel.items()))
+        if key not in self.cache:
+            self.cache[key] = self._estimate(parallel)
+        return self.cache[key]
+
+    def _estimate(self, parallel: dict[str, Any]) -> Candidate | None:
+        changed = self.spec.model_copy(update={"parallel": ParallelSpec.model_validate(parallel)})
+        try:
+            result = estimate(changed, hopper_or_newer=self.budget.hopper_or_newer)
+        except SpecError:  # a combination the spec's other keys rule out
+            return None
+        self.count += 1
+        return _candidate(parallel, result, self.budget)
+
+
+def _candidate(parallel: dict[str, Any], result: Estimate, budget: Budget) -> Candidate:
+    details = result.parallel
+    return Candidate(
+        parallel=parallel,
+        gpus=details.plan.gpus,
+        label=details.plan.summary,
+        needed_bytes=result.total_bytes,
+        peak_allocated_bytes=result.peak_allocated_bytes,
+        host_bytes=details.host_bytes,
+        available_bytes=budget.available_bytes,
+    )

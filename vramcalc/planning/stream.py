@@ -1,0 +1,52 @@
+"""The weights (and KV cache) a decode step streams, from a spec: the input of ``vramcalc bandwidth --spec``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vramcalc.errors import UnitError
+from vramcalc.hardware.weights import Weights, kv_bytes_per_token, weights_from_flags
+
+
+def weights_from_spec(path: str | Path) -> Weights:
+    """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token."""
+    from vramcalc.choices import Architecture, Mode
+    from vramcalc.core.resolve import resolve_model
+    from vramcalc.core.workload import DTYPES
+    from vramcalc.engine import estimate
+    from vramcalc.spec.load import load_spec
+
+    spec = load_spec(path)
+    result = estimate(spec)
+    workload = spec.workload
+    per_token, notes = None, []
+    if workload.mode is not Mode.inference:
+        notes.append("spec is a training workload: no KV cache read")
+    else:
+        shape, _ = resolve_model(spec.model, workload)
+        if shape.architecture is Architecture.encoder:
+            notes.append("encoder-only model: no KV cache (it does not decode token by token)")
+        else:
+            layers = shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else shape.layers
+            per_token = kv_bytes_per_token(layers, shape.kv_heads, shape.head_dim, DTYPES[workload.precision].compute)
+    return Weights(
+        weights_bytes=result.components["parameters"],
+        n_params=result.params,
+        dtype=workload.precision.value,
+        origin=f"{Path(path).name}: parameters of {result.name}",
+        batch=workload.batch_size,
+        context_tokens=workload.seq_len,
+        kv_bytes_per_token=per_token,
+        notes=tuple(notes),
+    )
+
+
+def select_weights(
+    spec: str | Path | None, *, params: str | None, dtype: str | None, weights: str | None
+) -> Weights | None:
+    """Weights from a spec file or from --params/--dtype/--weights (never both); None when none is given."""
+    if spec is not None:
+        if params is not None or dtype is not None or weights is not None:
+            raise UnitError("give either a spec file or --params/--dtype/--weights, not both")
+        return weights_from_spec(spec)
+    return weights_from_flags(params, dtype, weights)

@@ -1,0 +1,74 @@
+"""Totals over a grid of batch sizes x sequence lengths, each point exactly as ``vramcalc estimate``
+would give it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vramcalc.errors import SpecError
+from vramcalc.planning.batch_totals import BatchTotals
+from vramcalc.planning.budget import Budget
+from vramcalc.planning.limits import MAX_SPEC_COUNT, check_seq_is_free, with_workload
+from vramcalc.spec.models import Spec
+from vramcalc.units import parse_count
+
+#: Most grid points one sweep computes: a few seconds on the symbolic path, about two minutes off it.
+MAX_SWEEP_POINTS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Totals over a grid of batch sizes x sequence lengths (row-major: batch outer)."""
+
+    name: str
+    batch_sizes: list[int]
+    seq_lens: list[int | None]
+    totals: list[int]
+    budget: Budget | None
+
+    def points(self) -> list[tuple[int, int | None, int]]:
+        """(batch_size, seq_len, total_bytes) for every grid point."""
+        pairs = [(b, s) for b in self.batch_sizes for s in self.seq_lens]
+        return [(b, s, total) for (b, s), total in zip(pairs, self.totals, strict=True)]
+
+
+def parse_values(text: str, what: str) -> list[int]:
+    """'1,2,4,8k' -> [1, 2, 4, 8000]: counts in 1..10^12, sorted, duplicates dropped."""
+    values = set()
+    for item in text.split(","):
+        value = parse_count(item.strip(), what)
+        if not 1 <= value <= MAX_SPEC_COUNT:
+            raise SpecError(f"{what}: {item.strip()!r} is outside 1..{MAX_SPEC_COUNT:,}")
+        values.add(value)
+    return sorted(values)
+
+
+def grid_totals(
+    spec: Spec, batch_sizes: Sequence[int], seqs: Sequence[int | None], *, hopper_or_newer: bool
+) -> list[int]:
+    """``total_bytes`` at every (batch, seq) pair, batch outer; a ``None`` seq keeps the spec's.
+
+    Each sequence length is prepared once (:class:`vramcalc.planning.batch_totals.BatchTotals`: the estimate
+    on a symbolic batch size) and every batch size is evaluated from it: the same integers as
+    ``vramcalc estimate`` at each point (tests/test_batch_totals.py), without re-running the formulas
+    (benchmarks/planning_speed.py measures the rate and profiles where the time goes)."""
+    columns = []
+    for seq in seqs:
+        at_seq = spec if seq is None else with_workload(spec, seq_len=seq)
+        total_at = BatchTotals.of(at_seq, hopper_or_newer=hopper_or_newer)
+        columns.append([total_at(batch) for batch in batch_sizes])
+    return [column[i] for i in range(len(batch_sizes)) for column in columns]
+
+
+def sweep(spec: Spec, batch_sizes: list[int], seq_lens: list[int] | None, budget: Budget | None) -> Sweep:
+    """Totals at every (batch, seq) pair; ``seq_lens`` None keeps the spec's (or a vision model's) length."""
+    if seq_lens:
+        check_seq_is_free(spec, "--seq-len")
+    seqs: list[int | None] = list(seq_lens) if seq_lens else [None]
+    if len(batch_sizes) * len(seqs) > MAX_SWEEP_POINTS:
+        raise SpecError(f"sweep: {len(batch_sizes) * len(seqs):,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
+    hopper = budget.hopper_or_newer if budget else True
+    totals = grid_totals(spec, batch_sizes, seqs, hopper_or_newer=hopper)
+    return Sweep(spec.name or "unnamed", batch_sizes, seqs, totals, budget)

@@ -1,0 +1,279 @@
+"""Output formats of `vramcalc check`: each formatter returns a string; the CLI picks the sink.
+
+* ``table``: a rich table (spec, GPU, needed, available, headroom, verdict) with the fixes below it;
+* ``json``: a list, one object per spec and card (``spec``, ``gpu``, ``needed_bytes``,
+  ``available_bytes``, ``headroom_bytes``, ``fits`` first: a public contract); a bad spec is an
+  object with ``fits: null`` and its ``errors``;
+* ``github``: workflow commands (``::error file=...,title=...::``) that mark the failing spec in a
+  pull request, and a plain line per spec that fits;
+* ``junit``: XML, one testcase per spec/GPU pair, a ``failure`` for a spec that does not fit and an
+  ``error`` for a spec that could not be checked;
+* ``markdown``: a table for a pull-request comment.
+
+Memory is shown in GiB (2^30 bytes), labelled; JSON carries int bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+from vramcalc.planning.budget import Budget
+from vramcalc.planning.check import CheckReport, CheckRow
+from vramcalc.planning.suggest import Suggestion
+from vramcalc.units import GiB
+
+NEEDED = "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve"
+AVAILABLE = "available = the card's usable memory (below) minus the reserve"
+
+
+def gib(n_bytes: int) -> str:
+    return f"{n_bytes / GiB:,.2f}"
+
+
+def verdict(row: CheckRow) -> str:
+    return "fits" if row.fit.fits else "DOES NOT FIT"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def summary(report: CheckReport) -> str:
+    """'2 fit, 1 does not fit, 1 file could not be checked (exit 2: bad input, not a pass)'."""
+    n_fit = sum(row.fit.fits for row in report.rows)
+    n_not = len(report.rows) - n_fit
+    parts = [f"{n_fit} fit{'s' if n_fit == 1 else ''}", f"{n_not} {'does' if n_not == 1 else 'do'} not fit"]
+    if report.errors:
+        parts.append(f"{_count(len(report.errors), 'file')} could not be checked")
+    meaning = {0: "every spec fits", 1: "at least one spec does not fit", 2: "bad input, not a pass"}
+    code = report.exit_code
+    return f"{_count(len(report.rows), 'check')}: {', '.join(parts)} (exit {code}: {meaning[code]})"
+
+
+def suggestion_text(item: Suggestion) -> str:
+    return f"{item.change} -> {gib(item.total_bytes)} GiB (headroom {gib(item.headroom_bytes)} GiB): {item.detail}"
+
+
+def fixes(row: CheckRow) -> list[str]:
+    """Lines saying what would make a failing row fit (nothing for a row that fits)."""
+    if row.fit.fits:
+        return []
+    if not row.fit.suggestions:
+        return [
+            "no single change makes it fit (tried: smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, "
+            "Adafactor); more GPUs: " + row.fit.sharding
+        ]
+    return [suggestion_text(item) for item in row.fit.suggestions]
+
+
+def basis_lines(report: CheckReport) -> list[str]:
+    """One line per card: which capacity is used, the reserve and the count."""
+    budgets: dict[tuple[str, str, int, bool], Budget] = {}
+    for row in report.rows:
+        b = row.fit.budget
+        budgets.setdefault((b.gpu_id, b.reserve.text, b.count, b.sharded), b)
+    lines = []
+    for b in budgets.values():
+        line = f"{b.gpu_id}: usable {gib(b.usable_bytes)} GiB = {b.capacity_basis}"
+        if b.reserve_bytes:
+            line += f"; reserve {b.reserve.text} = {gib(b.reserve_bytes)} GiB"
+        if b.count > 1 and b.sharded:
+            line += f"; planned for {b.count} GPUs as the spec's parallel section lays out (figures per GPU)"
+        elif b.count > 1:
+            line += f"; planned for {b.count} GPUs, per-card memory unchanged (no sharding in the spec)"
+        lines.append(line)
+    return lines
+
+
+def row_dict(row: CheckRow) -> dict[str, Any]:
+    b, fit = row.fit.budget, row.fit
+    return {
+        "spec": row.source,
+        "gpu": b.gpu_id,
+        "needed_bytes": fit.needed_bytes,
+        "available_bytes": b.available_bytes,
+        "headroom_bytes": fit.headroom_bytes,
+        "fits": fit.fits,
+        "name": row.name,
+        "gpu_name": b.gpu_name,
+        "count": b.count,
+        "usable_bytes": b.usable_bytes,
+        "reserve_bytes": b.reserve_bytes,
+        "capacity_basis": b.capacity_basis,
+        "suggestions": [suggestion_dict(s) for s in fit.suggestions],
+        "min_cards": fit.min_cards,
+        "min_cards_note": None if fit.fits else fit.sharding,
+    }
+
+
+def suggestion_dict(item: Suggestion) -> dict[str, Any]:
+    return {
+        "change": item.change,
+        "detail": item.detail,
+        "total_bytes": item.total_bytes,
+        "headroom_bytes": item.headroom_bytes,
+        "parallel": item.parallel,
+    }
+
+
+def format_json(report: CheckReport) -> str:
+    docs = [row_dict(row) for row in report.rows]
+    keys = ("needed_bytes", "available_bytes", "headroom_bytes", "fits")
+    docs += [{"spec": e.source, "gpu": None, **dict.fromkeys(keys), "errors": list(e.messages)} for e in report.errors]
+    return json.dumps(docs, indent=2) + "\n"
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _command(kind: str, file: str, title: str, message: str) -> str:
+    return f"::{kind} file={_escape_property(file)},title={_escape_property(title)}::{_escape_data(message)}"
+
+
+def format_github(report: CheckReport) -> str:
+    """GitHub Actions workflow commands: an error annotation on each failing or bad spec file."""
+    lines = []
+    for row in report.rows:
+        b = row.fit.budget
+        numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available on {b.gpu_name}"
+        if row.fit.fits:
+            lines.append(f"ok: {row.source}: fits on {b.gpu_id}: {numbers}")
+            continue
+        message = "\n".join(
+            [
+                f"{numbers} (headroom {gib(row.fit.headroom_bytes)} GiB).",
+                "Would fit with:",
+                *(f"- {line}" for line in fixes(row)),
+            ]
+        )
+        lines.append(_command("error", row.source, f"vramcalc: {row.name} does not fit on {b.gpu_id}", message))
+    for error in report.errors:
+        lines += [_command("error", error.source, "vramcalc: bad input", m) for m in error.messages]
+    return "\n".join([*lines, summary(report)]) + "\n"
+
+
+def format_junit(report: CheckReport) -> str:
+    """JUnit XML: one testcase per spec/GPU pair; failures for specs that do not fit, errors for bad input."""
+    n_fail = sum(not row.fit.fits for row in report.rows)
+    counts = {
+        "tests": str(len(report.rows) + len(report.errors)),
+        "failures": str(n_fail),
+        "errors": str(len(report.errors)),
+    }
+    import xml.etree.ElementTree as ET  # noqa: N817 (only the junit format needs it)
+
+    root = ET.Element("testsuites", {"name": "vramcalc check", **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": "vramcalc check", **counts, "skipped": "0"})
+    for row in report.rows:
+        b = row.fit.budget
+        case = ET.SubElement(
+            suite, "testcase", {"name": f"{row.name} on {b.gpu_id}", "classname": row.source, "file": row.source}
+        )
+        numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available"
+        if row.fit.fits:
+            ET.SubElement(case, "system-out").text = f"{numbers}; {b.capacity_basis}"
+        else:
+            failure = ET.SubElement(case, "failure", {"type": "DoesNotFit", "message": f"does not fit: {numbers}"})
+            failure.text = "\n".join([b.capacity_basis, *fixes(row)])
+    for error in report.errors:
+        case = ET.SubElement(suite, "testcase", {"name": error.source, "classname": error.source, "file": error.source})
+        ET.SubElement(case, "error", {"type": "BadInput", "message": error.messages[0]}).text = "\n".join(
+            error.messages
+        )
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def format_markdown(report: CheckReport) -> str:
+    """A Markdown table for a pull-request comment."""
+    lines = [
+        "### vramcalc check",
+        "",
+        "| spec | GPU | needed (GiB) | available (GiB) | headroom (GiB) | verdict |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for row in report.rows:
+        b, mark = row.fit.budget, ("✅ fits" if row.fit.fits else "❌ does not fit")
+        lines.append(
+            f"| `{_md(row.source)}` | {b.gpu_id} | {gib(row.fit.needed_bytes)} | "
+            f"{gib(b.available_bytes)} | {gib(row.fit.headroom_bytes)} | {mark} |"
+        )
+    lines += [f"| `{_md(e.source)}` | | | | | ⚠️ bad input: {_md(e.messages[0])} |" for e in report.errors]
+    failing = [row for row in report.rows if not row.fit.fits]
+    if failing:
+        lines += ["", "**What would make it fit** (single changes, most headroom first)", ""]
+        for row in failing:
+            lines.append(f"- `{_md(row.source)}` on {row.fit.budget.gpu_id}:")
+            lines += [f"  - {_md(line)}" for line in fixes(row)]
+    lines += ["", f"{summary(report)}.", "", f"<sub>{NEEDED}; {AVAILABLE}. "]
+    lines[-1] += " ".join(f"{_md(line)}." for line in basis_lines(report)) + "</sub>"
+    return "\n".join(lines) + "\n"
+
+
+def format_table(report: CheckReport, *, color: bool = False, width: int = 120) -> str:
+    """The rich table, rendered to text (ANSI colours only when ``color``)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="vramcalc check", title_justify="left")
+    for name, justify in (
+        ("spec", "left"),
+        ("GPU", "left"),
+        ("needed GiB", "right"),
+        ("available GiB", "right"),
+        ("headroom GiB", "right"),
+        ("verdict", "left"),
+    ):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in report.rows:
+        b, style = row.fit.budget, ("green" if row.fit.fits else "bold red")
+        table.add_row(
+            row.source,
+            b.gpu_id,
+            gib(row.fit.needed_bytes),
+            gib(b.available_bytes),
+            gib(row.fit.headroom_bytes),
+            f"[{style}]{verdict(row)}[/]",
+        )
+    for error in report.errors:
+        table.add_row(error.source, "-", "", "", "", "[yellow]bad input (see stderr)[/]")
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
+    console.print(table)
+    for row in report.rows:
+        if not row.fit.fits:
+            console.print(f"{row.source} on {row.fit.budget.gpu_id} would fit with:", markup=False, soft_wrap=True)
+            for line in fixes(row):
+                console.print(f"  - {line}", markup=False, soft_wrap=True)
+    for line in [NEEDED, AVAILABLE, *basis_lines(report), summary(report)]:
+        console.print(line, markup=False, soft_wrap=True)
+    return buffer.getvalue()
+
+
+#: Format name -> formatter (the CLI's ``--format`` choices are these names).
+FORMATTERS: dict[str, Callable[[CheckReport], str]] = {
+    "table": format_table,
+    "json": format_json,
+    "github": format_github,
+    "junit": format_junit,
+    "markdown": format_markdown,
+}
+
+
+def format_check(report: CheckReport, fmt: str, *, color: bool = False, width: int = 120) -> str:
+    """The report in format ``fmt`` (a key of :data:`FORMATTERS`; ``color`` and ``width`` apply to the table)."""
+    if fmt == "table":
+        return format_table(report, color=color, width=width)
+    return FORMATTERS[fmt](report)

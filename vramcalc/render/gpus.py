@@ -1,0 +1,266 @@
+"""Presentation for `vramcalc gpus` and `vramcalc bandwidth`: rich tables and the ``--json`` documents.
+
+GB/s, GB and TB/s here are decimal (10^9, 10^12); GiB is 2^30. Capacity is shown as the vendor
+states it ("80 GB") and as GiB of DRAM, each labelled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from vramcalc.hardware.bandwidth import Card, Report
+from vramcalc.hardware.catalog import GPU
+from vramcalc.hardware.memory_bus import GPUZ_CLOCK_DIVISOR, NVIDIA_SMI_CLOCK_DIVISOR
+from vramcalc.units import GB, KB, MB, GiB, KiB, MiB
+
+GPUS_CAPTION = (
+    "memory: capacity as the vendor states it; GiB: the DRAM behind it (vendor GB read as GiB where the chips "
+    "are binary). Gbps: per-pin data rate. GB/s = 10^9 B/s: the vendor's figure; computed = Gbps x bus bits / 8, "
+    "* where it differs from the vendor's by more than 1 % (vendor rounding). FP16/FP8: dense tensor TFLOPS "
+    "(no sparsity). NVLink in GB/s. Full names and sources: --json."
+)
+
+
+def gb_s(bytes_per_s: float, digits: int = 1) -> str:
+    return f"{bytes_per_s / GB:,.{digits}f} GB/s"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as '0.11 µs', '41.79 ms' or '2.22 s'."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:,.2f} µs"
+    return f"{seconds * 1e3:,.2f} ms" if seconds < 1 else f"{seconds:,.2f} s"
+
+
+def size(n_bytes: int) -> str:
+    """Bytes in the largest decimal unit below the value, with its binary twin: '140.00 GB = 130.39 GiB'."""
+    for dec, binary, name in ((GB, GiB, "G"), (MB, MiB, "M"), (KB, KiB, "K")):
+        if n_bytes >= dec:
+            return f"{n_bytes / dec:,.2f} {name}B = {n_bytes / binary:,.2f} {name}iB"
+    return f"{n_bytes:,} bytes"
+
+
+def host_link(gpu: GPU) -> str:
+    """'PCIe4 x16, NVLink 600' (NVLink in GB/s), or '-'."""
+    link = gpu.host_link
+    parts = [f"PCIe{link.pcie_gen} x{link.pcie_lanes}"] if link.pcie_gen and link.pcie_lanes else []
+    if link.nvlink_gb_s:
+        parts.append(f"NVLink {link.nvlink_gb_s:g}")
+    return ", ".join(parts) or "-"
+
+
+def _tflops(value: float | None) -> str:
+    return f"{value:,g}" if value else "-"
+
+
+def render_gpus(gpus: list[GPU], console: Console) -> None:
+    """The catalog as one table, one row per entry (names and sources are in ``--json``)."""
+    table = Table(
+        title=f"{len(gpus)} GPUs",
+        title_justify="left",
+        caption=GPUS_CAPTION,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("id", no_wrap=True)
+    for header in ("memory", "GiB", "type", "bus bit", "Gbps", "GB/s", "computed", "FP16", "FP8"):
+        table.add_column(header, justify="left" if header == "type" else "right", no_wrap=True)
+    table.add_column("host link")
+    for gpu in gpus:
+        computed = f"{gpu.computed_bandwidth_bytes_per_s / GB:,.1f}" + ("*" if gpu.bandwidth_differs else "")
+        table.add_row(
+            gpu.id,
+            f"{gpu.capacity:g} {gpu.capacity_unit}",
+            f"{gpu.capacity_bytes / GiB:,.2f}",
+            gpu.memory_type,
+            f"{gpu.bus_width_bits:,}",
+            f"{gpu.data_rate_gbps:g}",
+            f"{gpu.bandwidth_gb_s:,g}",
+            computed,
+            _tflops(gpu.fp16_tflops_dense),
+            _tflops(gpu.fp8_tflops_dense),
+            host_link(gpu),
+        )
+    console.print(table)
+
+
+def gpu_dict(gpu: GPU) -> dict[str, Any]:
+    """One catalog entry for ``gpus --json``: the YAML fields plus int-byte figures."""
+    doc = gpu.model_dump(mode="json")
+    doc.update(
+        capacity_bytes=gpu.capacity_bytes,
+        usable_bytes=gpu.usable_bytes,
+        bandwidth_bytes_per_s=gpu.bandwidth_bytes_per_s,
+        computed_bandwidth_bytes_per_s=gpu.computed_bandwidth_bytes_per_s,
+        bandwidth_differs=gpu.bandwidth_differs,
+    )
+    return doc
+
+
+def _data_rate_text(card: Card) -> str:
+    if card.memory_clock_mhz is None:
+        return f"{card.data_rate_gbps:g} Gbps per pin"
+    assert card.memory_type is not None
+    if card.clock_source == "gpuz":
+        divisor, tool = GPUZ_CLOCK_DIVISOR[card.memory_type], "GPU-Z"
+    else:
+        divisor, tool = NVIDIA_SMI_CLOCK_DIVISOR, "nvidia-smi"
+    return f"{card.memory_clock_mhz:g} MHz ({tool}) x {divisor} = {card.data_rate_gbps:g} Gbps per pin"
+
+
+def _official_text(card: Card) -> str:
+    if card.official_bytes_per_s is None:
+        return "none (custom card): timings use the computed figure"
+    gap = card.bandwidth_gap or 0.0
+    if card.bandwidth_differs:
+        return (
+            f"{gb_s(card.official_bytes_per_s)} (vendor); computed {gb_s(card.computed_bytes_per_s)} differs "
+            f"by {gap:+.1%} (vendor rounding): timings use the official figure"
+        )
+    return f"{gb_s(card.official_bytes_per_s)} (vendor); computed is within 1 % ({gap:+.2%})"
+
+
+def _card_rows(card: Card, table: Table) -> None:
+    label = f"{card.name} ({card.id})" if card.id else card.name
+    table.add_row("card", label)
+    if card.capacity_bytes is not None:
+        table.add_row(
+            "memory",
+            f"{card.capacity_label} {card.memory_type} (as the vendor states it) = "
+            f"{card.capacity_bytes / GiB:,.2f} GiB of DRAM",
+        )
+    elif card.memory_type:
+        table.add_row("memory", card.memory_type)
+    table.add_row("bus width", f"{card.bus_width_bits:,} bit")
+    table.add_row("data rate", _data_rate_text(card))
+    table.add_row(
+        "bandwidth",
+        f"{card.data_rate_gbps:g} Gbps x {card.bus_width_bits:,} bit / 8 = {gb_s(card.computed_bytes_per_s)}",
+    )
+    table.add_row("official", _official_text(card))
+
+
+def _weight_rows(report: Report, table: Table) -> None:
+    assert report.weights is not None and report.streaming is not None
+    weights, stream = report.weights, report.streaming
+    table.add_row("", "")
+    table.add_row("weights", f"{size(weights.weights_bytes)} ({weights.origin})")
+    table.add_row(
+        "weight stream",
+        f"{duration(stream.weight_stream_s)} per decode step at {gb_s(stream.bytes_per_s)} "
+        f"-> at most {stream.tokens_per_s_upper_bound:,.2f} tokens/s (batch 1)",
+    )
+    table.add_row(
+        f"at {report.efficiency:.0%} of peak",
+        f"{duration(stream.realistic_s)} -> {stream.tokens_per_s_realistic:,.2f} tokens/s (batch 1)",
+    )
+    if report.kv is not None and report.decode_step_s is not None:
+        kv = report.kv
+        table.add_row(
+            "KV cache",
+            f"{kv.bytes_per_token:,} bytes per token; {kv.context_tokens:,} tokens x batch "
+            f"{kv.batch} = {size(kv.read_bytes_per_step)} read per step",
+        )
+        table.add_row(
+            "decode step",
+            f"weights + KV cache: {duration(report.decode_step_s)} at peak -> "
+            f"{kv.batch / report.decode_step_s:,.2f} tokens/s (batch {kv.batch})",
+        )
+    if report.host is not None:
+        host = report.host
+        table.add_row(
+            "host -> device",
+            f"PCIe {host.pcie_gen}.0 x{host.pcie_lanes} {gb_s(host.bytes_per_s, 3)} per "
+            f"direction: {duration(host.seconds)}; at {host.efficiency:.0%}: "
+            f"{duration(host.realistic_s)}",
+        )
+    if report.roofline is not None:
+        roof = report.roofline
+        relation = "<" if roof.bound == "memory" else ">="
+        table.add_row(
+            f"roofline (batch {roof.batch})",
+            f"{roof.intensity:,.1f} FLOP/byte {relation} ridge {roof.ridge:,.1f} FLOP/byte "
+            f"({roof.flops_per_s / 1e12:,g} TFLOPS {roof.precision} / {gb_s(roof.bytes_per_s)}): "
+            f"{roof.bound}-bound; crossover at batch {roof.crossover_batch:,.1f} "
+            f"(compute-bound from batch {roof.first_compute_bound_batch:,})",
+        )
+
+
+def render_bandwidth(report: Report, console: Console) -> None:
+    """Card figures with the formula worked out; weight streaming, host transfer and roofline when given."""
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    _card_rows(report.card, table)
+    if report.weights is not None:
+        _weight_rows(report, table)
+    console.print(table)
+    for note in report.notes:
+        console.print(f"note: {note}", markup=False)
+
+
+def _card_dict(card: Card) -> dict[str, Any]:
+    return {
+        "gpu": card.id,
+        "name": card.name,
+        "memory_type": card.memory_type,
+        "bus_width_bits": card.bus_width_bits,
+        "data_rate_gbps": card.data_rate_gbps,
+        "memory_clock_mhz": card.memory_clock_mhz,
+        "clock_source": card.clock_source,
+        "bandwidth_bytes_per_s": card.bytes_per_s,
+        "official_bandwidth_bytes_per_s": card.official_bytes_per_s,
+        "computed_bandwidth_bytes_per_s": card.computed_bytes_per_s,
+        "bandwidth_differs": card.bandwidth_differs,
+        "capacity_bytes": card.capacity_bytes,
+        "capacity_vendor": card.capacity_label,
+    }
+
+
+def _weights_dict(report: Report) -> dict[str, Any]:
+    assert report.weights is not None and report.streaming is not None
+    weights, stream, host, kv, roof = report.weights, report.streaming, report.host, report.kv, report.roofline
+    return {
+        "weights_bytes": weights.weights_bytes,
+        "n_params": weights.n_params,
+        "dtype": weights.dtype,
+        "efficiency": report.efficiency,
+        "weight_stream_s": stream.weight_stream_s,
+        "weight_stream_realistic_s": stream.realistic_s,
+        "decode_tokens_per_s_upper_bound": stream.tokens_per_s_upper_bound,
+        "decode_tokens_per_s_realistic": stream.tokens_per_s_realistic,
+        "host_link_bytes_per_s": host.bytes_per_s if host else None,
+        "host_efficiency": host.efficiency if host else None,
+        "host_transfer_s": host.seconds if host else None,
+        "host_transfer_realistic_s": host.realistic_s if host else None,
+        "kv_cache_bytes_per_token": kv.bytes_per_token if kv else None,
+        "kv_cache_read_bytes_per_step": kv.read_bytes_per_step if kv else None,
+        "decode_step_s": report.decode_step_s,
+        "roofline": None
+        if roof is None
+        else {
+            "batch": roof.batch,
+            "intensity_flop_per_byte": roof.intensity,
+            "ridge_flop_per_byte": roof.ridge,
+            "flops_per_s": roof.flops_per_s,
+            "precision": roof.precision,
+            "bound": roof.bound,
+            "crossover_batch": roof.crossover_batch,
+            "first_compute_bound_batch": roof.first_compute_bound_batch,
+        },
+    }
+
+
+def bandwidth_dict(report: Report) -> dict[str, Any]:
+    """The ``bandwidth --json`` document (a public contract): int bytes, seconds, stable keys."""
+    doc = _card_dict(report.card)
+    if report.weights is not None:
+        doc.update(_weights_dict(report))
+    doc["notes"] = list(report.notes)
+    return doc

@@ -1,0 +1,242 @@
+"""Output of `vramcalc fit`, `max-batch`, `max-seq` and `sweep`: formatters that return strings.
+
+Tables show GiB (2^30 bytes), labelled; JSON carries int bytes. The keys ``max_batch_size`` /
+``max_seq_len``, ``total_bytes_at_max`` and ``total_bytes_at_next`` are a public contract.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING, Any
+
+from vramcalc.planning.budget import Budget
+from vramcalc.planning.limits import Limit
+from vramcalc.planning.sweep import Sweep
+from vramcalc.render.check import AVAILABLE, NEEDED, gib, suggestion_dict, suggestion_text
+from vramcalc.units import GiB
+
+if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
+    from vramcalc.planning.fit import CardFit, ShardSearch
+
+JSON_KEYS = {"batch_size": "max_batch_size", "seq_len": "max_seq_len"}
+
+
+def _render(*items: Any, width: int = 120) -> str:
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False)
+    for item in items:
+        if isinstance(item, str):
+            console.print(item, markup=False, soft_wrap=True)
+        else:
+            console.print(item)
+    return buffer.getvalue()
+
+
+def budget_dict(budget: Budget) -> dict[str, Any]:
+    return {
+        "gpu": budget.gpu_id,
+        "gpu_name": budget.gpu_name,
+        "usable_bytes": budget.usable_bytes,
+        "reserve_bytes": budget.reserve_bytes,
+        "available_bytes": budget.available_bytes,
+        "capacity_basis": budget.capacity_basis,
+    }
+
+
+def card_dict(card: CardFit) -> dict[str, Any]:
+    from vramcalc.planning.fit import plan_text
+
+    return {
+        **budget_dict(card.budget),
+        "needed_bytes": card.needed_bytes,
+        "headroom_bytes": card.headroom_bytes,
+        "fits": card.fits,
+        "min_cards": card.min_cards,
+        "min_cards_note": None if card.min_cards == 1 else card.sharding,
+        "suggestions": [suggestion_dict(s) for s in card.suggestions],
+        "min_cards_plan": plan_text(card.plan) if card.plan else None,
+        "min_cards_parallel": card.plan.parallel if card.plan else None,
+        "min_cards_needed_bytes": card.plan.needed_bytes if card.plan else None,
+    }
+
+
+def sharding_note(search: ShardSearch) -> str:
+    """How "cards needed" was found (one line, no final period)."""
+    from vramcalc.planning.fit import DATA_PARALLEL
+
+    if search.reason:
+        return f"cards needed: not searched: {search.reason}; {DATA_PARALLEL}"
+    return (
+        f"cards needed: the fewest cards of a sharded plan, from vramcalc plan's search (ZeRO/FSDP, tensor and "
+        f"pipeline parallelism, up to {search.max_gpus} GPUs; batch_size stays per GPU); {DATA_PARALLEL}"
+    )
+
+
+def fit_json(source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch) -> str:
+    doc = {
+        "spec": source,
+        "name": name,
+        "cards": [card_dict(card) for card in cards],
+        "target": card_dict(target) if target else None,
+        "sharding": sharding_note(search).removeprefix("cards needed: "),
+        "max_gpus": search.max_gpus,
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def cards_needed(card: CardFit, search: ShardSearch) -> str:
+    """The table cell: 1, '4: FSDP full_shard', '32: the spec's plan', '> 64' or 'not searched'."""
+    from vramcalc.planning.fit import plan_text
+
+    if card.plan is not None and card.plan.gpus > 1:
+        return f"{card.plan.gpus}: {plan_text(card.plan)}"
+    if card.min_cards is not None:
+        return str(card.min_cards) + (": the spec's plan" if card.min_cards > 1 else "")
+    return "not searched" if search.reason else f"> {search.max_gpus}"
+
+
+def fit_table(
+    source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch, width: int = 120
+) -> str:
+    """Every card: available, needed, headroom, fits, cards needed; then what would fit the target."""
+    from rich.table import Table
+
+    fits = sum(card.fits for card in cards)
+    table = Table(title=f"{name} ({source}): fits on {fits} of {len(cards)} cards", title_justify="left")
+    for column in ("GPU", "available GiB", "needed GiB", "headroom GiB", "fits", "cards needed"):
+        table.add_column(column, justify="right" if "GiB" in column else "left")
+    for card in cards:
+        row = (gib(card.budget.available_bytes), gib(card.needed_bytes), gib(card.headroom_bytes))
+        table.add_row(card.budget.gpu_id, *row, "yes" if card.fits else "no", cards_needed(card, search))
+    notes = [
+        NEEDED,
+        AVAILABLE + ": the driver total (nvidia-smi) where the catalog has it, else the nominal size.",
+        sharding_note(search) + ".",
+    ]
+    return _render(table, *notes, *target_lines(target), width=width)
+
+
+def target_lines(target: CardFit | None) -> list[str]:
+    if target is None:
+        return ["Name a card (target.gpu in the spec, or --gpu) to see what would make it fit there."]
+    b = target.budget
+    head = f"target {b.gpu_id}: needs {gib(target.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available"
+    if target.fits:
+        fewer = f"; on fewer cards: {target.sharding}" if target.plan else ""
+        return [f"{head}: fits (headroom {gib(target.headroom_bytes)} GiB){fewer}."]
+    if not target.suggestions:
+        return [f"{head}: does not fit, and no single change makes it fit; more GPUs: {target.sharding}."]
+    return [f"{head}: does not fit. It would fit with:", *(f"  - {suggestion_text(s)}" for s in target.suggestions)]
+
+
+def limit_json(source: str, name: str, limit: Limit, fixed: dict[str, int | None]) -> str:
+    doc = {
+        "spec": source,
+        "name": name,
+        JSON_KEYS[limit.key]: limit.value,
+        "total_bytes_at_max": limit.total_at_max,
+        "total_bytes_at_next": limit.total_at_next,
+        **fixed,
+        **budget_dict(limit.budget),
+        "n_estimates": limit.n_estimates,
+        "notes": list(limit.notes),
+        "peak_bytes_by_batch": [list(coefs) for coefs in limit.peak_by_batch] or None,
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def available_text(b: Budget) -> str:
+    """'15.20 GiB available = usable 16.00 GiB - reserve 5% (0.80 GiB); usable: <basis>'."""
+    reserve = f" - reserve {b.reserve.text} ({gib(b.reserve_bytes)} GiB)" if b.reserve_bytes else ""
+    usable = f"usable {gib(b.usable_bytes)} GiB{reserve}; usable: {b.capacity_basis}"
+    return f"{gib(b.available_bytes)} GiB available = {usable}"
+
+
+def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None]) -> str:
+    others = ", ".join(f"{k} {v:,}" for k, v in fixed.items() if v is not None)
+    lines = [
+        f"{name} ({source}) on {limit.budget.gpu_id}: {available_text(limit.budget)}",
+        f"largest {limit.key} that fits: {limit.value:,}" + (f" ({others})" if others else ""),
+    ]
+    if limit.total_at_max is not None:
+        head = gib(limit.budget.available_bytes - limit.total_at_max)
+        lines.append(f"  at {limit.value:,}: needs {gib(limit.total_at_max)} GiB, headroom {head} GiB")
+    lines.append(f"  at {limit.value + 1:,}: needs {gib(limit.total_at_next)} GiB: does not fit")
+    lines += [f"note: {note}" for note in limit.notes]
+    if limit.peak_by_batch:
+        lines.append(f"  formula: {peak_formula(limit.peak_by_batch)}")
+    lines.append(f"({limit.n_estimates} estimates; {NEEDED})")
+    return "\n".join(lines) + "\n"
+
+
+def peak_formula(polynomials: tuple[tuple[int, ...], ...]) -> str:
+    """'allocated peak = max(1.683 + 1.337 b, 2.380) GiB + inputs (b = batch_size)'."""
+
+    def term(power: int, coef: int) -> str:
+        return f"{coef / GiB:.3f}" + ("" if power == 0 else " b" if power == 1 else f" b^{power}")
+
+    shown = [" + ".join(term(p, c) for p, c in enumerate(coefs) if c or p == 0) for coefs in polynomials]
+    shown = [text.replace("+ -", "- ") for text in shown]
+    body = f"max({', '.join(shown)})" if len(shown) > 1 else shown[0]
+    return f"allocated peak = {body} GiB + inputs (b = batch_size)"
+
+
+def _fits(sweep: Sweep, total: int) -> bool | None:
+    return None if sweep.budget is None else total <= sweep.budget.available_bytes
+
+
+def sweep_json(source: str, sweep: Sweep) -> str:
+    points = [{"batch_size": b, "seq_len": s, "total_bytes": t, "fits": _fits(sweep, t)} for b, s, t in sweep.points()]
+    doc = {
+        "spec": source,
+        "name": sweep.name,
+        "gpu": budget_dict(sweep.budget) if sweep.budget else None,
+        "points": points,
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def sweep_csv(sweep: Sweep) -> str:
+    lines = ["batch_size,seq_len,total_bytes,fits"]
+    for b, s, t in sweep.points():
+        fits = _fits(sweep, t)
+        lines.append(f"{b},{'' if s is None else s},{t},{'' if fits is None else str(fits).lower()}")
+    return "\n".join(lines) + "\n"
+
+
+def sweep_table(source: str, sweep: Sweep, width: int = 120) -> str:
+    """Rows: batch sizes; columns: sequence lengths; cells: total GiB, marked when it does not fit."""
+    from rich.table import Table
+
+    where = f" on {sweep.budget.gpu_id} ({gib(sweep.budget.available_bytes)} GiB available)" if sweep.budget else ""
+    title = f"{sweep.name} ({source}): total GiB{where}"
+    table = Table()
+    table.add_column("batch \\ seq")
+    for seq in sweep.seq_lens:
+        table.add_column("spec's" if seq is None else f"{seq:,}", justify="right")
+    totals = iter(sweep.totals)
+    for batch in sweep.batch_sizes:
+        cells = []
+        for _ in sweep.seq_lens:
+            total = next(totals)
+            fits = _fits(sweep, total)
+            cells.append(gib(total) + ("" if fits is None else (" ok" if fits else " NO")))
+        table.add_row(f"{batch:,}", *cells)
+    legend = "ok: fits; NO: does not fit. " if sweep.budget else "Give --gpu (or target.gpu) to mark what fits. "
+    return _render(title, table, legend + NEEDED + ".", width=width)
+
+
+#: Format names of `vramcalc sweep --format`.
+SWEEP_FORMATS = ("table", "json", "csv")
+
+
+def format_sweep(source: str, sweep: Sweep, fmt: str, width: int = 120) -> str:
+    """The grid as ``table``, ``json`` or ``csv``."""
+    if fmt == "json":
+        return sweep_json(source, sweep)
+    if fmt == "csv":
+        return sweep_csv(sweep)
+    return sweep_table(source, sweep, width)

@@ -1,0 +1,280 @@
+"""Spec file models (pydantic v2) and the only YAML reader, :func:`load_spec`.
+
+The key names of ``model`` and ``workload`` are a public contract: keys may be added, never
+renamed. Every model forbids unknown keys, so a typo is an error, not a silently ignored line.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from vramcalc.choices import (
+    Architecture,
+    Attention,
+    Checkpointing,
+    Head,
+    KvCacheDtype,
+    Mlp,
+    Mode,
+    Norm,
+    Optimizer,
+    OptimizerImpl,
+    Position,
+    Precision,
+    Runtime,
+)
+from vramcalc.errors import UnitError
+from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, name_to_mapping
+from vramcalc.spec.parallel import ParallelSpec
+from vramcalc.spec.target import Target
+from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
+
+#: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
+PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
+
+
+class ModelSpec(_Strict):
+    """Shape of the network. Omitted keys are filled by :func:`vramcalc.core.shape.resolve_model`."""
+
+    architecture: Architecture | None = None
+    layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    heads: PositiveInt | None = None
+    kv_heads: PositiveInt | None = None
+    head_dim: PositiveInt | None = None
+    ffn_size: PositiveInt | None = None
+    mlp: Mlp | None = None
+    norm: Norm | None = None
+    position: Position | None = None
+    vocab_size: PositiveInt | None = None
+    max_position_embeddings: PositiveInt | None = None
+    tie_embeddings: bool | None = None
+    params: PositiveCount | None = None
+    head: Head | None = None
+    num_labels: PositiveInt | None = None
+    decoder_layers: PositiveInt | None = None
+    # Added keys (not in the original contract; all optional):
+    bias: bool | None = None
+    dropout: Annotated[float, Field(ge=0, lt=1)] | None = None
+    type_vocab_size: Annotated[int, Field(strict=True, ge=0, le=10**6)] | None = None
+    pooler: bool | None = None
+    fused_qkv: bool | None = None
+    relative_attention_buckets: PositiveInt | None = None
+    patch_size: PositiveInt | None = None
+    depth: Literal[18, 34, 50, 101, 152] | None = None
+    # Mixture of experts (issue 6; vramcalc/llm/moe.py):
+    experts: PositiveInt | None = None
+    experts_per_token: PositiveInt | None = None
+    shared_experts: Annotated[int, Field(strict=True, ge=0, le=10**4)] | None = None
+    expert_ffn_size: PositiveInt | None = None
+    moe_layer_frequency: PositiveInt | None = None
+    capacity_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
+
+    @model_validator(mode="after")
+    def _moe_rules(self) -> ModelSpec:
+        moe_keys = ("experts_per_token", "shared_experts", "expert_ffn_size", "moe_layer_frequency", "capacity_factor")
+        if self.experts is None:
+            given = [key for key in moe_keys if getattr(self, key) is not None]
+            if given:
+                raise ValueError(f"{given[0]}: only valid with experts (a mixture-of-experts model)")
+            return self
+        top_k = self.experts_per_token if self.experts_per_token is not None else 2
+        if top_k > self.experts:
+            raise ValueError(f"experts_per_token: {top_k} is more than experts ({self.experts})")
+        return self
+
+    @model_validator(mode="after")
+    def _shape_rules(self) -> ModelSpec:
+        if self.architecture is Architecture.resnet:
+            return self._resnet_rules()
+        if self.layers is None or self.hidden_size is None:
+            missing = "layers" if self.layers is None else "hidden_size"
+            raise ValueError(f"{missing}: required for a transformer")
+        if self.depth is not None:
+            raise ValueError("depth: only valid with architecture: resnet")
+        if self.patch_size is not None and self.architecture is not Architecture.vit:
+            raise ValueError("patch_size: only valid with architecture: vit")
+        if self.head_dim is None and self.heads is not None and self.hidden_size % self.heads:
+            raise ValueError(
+                f"heads: {self.heads} does not divide hidden_size {self.hidden_size} (give head_dim explicitly)"
+            )
+        if self.kv_heads is not None:
+            heads = self.heads if self.heads is not None else max(1, self.hidden_size // 64)
+            if self.kv_heads > heads or heads % self.kv_heads:
+                raise ValueError(f"kv_heads: {self.kv_heads} must divide heads ({heads})")
+        if self.vocab_size is None and self.params is None and self.architecture is not Architecture.vit:
+            raise ValueError("vocab_size: required unless params is given (then it is derived from params)")
+        if self.decoder_layers is not None and self.architecture is not Architecture.encoder_decoder:
+            raise ValueError("decoder_layers: only valid with architecture: encoder-decoder")
+        return self
+
+    def _resnet_rules(self) -> ModelSpec:
+        if self.depth is None:
+            raise ValueError("depth: required for architecture: resnet (18, 34, 50, 101 or 152)")
+        allowed = {"architecture", "depth", "num_labels", "params", "head"}
+        extra = sorted(k for k in self.model_fields_set if k not in allowed)
+        if extra:
+            raise ValueError(f"{extra[0]}: not a ResNet key (a ResNet takes depth and num_labels)")
+        return self
+
+
+class Workload(_Strict):
+    """What is run: training step or inference forward, batch shape, precision, optimizer."""
+
+    mode: Mode = Mode.train
+    batch_size: PositiveCount
+    seq_len: PositiveCount | None = None
+    target_len: PositiveCount | None = None
+    precision: Precision = Precision.fp32
+    optimizer: Optimizer | None = None
+    optimizer_impl: OptimizerImpl = OptimizerImpl.foreach
+    gradient_checkpointing: Checkpointing = Checkpointing.none
+    attention: Attention = Attention.sdpa
+    image_size: PositiveInt | None = None
+    channels: PositiveInt | None = None
+    # LLM inference, quantization and adapters (issue 6; README "LLM inference, quantization and adapters"):
+    prompt_len: PositiveCount | None = None
+    max_new_tokens: Annotated[ParamCount, Field(ge=0, le=10**12)] | None = None
+    use_cache: bool | None = None
+    runtime: Runtime | None = None
+    kv_cache_dtype: KvCacheDtype | None = None
+    kv_block_size: PositiveInt | None = None
+    memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    quantization: QuantizationSpec | None = None
+    adapter: AdapterSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _context_from_prompt(cls, data: Any) -> Any:
+        """``seq_len`` (the total context) defaults to ``prompt_len + max_new_tokens``."""
+        if not isinstance(data, dict) or data.get("seq_len") is not None:
+            return data
+        if data.get("prompt_len") is None or data.get("max_new_tokens") is None:
+            return data
+        try:
+            prompt = parse_count(data["prompt_len"], "prompt_len")
+            total = prompt + parse_count(data["max_new_tokens"], "max_new_tokens")
+        except UnitError:
+            return data  # the field validators report the bad value
+        return {**data, "seq_len": total}
+
+    @field_validator("quantization", mode="before")
+    @classmethod
+    def _quantization_name(cls, value: Any) -> Any:
+        return name_to_mapping(value, "method")
+
+    @model_validator(mode="after")
+    def _generation_rules(self) -> Workload:
+        llm_keys = ("prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size")
+        if self.mode is Mode.train:
+            given = [key for key in (*llm_keys, "memory_utilization") if getattr(self, key) is not None]
+            if given:
+                raise ValueError(f"{given[0]}: only valid with mode: inference")
+        elif self.adapter is not None:
+            raise ValueError("adapter: only valid with mode: train (inference with merged LoRA is the base model)")
+        if self.seq_len is not None and self.max_new_tokens is not None and self.max_new_tokens >= self.seq_len:
+            raise ValueError(f"max_new_tokens: {self.max_new_tokens} leaves no prompt in seq_len {self.seq_len}")
+        if self.seq_len is None or self.prompt_len is None:
+            return self
+        if self.max_new_tokens is not None and self.prompt_len + self.max_new_tokens != self.seq_len:
+            raise ValueError(
+                f"seq_len: {self.seq_len} is not prompt_len + max_new_tokens "
+                f"({self.prompt_len} + {self.max_new_tokens})"
+            )
+        if self.prompt_len > self.seq_len:
+            raise ValueError(f"prompt_len: {self.prompt_len} is longer than seq_len {self.seq_len} (the total context)")
+        return self
+
+    @field_validator("gradient_checkpointing", mode="before")
+    @classmethod
+    def _bool_checkpointing(cls, value: Any) -> Any:
+        if value is True:
+            return "full"
+        if value is False:
+            return "none"
+        return value
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_alias(cls, value: Any) -> Any:
+        return {"training": "train", "infer": "inference"}.get(value, value) if isinstance(value, str) else value
+
+
+class Overhead(_Strict):
+    """Runtime memory outside the tensors of the step (reported as separate lines)."""
+
+    cuda_context: ByteSize | None = None
+    allocator_reserve: Fraction | None = None
+
+
+class Spec(_Strict):
+    """A whole spec file."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    model: ModelSpec
+    workload: Workload
+    overhead: Overhead = Overhead()
+    target: Target | None = None
+    parallel: ParallelSpec | None = (
+        None  # several GPUs (issue 7; vramcalc/spec/parallel.py, vramcalc/parallel/layout.py)
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, value: str | None) -> str | None:
+        """The name is printed to the terminal: no control, line-break or bidi-override characters."""
+        for char in value or "":
+            if unicodedata.category(char) in ("Cc", "Zl", "Zp") or char in BIDI_CONTROLS:
+                raise ValueError(f"contains the control character U+{ord(char):04X}; names are printed to the terminal")
+        return value
+
+    @model_validator(mode="after")
+    def _inputs_match_architecture(self) -> Spec:
+        vision = self.model.architecture in (Architecture.vit, Architecture.resnet)
+        wl = self.workload
+        if vision and wl.image_size is None:
+            raise ValueError("workload.image_size: required for a vision model")
+        if vision and (wl.seq_len is not None or wl.target_len is not None):
+            raise ValueError("workload.seq_len: not used by a vision model (give image_size)")
+        if not vision and wl.seq_len is None:
+            raise ValueError("workload.seq_len: Field required")
+        if not vision and (wl.image_size is not None or wl.channels is not None):
+            raise ValueError("workload.image_size: only used by vision models (architecture: vit or resnet)")
+        if self.model.architecture is Architecture.vit:
+            patch = self.model.patch_size or 16
+            if wl.image_size is not None and wl.image_size % patch:
+                raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
+        return self
+
+
+#: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).
+GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization")
+
+
+def is_generation(wl: Workload) -> bool:
+    """True when any KV-cache key is given (else: the plain forward of the existing inference mode)."""
+    return any(getattr(wl, key) is not None for key in GENERATION_KEYS)
+
+
+def uses_llm_keys(spec: Spec) -> bool:
+    """Whether the spec uses any of the LLM keys (quantization, adapter, experts, KV cache, generation):
+    then vramcalc/llm/phases.py estimates it, else the estimator's own paths run (without importing it)."""
+    wl, m = spec.workload, spec.model
+    generation = wl.mode is Mode.inference and is_generation(wl)
+    return (
+        wl.quantization is not None
+        or wl.adapter is not None
+        or m.experts is not None
+        or wl.use_cache is not None
+        or generation
+    )
