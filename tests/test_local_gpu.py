@@ -15,7 +15,7 @@ from vramcalc.cli import app
 from vramcalc.errors import LocalGPUError
 from vramcalc.hardware import local as local_gpu
 from vramcalc.hardware.catalog import load_catalog
-from vramcalc.hardware.local import LocalGPU, NvmlReading, catalog_name, match_catalog, read_nvml
+from vramcalc.hardware.local import NvmlReading, catalog_name, match_catalog, read_nvml
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.units import MiB
 
@@ -69,10 +69,10 @@ def test_unknown_card_is_a_clear_error() -> None:
 
 def test_local_gpu_budget_is_free_memory() -> None:
     gpu = local_gpu.local_gpu("local", load_catalog(), reader=lambda index: H100)
-    assert isinstance(gpu, LocalGPU)
+    assert gpu.free_bytes == 61_559 * MiB  # the one card type, carrying the reading
     assert gpu.id == "h100-sxm" and gpu.hopper_or_newer
     assert gpu.usable_bytes == 61_559 * MiB
-    assert "free now per NVML: 61,559 of 81,559 MiB on device 0 (NVIDIA H100 80GB HBM3)" == gpu.basis
+    assert "free now per NVML: 61,559 of 81,559 MiB on device 0 (NVIDIA H100 80GB HBM3)" == gpu.usable_basis
 
 
 def test_device_index() -> None:

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from vramcalc.core.estimate import Estimate
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError, UnitError
-from vramcalc.hardware.catalog import load_catalog
+from vramcalc.hardware.catalog import NO_BF16, load_catalog
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.planning.budget import NO_BF16, Budget, budget_for
+from vramcalc.planning.budget import Budget, budget_for
 from vramcalc.planning.check import CheckError, CheckReport, expand_paths
 from vramcalc.planning.fit import fit_cards
 from vramcalc.planning.limits import largest_fitting, max_batch, max_seq, with_workload

@@ -19,6 +19,7 @@ from vramcalc.cli import app
 from vramcalc.core.timeline import build_timeline
 from vramcalc.engine import estimate
 from vramcalc.hardware.lookup import get_gpu
+from vramcalc.planning.budget import budget_for, fit_of
 from vramcalc.render.html_report import COLOURS, ReportEntry, axis_max_bytes, render_report, tick_step_gib
 from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.units import GiB
@@ -30,10 +31,13 @@ CHROMIUM = Path("/usr/bin/chromium")
 runner = CliRunner()
 
 
-def entry(path: Path) -> ReportEntry:
+def entry(path: Path, gpu: str | None = None) -> ReportEntry:
+    """One report entry, on a card (with the spec's verdict there) when ``gpu`` names one."""
     spec = load_spec(path)
-    result = estimate(spec)
-    return ReportEntry(str(path.name), spec, result, build_timeline(spec, result))
+    budget = budget_for(get_gpu(gpu)) if gpu else None
+    result = estimate(spec, hopper_or_newer=budget.hopper_or_newer if budget else True)
+    fit = fit_of(result, budget) if budget else None
+    return ReportEntry(str(path.name), spec, result, build_timeline(spec, result), budget, fit)
 
 
 class Svgs(HTMLParser):
@@ -65,13 +69,13 @@ def test_axis_ticks_by_hand() -> None:
     # 8.39 GiB: six 1-GiB steps are too few (6 < 8.39), six 2-GiB steps suffice -> step 2, top 10 GiB
     assert tick_step_gib(round(8.39 * GiB)) == 2
     # H100 SXM usable 81,559 MiB = 79.65 GiB: step 20 (6 x 10 = 60 is too low), top 4 x 20 = 80 GiB
-    assert axis_max_bytes([entry(CONFIGS / "bert-base.yaml")], get_gpu("h100-sxm")) == 80 * GiB
-    assert axis_max_bytes([entry(CONFIGS / "bert-base.yaml")], None) == 10 * GiB
+    assert axis_max_bytes([entry(CONFIGS / "bert-base.yaml", "h100-sxm")]) == 80 * GiB
+    assert axis_max_bytes([entry(CONFIGS / "bert-base.yaml")]) == 10 * GiB
 
 
 def test_report_markup() -> None:
-    entries = [entry(path) for path in SPECS]
-    html = render_report(entries, get_gpu("a100-40gb-sxm"), version="test")
+    entries = [entry(path, "a100-40gb-sxm") for path in SPECS]
+    html = render_report(entries, version="test")
     parsed = parse(html)
     assert [c["groups"] for c in parsed.charts] == [len(e.timeline.series) for e in entries]
     assert [c["declared"] for c in parsed.charts] == [c["groups"] for c in parsed.charts]
@@ -166,9 +170,9 @@ def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium not installed (apt-get install chromium)")
 def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    entries = [entry(path) for path in SPECS]
+    entries = [entry(path, "h100-sxm") for path in SPECS]
     page = tmp_path / "report.html"
-    page.write_text(render_report(entries, get_gpu("h100-sxm"), version="test"), encoding="utf-8")
+    page.write_text(render_report(entries, version="test"), encoding="utf-8")
     dom = chromium(["--dump-dom", page.as_uri()], tmp_path / "profile-dom")
     assert dom.returncode == 0, dom.stderr[-2000:]
     charts = parse(dom.stdout).charts  # the DOM after Chromium parsed and laid out the page

@@ -7,12 +7,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from vramcalc.errors import SpecError, VramcalcError
+
+if TYPE_CHECKING:
+    from vramcalc.planning.budget import Budget
+    from vramcalc.spec.models import Spec
+    from vramcalc.spec.target import Reserve
 
 stderr = Console(stderr=True, highlight=False)
 
@@ -53,3 +59,40 @@ def stdout() -> Console:
 
 def print_json(doc: Any) -> None:
     typer.echo(json.dumps(doc, indent=2))
+
+
+def notes_to_stderr(notes: list[str]) -> None:
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
+def reserve_flag(text: str | None) -> Reserve | None:
+    """``--reserve`` as a :class:`~vramcalc.spec.target.Reserve` (None when not given)."""
+    from vramcalc.spec.target import parse_reserve
+
+    return parse_reserve(text, "--reserve") if text is not None else None
+
+
+def card_budget(spec: Spec, source: str, gpu: str | None, reserve: str | None, *, required: bool) -> Budget | None:
+    """The card a command compares against (``--gpu``, else the spec's ``target.gpu``; None when neither
+    names one and ``required`` is false) with its reserve (``--reserve``, else ``target.reserve``);
+    notes go to stderr. Raises :class:`VramcalcError` for bad input (inside :func:`user_errors`)."""
+    from vramcalc.planning.check import single_budget
+
+    budget, notes = single_budget(spec, source, gpu, reserve_flag(reserve), required=required)
+    notes_to_stderr(notes)
+    return budget
+
+
+def load_with_budget(
+    spec: Path, gpu: str | None, reserve: str | None, *, required: bool
+) -> tuple[Spec, Budget | None, Reserve]:
+    """Load a spec, the card it is planned for and the reserve; bad input exits 2."""
+    from vramcalc.planning.check import reserve_for
+    from vramcalc.spec.load import load_spec
+
+    with user_errors(str(spec)):
+        loaded = load_spec(spec)
+        budget = card_budget(loaded, str(spec), gpu, reserve, required=required)
+        flag = reserve_flag(reserve)
+    return loaded, budget, reserve_for(loaded, flag)

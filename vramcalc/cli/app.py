@@ -22,7 +22,8 @@ from vramcalc.choices import (
     Precision,
     Runtime,
 )
-from vramcalc.cli._common import EXIT_BAD_INPUT, lookup_gpu, print_json, stdout, user_errors
+from vramcalc.cli._common import EXIT_BAD_INPUT, card_budget, print_json, stdout, user_errors
+from vramcalc.errors import SpecError
 
 app = typer.Typer(
     rich_markup_mode="rich",
@@ -52,6 +53,10 @@ SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=Fa
 OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --hf-config).", show_default=False)]
 LLM = "LLM workload (issue 6)"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
+ReserveFlag = Annotated[
+    str | None,
+    typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB' (default: target.reserve)."),
+]
 GpuOpt = Annotated[
     str | None,
     typer.Option("--gpu", help="Catalog GPU to compare against (see 'vramcalc gpus'), or 'local' (NVML, free memory)."),
@@ -64,6 +69,7 @@ def estimate(
     *,
     json_out: JsonOpt = False,
     gpu: GpuOpt = None,
+    reserve: ReserveFlag = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
     batch_size: Annotated[int | None, typer.Option(min=1, help="Override workload.batch_size.")] = None,
     seq_len: Annotated[int | None, typer.Option(min=1, help="Override workload.seq_len.")] = None,
@@ -104,23 +110,33 @@ def estimate(
     ] = None,
 ) -> None:
     """Estimate the peak memory of one step of SPEC (or of --hf-config), by component and phase."""
-    flags = {k: v for k, v in locals().items() if k not in ("spec", "json_out", "gpu", "timeline", "hf_config")}
+    flags = {
+        k: v for k, v in locals().items() if k not in ("spec", "json_out", "gpu", "reserve", "timeline", "hf_config")
+    }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.engine import estimate as run_estimate
     from vramcalc.render.estimate import estimate_dict, render_estimate
 
-    with user_errors(str(spec or hf_config or "estimate")):
+    source = str(spec or hf_config or "estimate")
+    with user_errors(source):
         loaded, _ = load_for_estimate(spec, hf_config, flags)
-        card = lookup_gpu(gpu) if gpu else None
-        result = run_estimate(loaded, hopper_or_newer=card.hopper_or_newer if card else True)
+        if reserve is not None and not gpu:
+            raise SpecError("--reserve: needs --gpu (the reserve is kept free on that card)")
+        budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
+        result = run_estimate(loaded, hopper_or_newer=budget.hopper_or_newer if budget else True)
+        fit = None
+        if budget is not None:
+            from vramcalc.planning.budget import fit_of
+
+            fit = fit_of(result, budget)
     from vramcalc.cli.report import print_timeline, timeline_doc
 
     if json_out:
-        print_json(estimate_dict(result, card) | (timeline_doc(loaded, result) if timeline else {}))
+        print_json(estimate_dict(result, budget, fit) | (timeline_doc(loaded, result) if timeline else {}))
     else:
-        render_estimate(result, stdout(), card)
+        render_estimate(result, stdout(), budget, fit)
         if timeline:
-            print_timeline(loaded, result, card)
+            print_timeline(loaded, result, budget)
 
 
 @app.command()

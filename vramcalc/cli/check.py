@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from vramcalc.planning.budget import Budget
-    from vramcalc.spec.models import Spec
-    from vramcalc.spec.target import Reserve
+from vramcalc.cli._common import load_with_budget, notes_to_stderr, reserve_flag
 
 
 class CheckFormat(StrEnum):
@@ -69,17 +66,6 @@ def emit(text: str, output: Path | None = None) -> None:
         raise typer.Exit(2) from None
 
 
-def notes_to_stderr(notes: list[str]) -> None:
-    for note in notes:
-        typer.echo(f"note: {note}", err=True)
-
-
-def _reserve(text: str | None) -> Reserve | None:
-    from vramcalc.spec.target import parse_reserve
-
-    return parse_reserve(text, "--reserve") if text is not None else None
-
-
 def _table_style(output: Path | None) -> tuple[bool, int]:
     """(colour, width) for a table: colour and the terminal's width only on an interactive stdout."""
     from vramcalc.cli._common import stdout
@@ -125,7 +111,7 @@ def check(
     from vramcalc.render.check import format_check
 
     with user_errors():
-        report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, _reserve(reserve)), max_gpus)
+        report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve)), max_gpus)
     for error in report.errors:
         for line in error.messages:
             typer.echo(f"error: {line}", err=True)
@@ -133,20 +119,6 @@ def check(
     color, width = _table_style(output)
     emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), output)
     raise typer.Exit(report.exit_code)
-
-
-def _load(spec: Path, gpu: str | None, reserve: str | None, *, required: bool) -> tuple[Spec, Budget | None, Reserve]:
-    """Load a spec, the card it is planned for and the reserve (notes go to stderr); bad input exits 2."""
-    from vramcalc.cli._common import user_errors
-    from vramcalc.planning.check import reserve_for, single_budget
-    from vramcalc.spec.load import load_spec
-
-    with user_errors(str(spec)):
-        loaded = load_spec(spec)
-        flag = _reserve(reserve)
-        budget, notes = single_budget(loaded, str(spec), gpu, flag, required=required)
-    notes_to_stderr(notes)
-    return loaded, budget, reserve_for(loaded, flag)
 
 
 def fit(
@@ -173,7 +145,7 @@ def fit(
     from vramcalc.planning.fit import ShardSearch, check_on, fit_cards
     from vramcalc.render.planning import fit_json, fit_table
 
-    loaded, budget, kept = _load(spec, gpu, reserve, required=False)
+    loaded, budget, kept = load_with_budget(spec, gpu, reserve, required=False)
     with user_errors(str(spec)):
         search = ShardSearch(loaded, max_gpus)
         cards = fit_cards(loaded, load_catalog().gpus, kept, search)
@@ -189,7 +161,7 @@ def _limit_command(spec: Path, gpu: str | None, reserve: str | None, json_out: b
     from vramcalc.planning.limits import max_batch, max_seq
     from vramcalc.render.planning import limit_json, limit_text
 
-    loaded, budget, _ = _load(spec, gpu, reserve, required=True)
+    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=True)
     assert budget is not None  # required=True: a missing card is an input error
     with user_errors(str(spec)):
         limit = max_batch(loaded, budget) if key == "batch_size" else max_seq(loaded, budget)
@@ -240,7 +212,7 @@ def sweep(
     from vramcalc.planning.sweep import sweep as run_sweep
     from vramcalc.render.planning import format_sweep
 
-    loaded, budget, _ = _load(spec, gpu, reserve, required=False)
+    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False)
     with user_errors(str(spec)):
         seqs = parse_values(seq_len, "--seq-len") if seq_len else None
         grid = run_sweep(loaded, parse_values(batch_size, "--batch-size"), seqs, budget)

@@ -36,8 +36,7 @@ def plan(
 
     Exit codes: 0 = a plan fits within --max-gpus; 1 = none does; 2 = bad input.
     """
-    from vramcalc.cli._common import print_json, stdout, user_errors
-    from vramcalc.cli.check import _reserve, notes_to_stderr
+    from vramcalc.cli._common import notes_to_stderr, print_json, reserve_flag, stdout, user_errors
     from vramcalc.planning.check import reserve_for, single_budget
     from vramcalc.planning.plan_search import search_plans
     from vramcalc.render.plan import plan_search_dict, render_plan_search
@@ -45,7 +44,7 @@ def plan(
 
     with user_errors(str(spec)):
         loaded = load_spec(spec)
-        budget, notes = single_budget(loaded, str(spec), gpu, reserve_for(loaded, _reserve(reserve)))
+        budget, notes = single_budget(loaded, str(spec), gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
         search = search_plans(loaded, budget, max_gpus=max_gpus, top=top)
     notes_to_stderr(notes)

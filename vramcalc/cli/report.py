@@ -13,7 +13,7 @@ import typer
 
 if TYPE_CHECKING:
     from vramcalc.core.estimate import Estimate
-    from vramcalc.hardware.catalog import GPU
+    from vramcalc.planning.budget import Budget
     from vramcalc.render.html_report import ReportEntry
     from vramcalc.spec.models import Spec
 
@@ -26,23 +26,28 @@ SNIPPET = (
 )
 
 
-def estimate_for(path: Path, card: GPU | None) -> tuple[Spec, Estimate]:
-    """Load one spec (errors name the file) and estimate it for ``card``'s workspace size."""
-    from vramcalc.cli._common import user_errors
+def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tuple[Spec, Estimate, Budget | None]:
+    """Load one spec (errors name the file), the card ``--gpu`` names with the spec's reserve (or
+    ``--reserve``), and the estimate for that card's workspace size."""
+    from vramcalc.cli._common import card_budget, user_errors
     from vramcalc.engine import estimate
     from vramcalc.spec.load import load_spec
 
     with user_errors(str(path)):
         spec = load_spec(path)
-        return spec, estimate(spec, hopper_or_newer=card.hopper_or_newer if card else True)
+        budget = card_budget(spec, str(path), gpu, reserve, required=True) if gpu else None
+        return spec, estimate(spec, hopper_or_newer=budget.hopper_or_newer if budget else True), budget
 
 
-def report_entry(path: Path, card: GPU | None) -> ReportEntry:
+def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntry:
     from vramcalc.core.timeline import build_timeline
+    from vramcalc.planning.budget import fit_of
     from vramcalc.render.html_report import ReportEntry
 
-    spec, result = estimate_for(path, card)
-    return ReportEntry(source=str(path), spec=spec, estimate=result, timeline=build_timeline(spec, result))
+    spec, result, budget = estimate_for(path, gpu, reserve)
+    fit = fit_of(result, budget) if budget is not None else None
+    timeline = build_timeline(spec, result)
+    return ReportEntry(source=str(path), spec=spec, estimate=result, timeline=timeline, budget=budget, fit=fit)
 
 
 def write_output(text: str, output: Path | None) -> None:
@@ -68,17 +73,22 @@ def report(
         Path | None, typer.Option("--output", "-o", help="HTML file to write (default: standard output).")
     ] = None,
     gpu: GpuOpt = None,
+    reserve: Annotated[
+        str | None, typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB'.")
+    ] = None,
 ) -> None:
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
     assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
     from vramcalc import __version__
-    from vramcalc.cli._common import lookup_gpu, user_errors
+    from vramcalc.cli._common import user_errors
+    from vramcalc.errors import SpecError
     from vramcalc.render.html_report import render_report
 
-    with user_errors():
-        card = lookup_gpu(gpu) if gpu else None
-    entries = [report_entry(path, card) for path in specs]
-    write_output(render_report(entries, card, version=__version__), output)
+    if reserve is not None and not gpu:
+        with user_errors():
+            raise SpecError("--reserve: needs --gpu (the reserve is kept free on that card)")
+    entries = [report_entry(path, gpu, reserve) for path in specs]
+    write_output(render_report(entries, version=__version__), output)
 
 
 def compare(
@@ -106,7 +116,7 @@ def compare(
 
     Exit codes: 0 peak allocated within --tolerance, 1 it is not, 2 bad input.
     """
-    from vramcalc.cli._common import lookup_gpu, print_json, stdout, user_errors
+    from vramcalc.cli._common import print_json, stdout, user_errors
     from vramcalc.planning.compare import compare as run_compare
     from vramcalc.planning.compare import load_memory_stats
     from vramcalc.render.compare import comparison_dict, render_comparison
@@ -116,8 +126,7 @@ def compare(
         limit = parse_fraction(tolerance, "--tolerance")
         smi = parse_size(nvidia_smi_used, "--nvidia-smi-used") if nvidia_smi_used is not None else None
         stats = load_memory_stats(measured)
-        card = lookup_gpu(gpu) if gpu else None
-    _, result = estimate_for(spec, card)
+    _, result, _ = estimate_for(spec, gpu)
     with user_errors():
         comparison = run_compare(result, stats, tolerance=limit, nvidia_smi_used_bytes=smi)
     if json_out:
@@ -139,14 +148,14 @@ def timeline_doc(spec: Spec, result: Estimate) -> dict[str, Any]:
     return {"timeline": timeline_dict(build_timeline(spec, result))}
 
 
-def print_timeline(spec: Spec, result: Estimate, card: GPU | None) -> None:
+def print_timeline(spec: Spec, result: Estimate, budget: Budget | None) -> None:
     """``estimate --timeline``: the terminal timeline, with the card's allocation budget when given."""
     from vramcalc.cli._common import stdout
     from vramcalc.core.timeline import allocation_budget_bytes, build_timeline
     from vramcalc.render.timeline import render_timeline
 
-    budget = allocation_budget_bytes(card.usable_bytes, result) if card is not None else None
-    render_timeline(build_timeline(spec, result), stdout(), budget, card.name if card else "")
+    tensors = allocation_budget_bytes(budget.available_bytes, result) if budget is not None else None
+    render_timeline(build_timeline(spec, result), stdout(), tensors, budget.gpu_name if budget else "")
 
 
 def add_commands(app: typer.Typer) -> None:

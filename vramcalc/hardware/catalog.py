@@ -47,6 +47,21 @@ HOPPER_OR_NEWER = {
     "rtx-5090",
 }
 
+#: NVIDIA cards of compute capability below 8.0 (Pascal, Volta, Turing): no bf16 tensor cores, so
+#: bf16 precisions are not suggested there (PyTorch can only emulate bf16 on them, slowly).
+NO_BF16 = frozenset(
+    {
+        "t4",
+        "v100-16gb-sxm2",
+        "v100-32gb-sxm2",
+        "v100-16gb-pcie",
+        "v100-32gb-pcie",
+        "titan-rtx",
+        "titan-x-pascal",
+        "rtx-2080-ti",
+    }
+)
+
 Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=60)]
 #: Name tokens that only tell variants of one product apart (see the module docstring).
 VARIANT_TOKEN = re.compile(r"^(?:\d+gb?|sxm\d?|pcie\d?|nvl|oam|hbm\d?e?)$")
@@ -60,7 +75,9 @@ class HostLink(BaseModel):
 
 
 class GPU(BaseModel):
-    """One catalog entry."""
+    """A card: one catalog entry, and for ``--gpu local`` the free memory NVML read on the installed
+    card (``free_bytes``, with ``free_reading`` saying how it was read). The one card type every
+    command compares against."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,6 +103,8 @@ class GPU(BaseModel):
     host_link: HostLink
     source: str = Field(pattern=r"^https?://")
     notes: str | None = None
+    free_bytes: int | None = Field(default=None, ge=0)
+    free_reading: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> GPU:
@@ -111,8 +130,28 @@ class GPU(BaseModel):
 
     @property
     def usable_bytes(self) -> int:
-        """What the driver exposes (nvidia-smi's total) when known, else the nominal capacity."""
+        """The free memory of a card read through NVML; else what the driver exposes (nvidia-smi's
+        total) when known; else the nominal capacity."""
+        if self.free_bytes is not None:
+            return self.free_bytes
         return self.driver_total_mib * MiB if self.driver_total_mib else self.capacity_bytes
+
+    @property
+    def usable_basis(self) -> str:
+        """Which capacity figure ``usable_bytes`` is, and why (one line)."""
+        if self.free_bytes is not None:
+            return self.free_reading or "free memory read through NVML"
+        if self.driver_total_mib:
+            dram = f"{self.capacity:g} {self.capacity_unit} DRAM"
+            return f"driver total {self.driver_total_mib:,} MiB (nvidia-smi memory.total; {dram})"
+        unit = "GiB" if self.capacity_is_binary or self.capacity_unit == "GiB" else "GB"
+        nominal = f"nominal {self.capacity:g} {self.capacity_unit} read as {unit}"
+        return f"{nominal} (no driver total in the catalog; it is a little less)"
+
+    @property
+    def has_bf16(self) -> bool:
+        """Whether the card has bf16 tensor cores (bf16 precisions are suggested only there)."""
+        return self.id not in NO_BF16
 
     @property
     def bandwidth_bytes_per_s(self) -> int:

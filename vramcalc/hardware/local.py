@@ -37,28 +37,6 @@ class NvmlReading:
     free_bytes: int
 
 
-class LocalGPU(GPU):
-    """A catalog entry whose budget is the free memory NVML reported for the installed card."""
-
-    nvml_index: int
-    nvml_name: str
-    nvml_total_bytes: int
-    free_bytes: int
-
-    @property
-    def usable_bytes(self) -> int:
-        """Free memory now (NVML), not the catalog's total: other processes' memory is taken."""
-        return self.free_bytes
-
-    @property
-    def basis(self) -> str:
-        """How ``usable_bytes`` was obtained, for the output."""
-        return (
-            f"free now per NVML: {self.free_bytes // MiB:,} of {self.nvml_total_bytes // MiB:,} MiB "
-            f"on device {self.nvml_index} ({self.nvml_name})"
-        )
-
-
 def is_local(name: str) -> bool:
     """True for ``local`` and ``local:N``."""
     return LOCAL_NAME.match(name) is not None
@@ -127,7 +105,7 @@ def match_catalog(catalog: Catalog, reading: NvmlReading) -> GPU:
     return min(family, key=lambda gpu: abs(gpu.usable_bytes - reading.total_bytes))
 
 
-def local_gpu(name: str, catalog: Catalog, reader: Callable[[int], NvmlReading] | None = None) -> LocalGPU:
+def local_gpu(name: str, catalog: Catalog, reader: Callable[[int], NvmlReading] | None = None) -> GPU:
     """The installed card ``name`` (``local`` or ``local:N``) names, with its free memory as the budget."""
     reading = (reader or read_nvml)(device_index(name))
     if reading.free_bytes < 0 or reading.total_bytes <= 0 or reading.free_bytes > reading.total_bytes:
@@ -135,12 +113,8 @@ def local_gpu(name: str, catalog: Catalog, reader: Callable[[int], NvmlReading] 
             f"--gpu local: NVML reported free {reading.free_bytes} of total {reading.total_bytes} bytes"
         )
     entry = match_catalog(catalog, reading)
-    return LocalGPU.model_validate(
-        {
-            **entry.model_dump(),
-            "nvml_index": reading.index,
-            "nvml_name": reading.name,
-            "nvml_total_bytes": reading.total_bytes,
-            "free_bytes": reading.free_bytes,
-        }
+    basis = (
+        f"free now per NVML: {reading.free_bytes // MiB:,} of {reading.total_bytes // MiB:,} MiB "
+        f"on device {reading.index} ({reading.name})"
     )
+    return entry.model_copy(update={"free_bytes": reading.free_bytes, "free_reading": basis})

@@ -96,6 +96,21 @@ def paged_tokens(tokens: int, block: int) -> int:
 
 
 @dataclass(frozen=True)
+class KvPool:
+    """What vLLM's KV pool depends on, for one serving spec (int bytes): the memory share it may take,
+    the non-KV peak of its profiling step (independent of the number of requests), the paging, and the
+    batch's own KV cache."""
+
+    memory_utilization: float
+    non_kv_bytes: int
+    bytes_per_token: int
+    block: int
+    context: int
+    bytes_per_sequence: int  # one sequence of ``context`` tokens in whole blocks (+ cross-attention K/V)
+    kv_bytes: int  # the spec's batch_size sequences
+
+
+@dataclass(frozen=True)
 class Capacity:
     """How much KV cache fits on a card next to the rest of the inference peak (vLLM's start-up report)."""
 
@@ -109,25 +124,46 @@ class Capacity:
 
 
 def capacity(
-    usable_bytes: int, memory_utilization: float, non_kv_bytes: int, per_token: int, block: int, context: int
+    usable_bytes: int,
+    memory_utilization: float,
+    non_kv_bytes: int,
+    per_token: int,
+    block: int,
+    context: int,
+    per_sequence: int = 0,
 ) -> Capacity:
     """KV budget, tokens that fit and concurrency at ``context`` tokens per sequence.
 
     ``budget = floor(memory_utilization x usable) - non_kv_bytes`` (0 when negative);
     ``blocks = budget // (block x per_token)``; ``tokens = blocks x block``;
-    ``max_concurrency = tokens / context`` (vLLM prints it with two decimals, e.g. "2.69x");
-    ``max_sequences`` = whole sequences of ``context`` tokens that fit (each rounded up to blocks).
+    ``max_concurrency = tokens / context`` as vLLM prints it ("2.69x"), but cut, not rounded, to two
+    decimals, so that 1.00x or more always means one whole sequence fits (an encoder-decoder's
+    cross-attention K/V counts too);
+    ``max_sequences = budget // per_sequence``: whole sequences that fit, ``per_sequence`` bytes each
+    (default: ``context`` tokens rounded up to whole blocks; an encoder-decoder adds its cross-attention
+    K/V). For a decoder this equals ``blocks // ceil(context / block)``.
     """
     budget = max(0, math.floor(memory_utilization * usable_bytes) - non_kv_bytes)
     blocks = budget // (block * per_token) if per_token else 0
     tokens = blocks * block
-    per_sequence_blocks = math.ceil(context / block)
+    per_sequence = per_sequence or paged_tokens(context, block) * per_token
     return Capacity(
         memory_utilization=memory_utilization,
         budget_bytes=budget,
         blocks=blocks,
         tokens=tokens,
         context_tokens=context,
-        max_concurrency=round(tokens / context, 2) if context else 0.0,
-        max_sequences=blocks // per_sequence_blocks if per_sequence_blocks else 0,
+        max_concurrency=_concurrency(tokens, context, budget, per_sequence, paged_tokens(context, block) * per_token),
+        max_sequences=budget // per_sequence if per_sequence else 0,
     )
+
+
+def _concurrency(tokens: int, context: int, budget: int, per_sequence: int, self_attention: int) -> float:
+    """vLLM's "maximum concurrency" (KV tokens / context) cut to two decimals; with cross-attention K/V
+    per sequence, at most the whole sequences' share of the budget."""
+    if not context:
+        return 0.0
+    hundredths = tokens * 100 // context
+    if per_sequence > self_attention:
+        hundredths = min(hundredths, budget * 100 // per_sequence)
+    return hundredths / 100

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl
+from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
 from vramcalc.core import activations as act
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
@@ -36,6 +36,7 @@ class LlmDetails:
     trainable_params: int | None = None
     active_params: int | None = None
     quantization: dict[str, Any] | None = None
+    kv_pool: kvcache.KvPool | None = None  # vLLM serving: what its KV pool depends on
 
 
 def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes: list[str]) -> tuple[int, Any]:
@@ -117,8 +118,16 @@ def inference_phases(
     decode["temporaries"] += _dequant(spec, shape, gen.batch, dt)
     phases = {"prefill": prefill, "decode": decode}
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
+    pool = None
+    if gen.runtime is Runtime.vllm:
+        non_kv = profile_non_kv_bytes(spec, shape, gen, dt, base, notes)
+        per_sequence = decode["kv_cache"] // gen.batch
+        pool = kvcache.KvPool(
+            gen.memory_utilization, non_kv, gen.per_token, gen.block, gen.context, per_sequence, decode["kv_cache"]
+        )
     return phases, replace(
         details,
+        kv_pool=pool,
         kv_cache_bytes=decode["kv_cache"],
         kv_cache_bytes_per_token=gen.per_token,
         kv_block_size=gen.block,
@@ -126,6 +135,22 @@ def inference_phases(
         memory_utilization=gen.memory_utilization,
         non_kv_peak_bytes=non_kv,
     )
+
+
+def profile_non_kv_bytes(
+    spec: Spec, shape: ModelShape, gen: generation.Generation, dt: act.Dtypes, base: dict[str, int], notes: list[str]
+) -> int:
+    """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool: weights plus the
+    prefill of one sequence of ``context`` tokens (max_num_batched_tokens = max_model_len), whatever
+    the number of requests. vLLM chunks longer prefills to that size, so no request exceeds it."""
+    one = replace(gen, batch=1, prompt=gen.context)
+    profile = {**base, **generation.prefill_phase(shape, one, dt, spec.workload.attention)}
+    profile["temporaries"] = _dequant(spec, shape, gen.context, dt)
+    notes.append(
+        f"vLLM KV pool: sized after a profiling forward of one {gen.context:,}-token sequence "
+        "(independent of batch_size)"
+    )
+    return sum(profile.values()) - profile["kv_cache"]
 
 
 def moe_training_phases(

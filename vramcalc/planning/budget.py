@@ -1,35 +1,36 @@
-"""The budget of a card: its usable memory, the reserve kept free, and the one fit verdict every
-command uses.
+"""The budget of a card and the one fit verdict every command uses (pure: no I/O, no typer or rich).
+
+* ``available_bytes`` (:class:`Budget`) = the card's usable memory (:attr:`GPU.usable_bytes`: the
+  driver total where the catalog has it, the free memory NVML read for ``--gpu local``, else the
+  nominal capacity) minus the reserve (``target.reserve`` or ``--reserve``): headroom the user wants
+  kept free, a share of the usable memory or a size.
+* :func:`fit_of` is the verdict. For a training or plain inference step it compares the estimate's
+  ``total_bytes`` (allocated peak + CUDA context + allocator reserve) with ``available_bytes``.
+* A vLLM serving spec (a generation whose runtime is vLLM) is judged the way vLLM decides it: vLLM
+  takes ``memory_utilization`` x the memory it may use, keeps what its profiling step needed outside
+  the KV cache (weights and the activation peak of one forward over ``context`` tokens, which does not
+  depend on the number of requests), and pages the rest into KV blocks. The spec fits when its
+  ``batch_size`` sequences of ``context`` tokens fit in those blocks, so ``max-batch`` is exactly the
+  maximum number of concurrent sequences and any concurrency of 1x or more fits ``batch_size: 1``.
+
+Every command (``estimate --gpu``, ``check``, ``fit``, ``max-batch``, ``max-seq``, ``sweep``, ``plan``
+and ``report``) calls :func:`fit_of` (or :func:`fit_on`), so they cannot disagree.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vramcalc.core.estimate import Estimate
 from vramcalc.engine import estimate
 from vramcalc.hardware.catalog import GPU
+from vramcalc.llm import kvcache
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
 #: Largest GPU count the sharded-plan search tries unless --max-gpus says otherwise (as `vramcalc plan`).
 DEFAULT_MAX_GPUS = 64
-
-
-#: NVIDIA cards of compute capability below 8.0 (Pascal, Volta, Turing): no bf16 tensor cores, so
-#: bf16 precisions are not suggested there (PyTorch can only emulate bf16 on them, slowly).
-NO_BF16 = frozenset(
-    {
-        "t4",
-        "v100-16gb-sxm2",
-        "v100-32gb-sxm2",
-        "v100-16gb-pcie",
-        "v100-32gb-pcie",
-        "titan-rtx",
-        "titan-x-pascal",
-        "rtx-2080-ti",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -57,27 +58,58 @@ class Budget:
         return max(0, self.usable_bytes - self.reserve_bytes)
 
 
-def capacity_basis(gpu: GPU) -> str:
-    """Which capacity figure a card is compared with, and why (one line)."""
-    if gpu.driver_total_mib:
-        return (
-            f"driver total {gpu.driver_total_mib:,} MiB (nvidia-smi memory.total: the most CUDA can allocate; "
-            f"the nominal {gpu.capacity:g} {gpu.capacity_unit} is the DRAM size)"
-        )
-    unit = "GiB" if gpu.capacity_is_binary or gpu.capacity_unit == "GiB" else "GB"
-    return (
-        f"nominal {gpu.capacity:g} {gpu.capacity_unit} read as {unit} (the catalog has no driver total; "
-        "the driver exposes a little less)"
-    )
-
-
 def budget_for(gpu: GPU, reserve: Reserve = NO_RESERVE, count: int = 1, sharded: bool = False) -> Budget:
-    """The budget of a catalog card."""
-    basis = capacity_basis(gpu)
-    bf16 = gpu.id not in NO_BF16
-    return Budget(gpu.id, gpu.name, gpu.usable_bytes, basis, gpu.hopper_or_newer, reserve, count, bf16, sharded)
+    """The budget of a card."""
+    return Budget(
+        gpu.id, gpu.name, gpu.usable_bytes, gpu.usable_basis, gpu.hopper_or_newer, reserve, count, gpu.has_bf16, sharded
+    )
 
 
 def estimate_on(spec: Spec, budget: Budget) -> Estimate:
     """The estimate for the card's generation (its cuBLAS workspace size)."""
     return estimate(spec, hopper_or_newer=budget.hopper_or_newer)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The verdict of one estimate on one card: what is needed against what is available (int bytes).
+
+    ``kv_pool`` is set for a vLLM serving spec: the KV blocks the card holds after vLLM's profiling
+    step, and the concurrent sequences they take; ``needed_bytes`` and ``available_bytes`` are then
+    the memory vLLM manages (the non-KV profile peak plus the batch's KV cache, against
+    ``memory_utilization`` x the budget's available bytes)."""
+
+    needed_bytes: int
+    available_bytes: int
+    kv_pool: kvcache.Capacity | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.needed_bytes <= self.available_bytes
+
+    @property
+    def headroom_bytes(self) -> int:
+        return self.available_bytes - self.needed_bytes
+
+
+def fit_of(result: Estimate, budget: Budget) -> Fit:
+    """The one fit verdict (see the module docstring)."""
+    pool = result.llm.kv_pool if result.llm is not None else None
+    if pool is None:
+        return Fit(result.total_bytes, budget.available_bytes)
+    capacity = kvcache.capacity(
+        budget.available_bytes,
+        pool.memory_utilization,
+        pool.non_kv_bytes,
+        pool.bytes_per_token,
+        pool.block,
+        pool.context,
+        pool.bytes_per_sequence,
+    )
+    managed = math.floor(pool.memory_utilization * budget.available_bytes)
+    return Fit(pool.non_kv_bytes + pool.kv_bytes, managed, capacity)
+
+
+def fit_on(spec: Spec, budget: Budget) -> Fit:
+    """The verdict of ``spec`` on the budget's card (estimated for the card's generation)."""
+    return fit_of(estimate_on(spec, budget), budget)

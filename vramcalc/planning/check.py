@@ -110,8 +110,9 @@ def resolve_flag_gpus(flags: TargetFlags) -> tuple[list[GPU], list[str]]:
     for name in flags.gpus:
         try:
             gpu, others = resolve_gpu(name)
-        except VramcalcError as exc:
-            raise SpecError(f"--gpu: {exc}") from None
+        except VramcalcError as exc:  # a card name is not the spec's fault: not prefixed with its file
+            text = str(exc)
+            raise type(exc)(text if text.startswith("--gpu") else f"--gpu: {text}") from None
         gpus.append(gpu)
         if others:
             notes.append(ambiguity_note(name, gpu, others))

@@ -30,7 +30,7 @@ from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.hardware.catalog import GPU
 from vramcalc.parallel.layout import check_supported
-from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for, estimate_on
+from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, fit_of, fit_on
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_search import MAX_SEARCH_GPUS, Candidate, _order, _Search, combinations
 from vramcalc.planning.suggest import Suggestion, best_first, suggestions
@@ -51,18 +51,26 @@ class CardFit:
     """The spec on one card: needed against available, and how many cards it would take."""
 
     budget: Budget
-    needed_bytes: int
+    verdict: Fit  # the one verdict (vramcalc.planning.budget.fit_of)
     suggestions: tuple[Suggestion, ...] = ()
     sharding: str = DATA_PARALLEL  # what more cards of this kind would do (one line)
     plan: Candidate | None = None  # a sharded plan on fewer cards than the spec's own, when one is found
 
     @property
+    def needed_bytes(self) -> int:
+        return self.verdict.needed_bytes
+
+    @property
+    def available_bytes(self) -> int:
+        return self.verdict.available_bytes
+
+    @property
     def headroom_bytes(self) -> int:
-        return self.budget.available_bytes - self.needed_bytes
+        return self.verdict.headroom_bytes
 
     @property
     def fits(self) -> bool:
-        return self.needed_bytes <= self.budget.available_bytes
+        return self.verdict.fits
 
     @property
     def min_cards(self) -> int | None:
@@ -82,11 +90,11 @@ def fit_cards(
     with the fewest cards of a sharded plan."""
     search = search or ShardSearch(spec)
     count = plan_gpus(spec.parallel) if spec.parallel is not None else 1
-    totals = {flag: estimate(spec, hopper_or_newer=flag).total_bytes for flag in {g.hopper_or_newer for g in gpus}}
+    results = {flag: estimate(spec, hopper_or_newer=flag) for flag in {g.hopper_or_newer for g in gpus}}
     budgets = [budget_for(gpu, reserve, count, spec.parallel is not None) for gpu in gpus]
     # smallest first, older generations first: what one card's search finds bounds the next's (ShardSearch)
     budgets.sort(key=lambda b: (b.hopper_or_newer, b.available_bytes))
-    rows = [_card(budget, totals[budget.hopper_or_newer], search) for budget in budgets]
+    rows = [_card(budget, fit_of(results[budget.hopper_or_newer], budget), search) for budget in budgets]
     return sorted(rows, key=lambda r: (not r.fits, r.budget.available_bytes * (1 if r.fits else -1), r.budget.gpu_id))
 
 
@@ -94,27 +102,26 @@ def check_on(spec: Spec, budget: Budget, search: ShardSearch | None = None, *, f
     """One spec on one card, with the changes that would make it fit when it does not: single workload
     changes and "shard over N GPUs", best first. A spec with a ``parallel`` section that fits is searched
     for a plan on fewer cards only with ``fewest`` (as `fit` does; `check` does not need it)."""
-    needed = estimate_on(spec, budget).total_bytes
-    if needed <= budget.available_bytes and not fewest:
-        return CardFit(budget, needed)
+    verdict = fit_on(spec, budget)
+    if verdict.fits and not fewest:
+        return CardFit(budget, verdict)
     search = search or ShardSearch(spec)
-    if needed <= budget.available_bytes:
-        return _card(budget, needed, search)
+    if verdict.fits:
+        return _card(budget, verdict, search)
     sharded = search.suggestion(budget)
     found = best_first(suggestions(spec, budget) + ([sharded] if sharded else []))
-    return _card(budget, needed, search, tuple(found))
+    return _card(budget, verdict, search, tuple(found))
 
 
-def _card(budget: Budget, needed: int, search: ShardSearch, found: tuple[Suggestion, ...] = ()) -> CardFit:
+def _card(budget: Budget, verdict: Fit, search: ShardSearch, found: tuple[Suggestion, ...] = ()) -> CardFit:
     """The card's row: when it fits a spec with a ``parallel`` section over several GPUs, with a plan on
     fewer cards if the search finds one; when it does not fit, with the fewest cards' plan."""
-    fits = needed <= budget.available_bytes
-    if fits and not (budget.sharded and budget.count > 1):
-        return CardFit(budget, needed)
+    if verdict.fits and not (budget.sharded and budget.count > 1):
+        return CardFit(budget, verdict)
     plan = search.smallest(budget)
-    if fits and (plan is None or plan.gpus >= budget.count):
-        return CardFit(budget, needed, sharding=f"{budget.count} x {budget.gpu_id} as the spec's parallel section")
-    return CardFit(budget, needed, found, search.note(budget, plan), plan)
+    if verdict.fits and (plan is None or plan.gpus >= budget.count):
+        return CardFit(budget, verdict, sharding=f"{budget.count} x {budget.gpu_id} as the spec's parallel section")
+    return CardFit(budget, verdict, found, search.note(budget, plan), plan)
 
 
 def plan_gpus(section: ParallelSpec) -> int:

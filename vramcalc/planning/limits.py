@@ -1,20 +1,10 @@
-"""Planning on top of the estimator: budgets, the largest batch or sequence that fits, the workload
-changes that would make a spec fit, and grids of totals (fit on each card: :mod:`vramcalc.planning.fit`).
-Pure: no I/O, neither typer nor rich.
+"""The largest batch size or sequence length that fits a card (pure: no I/O, neither typer nor rich).
 
-What is compared (the same everywhere):
-
-* ``needed_bytes`` = :attr:`vramcalc.core.dense.Estimate.total_bytes`: the allocated peak plus the
-  runtime overhead (CUDA context and the caching allocator's reserve), for the card's generation
-  (cuBLAS workspaces are larger on Hopper and newer).
-* ``available_bytes`` = the card's usable memory minus the reserve. Usable memory is the total the
-  driver exposes (nvidia-smi's memory.total, :attr:`vramcalc.hardware.catalog.GPU.usable_bytes`) where the
-  catalog has it -- the most a process can ever allocate, a few hundred MiB under the DRAM size on
-  the box -- and the nominal capacity otherwise. The reserve (``target.reserve`` or ``--reserve``,
-  default none) is headroom the user wants kept free: a share of the usable memory or a size.
-
-The estimate is nondecreasing in batch size and sequence length, so the largest value that fits is
-found by doubling and then bisection: about 2 log2(n) estimates.
+"Fits" is :func:`vramcalc.planning.budget.fit_of`, the verdict every command uses: the estimate's
+total against the card's usable memory minus the reserve, or for a vLLM serving spec the KV pool's
+sequences against ``batch_size``. The needed bytes are nondecreasing in batch size and sequence
+length, so the largest value that fits is found by doubling and then bisection: about 2 log2(n)
+estimates (batch sizes of a dense spec come from one estimate on a symbolic batch size).
 """
 
 from __future__ import annotations
@@ -25,7 +15,7 @@ from typing import Any
 
 from vramcalc.errors import SpecError
 from vramcalc.planning.batch_totals import BatchTotals
-from vramcalc.planning.budget import Budget, estimate_on
+from vramcalc.planning.budget import Budget, fit_on
 from vramcalc.spec.load import override_workload
 from vramcalc.spec.models import Spec
 
@@ -63,6 +53,9 @@ class Limit:
     n_estimates: int
     budget: Budget
     notes: tuple[str, ...] = ()
+    #: What the needed bytes are compared with (:class:`~vramcalc.planning.budget.Fit`): the budget's
+    #: available bytes, or for a vLLM serving spec the memory vLLM manages on the card.
+    available_bytes: int = 0
     #: How the totals were computed (max-batch on the symbolic path): the allocated peak without the
     #: inputs is the largest of these polynomials in the batch size (int coefficients, constant first).
     peak_by_batch: tuple[tuple[int, ...], ...] = ()
@@ -93,22 +86,28 @@ def largest_fitting(
     return lo, seen
 
 
-def totals_along(spec: Spec, budget: Budget, key: str) -> Callable[[int], int]:
-    """``total_bytes`` as a function of ``batch_size`` or ``seq_len``, the other keys as in the spec.
-    Batch sizes come from one estimate on a symbolic batch size (:class:`~vramcalc.planning.batch_totals.BatchTotals`);
-    each sequence length runs a full estimate (it can change the model itself: the default position table)."""
-    if key == "batch_size":
-        return BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer)
-    return lambda n: estimate_on(with_workload(spec, **{key: n}), budget).total_bytes
+def needed_along(spec: Spec, budget: Budget, key: str) -> tuple[Callable[[int], int], int]:
+    """The needed bytes of :func:`~vramcalc.planning.budget.fit_of` as a function of ``batch_size`` or
+    ``seq_len`` (the other keys as in the spec), and the bytes available for them on the card.
+
+    A dense spec's batch sizes come from one estimate on a symbolic batch size
+    (:class:`~vramcalc.planning.batch_totals.BatchTotals`, equal to ``total_bytes``); anything else runs
+    the verdict per value (a sequence length can change the model itself: the default position table)."""
+    probe = fit_on(spec, budget)
+    if key == "batch_size" and probe.kv_pool is None:
+        return BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer), probe.available_bytes
+    return (lambda n: fit_on(with_workload(spec, **{key: n}), budget).needed_bytes), probe.available_bytes
 
 
 def _limit(spec: Spec, budget: Budget, key: str) -> Limit:
-    total_at = totals_along(spec, budget, key)
-    value, seen = largest_fitting(total_at, budget.available_bytes)
-    at_next = seen[value + 1] if value + 1 in seen else total_at(value + 1)
-    n_estimates = len(seen) + (value + 1 not in seen)
-    polynomials = total_at.peak if isinstance(total_at, BatchTotals) else ()
-    return Limit(key, value, seen.get(value), at_next, n_estimates, budget, peak_by_batch=polynomials)
+    needed_at, available = needed_along(spec, budget, key)
+    value, seen = largest_fitting(needed_at, available)
+    at_next = seen[value + 1] if value + 1 in seen else needed_at(value + 1)
+    n_estimates = len(seen) + (value + 1 not in seen) + 1  # and the probe
+    polynomials = needed_at.peak if isinstance(needed_at, BatchTotals) else ()
+    return Limit(
+        key, value, seen.get(value), at_next, n_estimates, budget, peak_by_batch=polynomials, available_bytes=available
+    )
 
 
 def max_batch(spec: Spec, budget: Budget) -> Limit:

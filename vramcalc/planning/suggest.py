@@ -11,7 +11,7 @@ from typing import Any
 from vramcalc.choices import Attention, Checkpointing, Mode, Optimizer, Precision
 from vramcalc.core.estimate import DEFAULT_ALLOCATOR_RESERVE, Estimate
 from vramcalc.errors import SpecError
-from vramcalc.planning.budget import Budget, estimate_on
+from vramcalc.planning.budget import Budget, estimate_on, fit_of, fit_on
 from vramcalc.planning.limits import max_batch, with_workload
 from vramcalc.spec.models import Spec
 
@@ -69,9 +69,9 @@ def suggestions(spec: Spec, budget: Budget) -> list[Suggestion]:
             changed = with_workload(spec, **keys)
         except SpecError:  # a change the spec's other keys do not allow is not suggested
             continue
-        total = estimate_on(changed, budget).total_bytes
-        if total <= budget.available_bytes:
-            found.append(Suggestion(change, why, total, budget.available_bytes - total))
+        verdict = fit_on(changed, budget)
+        if verdict.fits:
+            found.append(Suggestion(change, why, verdict.needed_bytes, verdict.headroom_bytes))
     smaller = _smaller_batch(spec, budget)
     if smaller is not None:
         found.append(smaller)
@@ -103,17 +103,18 @@ def _smaller_batch(spec: Spec, budget: Budget) -> Suggestion | None:
     micro = _largest_divisor_at_most(batch, limit.value)
     steps = batch // micro
     result = estimate_on(with_workload(spec, batch_size=micro), budget)
+    verdict = fit_of(result, budget)
     if spec.workload.mode is not Mode.train:
         change, why = f"batch_size: {micro}", f"runs the {batch} samples as {steps} batches"
-        total = result.total_bytes
+        total = verdict.needed_bytes
     else:
         change = f"batch_size: {micro} with {steps} gradient accumulation steps"
         why = f"keeps the effective batch of {batch}; gradients stay allocated between micro-batches"
         total = accumulation_total(result, spec)
-    if total > budget.available_bytes:
+    if total > verdict.available_bytes:
         return None
     why += f"; the largest batch that fits is {limit.value}"
-    return Suggestion(change, why, total, budget.available_bytes - total)
+    return Suggestion(change, why, total, verdict.available_bytes - total)
 
 
 def accumulation_total(result: Estimate, spec: Spec) -> int:

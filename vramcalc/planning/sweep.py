@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from vramcalc.errors import SpecError
 from vramcalc.planning.batch_totals import BatchTotals
-from vramcalc.planning.budget import Budget
+from vramcalc.planning.budget import Budget, fit_on
 from vramcalc.planning.limits import MAX_SPEC_COUNT, check_seq_is_free, with_workload
 from vramcalc.spec.models import Spec
 from vramcalc.units import parse_count
@@ -27,6 +27,8 @@ class Sweep:
     seq_lens: list[int | None]
     totals: list[int]
     budget: Budget | None
+    #: The verdict at each point (:func:`~vramcalc.planning.budget.fit_of`); None without a card.
+    fits: list[bool] | None = None
 
     def points(self) -> list[tuple[int, int | None, int]]:
         """(batch_size, seq_len, total_bytes) for every grid point."""
@@ -71,4 +73,25 @@ def sweep(spec: Spec, batch_sizes: list[int], seq_lens: list[int] | None, budget
         raise SpecError(f"sweep: {len(batch_sizes) * len(seqs):,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
     hopper = budget.hopper_or_newer if budget else True
     totals = grid_totals(spec, batch_sizes, seqs, hopper_or_newer=hopper)
-    return Sweep(spec.name or "unnamed", batch_sizes, seqs, totals, budget)
+    return Sweep(
+        spec.name or "unnamed", batch_sizes, seqs, totals, budget, grid_fits(spec, batch_sizes, seqs, totals, budget)
+    )
+
+
+def grid_fits(
+    spec: Spec, batch_sizes: Sequence[int], seqs: Sequence[int | None], totals: list[int], budget: Budget | None
+) -> list[bool] | None:
+    """The verdict at every grid point (batch outer), None without a card. For a training or plain
+    inference spec it is ``total_bytes`` against the budget; a vLLM serving spec runs the verdict per
+    point (its KV pool, not its total, decides)."""
+    if budget is None:
+        return None
+    probe = fit_on(spec, budget)
+    if probe.kv_pool is None:
+        return [total <= probe.available_bytes for total in totals]
+    points = [(b, s) for b in batch_sizes for s in seqs]
+    return [fit_on(with_workload(spec, **_keys(b, s)), budget).fits for b, s in points]
+
+
+def _keys(batch: int, seq: int | None) -> dict[str, int]:
+    return {"batch_size": batch} if seq is None else {"batch_size": batch, "seq_len": seq}

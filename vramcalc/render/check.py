@@ -27,6 +27,17 @@ from vramcalc.units import GiB
 
 NEEDED = "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve"
 AVAILABLE = "available = the card's usable memory (below) minus the reserve"
+#: How a vLLM serving spec is judged (added to the notes when one is shown).
+SERVING = (
+    "vLLM serving spec: needed = its profiling step's non-KV peak + the batch's KV cache; "
+    "available = memory_utilization x (usable - reserve)"
+)
+
+
+def legend(report: CheckReport) -> list[str]:
+    """What "needed" and "available" mean, with the serving rule when a vLLM serving spec is shown."""
+    serving = any(row.fit.verdict.kv_pool is not None for row in report.rows)
+    return [NEEDED, AVAILABLE, *([SERVING] if serving else [])]
 
 
 def gib(n_bytes: int) -> str:
@@ -94,7 +105,7 @@ def row_dict(row: CheckRow) -> dict[str, Any]:
         "spec": row.source,
         "gpu": b.gpu_id,
         "needed_bytes": fit.needed_bytes,
-        "available_bytes": b.available_bytes,
+        "available_bytes": fit.available_bytes,
         "headroom_bytes": fit.headroom_bytes,
         "fits": fit.fits,
         "name": row.name,
@@ -143,7 +154,7 @@ def format_github(report: CheckReport) -> str:
     lines = []
     for row in report.rows:
         b = row.fit.budget
-        numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available on {b.gpu_name}"
+        numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(row.fit.available_bytes)} GiB available on {b.gpu_name}"
         if row.fit.fits:
             lines.append(f"ok: {row.source}: fits on {b.gpu_id}: {numbers}")
             continue
@@ -177,7 +188,7 @@ def format_junit(report: CheckReport) -> str:
         case = ET.SubElement(
             suite, "testcase", {"name": f"{row.name} on {b.gpu_id}", "classname": row.source, "file": row.source}
         )
-        numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available"
+        numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(row.fit.available_bytes)} GiB available"
         if row.fit.fits:
             ET.SubElement(case, "system-out").text = f"{numbers}; {b.capacity_basis}"
         else:
@@ -208,7 +219,7 @@ def format_markdown(report: CheckReport) -> str:
         b, mark = row.fit.budget, ("✅ fits" if row.fit.fits else "❌ does not fit")
         lines.append(
             f"| `{_md(row.source)}` | {b.gpu_id} | {gib(row.fit.needed_bytes)} | "
-            f"{gib(b.available_bytes)} | {gib(row.fit.headroom_bytes)} | {mark} |"
+            f"{gib(row.fit.available_bytes)} | {gib(row.fit.headroom_bytes)} | {mark} |"
         )
     lines += [f"| `{_md(e.source)}` | | | | | ⚠️ bad input: {_md(e.messages[0])} |" for e in report.errors]
     failing = [row for row in report.rows if not row.fit.fits]
@@ -217,7 +228,7 @@ def format_markdown(report: CheckReport) -> str:
         for row in failing:
             lines.append(f"- `{_md(row.source)}` on {row.fit.budget.gpu_id}:")
             lines += [f"  - {_md(line)}" for line in fixes(row)]
-    lines += ["", f"{summary(report)}.", "", f"<sub>{NEEDED}; {AVAILABLE}. "]
+    lines += ["", f"{summary(report)}.", "", f"<sub>{'; '.join(legend(report))}. "]
     lines[-1] += " ".join(f"{_md(line)}." for line in basis_lines(report)) + "</sub>"
     return "\n".join(lines) + "\n"
 
@@ -243,7 +254,7 @@ def format_table(report: CheckReport, *, color: bool = False, width: int = 120) 
             row.source,
             b.gpu_id,
             gib(row.fit.needed_bytes),
-            gib(b.available_bytes),
+            gib(row.fit.available_bytes),
             gib(row.fit.headroom_bytes),
             f"[{style}]{verdict(row)}[/]",
         )
@@ -257,7 +268,7 @@ def format_table(report: CheckReport, *, color: bool = False, width: int = 120) 
             console.print(f"{row.source} on {row.fit.budget.gpu_id} would fit with:", markup=False, soft_wrap=True)
             for line in fixes(row):
                 console.print(f"  - {line}", markup=False, soft_wrap=True)
-    for line in [NEEDED, AVAILABLE, *basis_lines(report), summary(report)]:
+    for line in [*legend(report), *basis_lines(report), summary(report)]:
         console.print(line, markup=False, soft_wrap=True)
     return buffer.getvalue()
 

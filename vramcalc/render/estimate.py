@@ -12,8 +12,8 @@ from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.render.text import LABELS, gib
 from vramcalc.units import GB
 
-if TYPE_CHECKING:  # the catalog and NVML modules load only when a card is named
-    from vramcalc.hardware.catalog import GPU
+if TYPE_CHECKING:  # the planning modules load only when a card is named
+    from vramcalc.planning.budget import Budget, Fit
 
 BAR_WIDTH = 24
 
@@ -23,8 +23,9 @@ def _bar(n_bytes: int, total: int) -> str:
     return "█" * filled + "·" * (BAR_WIDTH - filled)
 
 
-def estimate_dict(result: Estimate, gpu: GPU | None = None) -> dict[str, Any]:
-    """The ``--json`` document: int bytes, stable keys (a public contract)."""
+def estimate_dict(result: Estimate, budget: Budget | None = None, fit: Fit | None = None) -> dict[str, Any]:
+    """The ``--json`` document: int bytes, stable keys (a public contract). With a card, ``gpu`` holds
+    the verdict of :func:`vramcalc.planning.budget.fit_of` (``fit``), the one every command uses."""
     doc: dict[str, Any] = {
         "name": result.name,
         "params": result.params,
@@ -38,36 +39,27 @@ def estimate_dict(result: Estimate, gpu: GPU | None = None) -> dict[str, Any]:
         "phases": dict(result.phases),
         "assumptions": list(result.assumptions),
     }
-    if gpu is not None:
+    if budget is not None and fit is not None:
         doc["gpu"] = {
-            "id": gpu.id,
-            "name": gpu.name,
-            "usable_bytes": gpu.usable_bytes,
-            "usable_basis": usable_basis(gpu),
-            "headroom_bytes": gpu.usable_bytes - result.total_bytes,
-            "fits": result.total_bytes <= gpu.usable_bytes,
+            "id": budget.gpu_id,
+            "name": budget.gpu_name,
+            "usable_bytes": budget.usable_bytes,
+            "usable_basis": budget.capacity_basis,
+            "reserve_bytes": budget.reserve_bytes,
+            "needed_bytes": fit.needed_bytes,
+            "available_bytes": fit.available_bytes,
+            "headroom_bytes": fit.headroom_bytes,
+            "fits": fit.fits,
         }
     from vramcalc.render.llm import llm_dict
-
-    doc.update(llm_dict(result, gpu))  # KV cache, capacity, trainable/active params (issue 6)
     from vramcalc.render.plan import parallel_dict
 
-    doc.update(parallel_dict(result))  # per_rank, host_bytes, parallel (issue 7)
+    doc.update(llm_dict(result, fit))  # KV cache, serving capacity, trainable/active params
+    doc.update(parallel_dict(result))  # per_rank, host_bytes, parallel
     return doc
 
 
-def usable_basis(gpu: GPU) -> str:
-    from vramcalc.hardware.local import LocalGPU
-
-    if isinstance(gpu, LocalGPU):
-        return gpu.basis
-    if gpu.driver_total_mib:
-        return f"driver total {gpu.driver_total_mib:,} MiB (nvidia-smi)"
-    unit = "GiB" if gpu.capacity_is_binary else "GB"
-    return f"nominal {gpu.capacity:g} {gpu.capacity_unit} read as {unit} (driver total not in catalog)"
-
-
-def render_estimate(result: Estimate, console: Console, gpu: GPU | None = None) -> None:
+def render_estimate(result: Estimate, console: Console, budget: Budget | None = None, fit: Fit | None = None) -> None:
     """Component table (at the peak and each component's own maximum), phases, overhead, verdict."""
     peak = result.peak_allocated_bytes
     per_gpu = f", per GPU of {result.parallel.plan.gpus}" if result.parallel and result.parallel.plan.gpus > 1 else ""
@@ -98,21 +90,31 @@ def render_estimate(result: Estimate, console: Console, gpu: GPU | None = None) 
     if result.llm is not None:
         from vramcalc.render.llm import render_llm
 
-        render_llm(result, console, gpu)
+        render_llm(result, console, budget, fit)
     if result.parallel is not None:
         from vramcalc.render.plan import render_parallel
 
         render_parallel(result, console)
     if result.assumptions:
         console.print("assumptions: " + escape("; ".join(result.assumptions)))
-    if gpu is not None:
-        render_headroom(result, gpu, console)
+    if budget is not None and fit is not None:
+        console.print(verdict_line(budget, fit))
 
 
-def render_headroom(result: Estimate, gpu: GPU, console: Console) -> None:
-    headroom = gpu.usable_bytes - result.total_bytes
-    verdict = "[green]fits[/]" if headroom >= 0 else "[red]does not fit[/]"
-    console.print(
-        f"{gpu.name}: {gib(gpu.usable_bytes)} GiB usable ({usable_basis(gpu)}); "
-        f"needs {gib(result.total_bytes)} GiB -> {verdict}, headroom {gib(headroom)} GiB"
+def verdict_line(budget: Budget, fit: Fit) -> str:
+    """The card, what is available on it and the verdict (rich markup)."""
+    verdict = "[green]fits[/]" if fit.fits else "[red]does not fit[/]"
+    reserve = (
+        f" - reserve {gib(budget.reserve_bytes)} GiB ({escape(budget.reserve.text)})" if budget.reserve_bytes else ""
     )
+    card = (
+        f"{escape(budget.gpu_name)}: {gib(budget.usable_bytes)} GiB usable ({escape(budget.capacity_basis)}){reserve}"
+    )
+    if fit.kv_pool is not None:
+        pool = fit.kv_pool
+        return (
+            f"{card}; vLLM manages {gib(fit.available_bytes)} GiB (memory_utilization {pool.memory_utilization:g}); "
+            f"needs {gib(fit.needed_bytes)} GiB (profile peak + KV cache of the batch) -> {verdict}, "
+            f"headroom {gib(fit.headroom_bytes)} GiB; at most {pool.max_sequences:,} concurrent sequences"
+        )
+    return f"{card}; needs {gib(fit.needed_bytes)} GiB -> {verdict}, headroom {gib(fit.headroom_bytes)} GiB"

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 
 from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.core.timeline import Timeline, allocation_budget_bytes
-from vramcalc.hardware.catalog import GPU
-from vramcalc.render.estimate import usable_basis
+from vramcalc.planning.budget import Budget, Fit
 from vramcalc.render.text import LABELS, gib
 from vramcalc.spec.models import Spec
 from vramcalc.units import GB, GiB
@@ -69,6 +68,8 @@ class ReportEntry:
     spec: Spec
     estimate: Estimate
     timeline: Timeline
+    budget: Budget | None = None  # the card, with the spec's reserve
+    fit: Fit | None = None  # the verdict on that card (vramcalc.planning.budget.fit_of)
 
 
 def esc(text: object) -> str:
@@ -79,11 +80,12 @@ def colour(key: str) -> str:
     return COLOURS.get(key, OTHER_COLOUR)
 
 
-def axis_max_bytes(entries: list[ReportEntry], gpu: GPU | None) -> int:
+def axis_max_bytes(entries: list[ReportEntry]) -> int:
     """Shared y-axis top: the largest peak (or the card's usable bytes), rounded up to a tick."""
     top = max(e.timeline.peak_bytes for e in entries)
-    if gpu is not None:
-        top = max(top, gpu.usable_bytes)
+    for e in entries:
+        if e.budget is not None:
+            top = max(top, e.budget.usable_bytes)
     step = tick_bytes(top)
     return max(1, math.ceil(top / step)) * step
 
@@ -101,10 +103,12 @@ def tick_step_gib(top_bytes: int) -> float:
     return TICK_STEPS[-1] * (top_bytes // (6 * TICK_STEPS[-1] * GiB) + 1)
 
 
-def render_report(entries: list[ReportEntry], gpu: GPU | None = None, *, version: str = "") -> str:
-    """The whole HTML document (UTF-8 text)."""
-    y_max = axis_max_bytes(entries, gpu)
-    card = f" on {esc(gpu.name)}" if gpu is not None else ""
+def render_report(entries: list[ReportEntry], *, version: str = "") -> str:
+    """The whole HTML document (UTF-8 text); with a card, each entry carries its budget and verdict."""
+    y_max = axis_max_bytes(entries)
+    first = entries[0].budget if entries else None
+    card = f" on {esc(first.gpu_name)}" if first is not None else ""
+    with_card = first is not None
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -115,10 +119,10 @@ def render_report(entries: list[ReportEntry], gpu: GPU | None = None, *, version
         f'<p class="muted">vramcalc {esc(version)}; memory in GiB (2<sup>30</sup> bytes). Allocated memory is '
         "what <code>torch.cuda.max_memory_allocated()</code> reports; total adds the CUDA context and the "
         "caching allocator's reserve.</p>",
-        _summary_table(entries, gpu) if len(entries) > 1 else "",
+        _summary_table(entries, with_card) if len(entries) > 1 else "",
         _legend(entries),
         '<div class="specs">',
-        *(_section(entry, gpu, y_max) for entry in entries),
+        *(_section(entry, y_max) for entry in entries),
         "</div>",
         _measure_note(),
         "</body></html>",
@@ -145,28 +149,27 @@ def _workload_text(spec: Spec) -> str:
     )
 
 
-def _headroom_cell(estimate: Estimate, gpu: GPU | None) -> str:
-    if gpu is None:
+def _headroom_cell(fit: Fit | None) -> str:
+    if fit is None:
         return ""
-    headroom = gpu.usable_bytes - estimate.total_bytes
-    css, word = ("fits", "fits") if headroom >= 0 else ("over", "does not fit")
-    return f'<td class="num {css}">{gib(headroom)} ({word})</td>'
+    css, word = ("fits", "fits") if fit.fits else ("over", "does not fit")
+    return f'<td class="num {css}">{gib(fit.headroom_bytes)} ({word})</td>'
 
 
-def _summary_table(entries: list[ReportEntry], gpu: GPU | None) -> str:
+def _summary_table(entries: list[ReportEntry], with_card: bool) -> str:
     head = "<th>spec</th><th>workload</th><th>peak phase</th><th class='num'>peak allocated GiB</th>"
-    head += "<th class='num'>total GiB</th>" + ("<th class='num'>headroom GiB</th>" if gpu else "")
+    head += "<th class='num'>total GiB</th>" + ("<th class='num'>headroom GiB</th>" if with_card else "")
     rows = [
         f"<tr><td>{esc(e.estimate.name)}<br><span class='muted'>{esc(e.source)}</span></td>"
         f"<td>{esc(_workload_text(e.spec))}</td><td>{esc(e.timeline.peak_reason)}</td>"
         f"<td class='num'>{gib(e.estimate.peak_allocated_bytes)}</td><td class='num'>{gib(e.estimate.total_bytes)}</td>"
-        f"{_headroom_cell(e.estimate, gpu)}</tr>"
+        f"{_headroom_cell(e.fit)}</tr>"
         for e in entries
     ]
     return f"<h2>Side by side</h2><table class='summary'><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _section(entry: ReportEntry, gpu: GPU | None, y_max: int) -> str:
+def _section(entry: ReportEntry, y_max: int) -> str:
     est, tl = entry.estimate, entry.timeline
     caption = f"Peak {gib(tl.peak_bytes)} GiB at {tl.peak_reason}."
     if not tl.detailed:
@@ -174,12 +177,12 @@ def _section(entry: ReportEntry, gpu: GPU | None, y_max: int) -> str:
     return (
         f'<section class="spec"><h2>{esc(est.name)}</h2>'
         f'<p class="muted">{esc(entry.source)}: {est.params:,} parameters; {esc(_workload_text(entry.spec))}</p>'
-        f"<figure>{timeline_svg(tl, est, y_max, gpu)}<figcaption>{esc(caption)}</figcaption></figure>"
-        f"{_component_table(est, gpu)}{_phase_list(est)}{_assumptions(est)}</section>"
+        f"<figure>{timeline_svg(tl, est, y_max, entry.budget)}<figcaption>{esc(caption)}</figcaption></figure>"
+        f"{_component_table(est, entry.budget, entry.fit)}{_phase_list(est)}{_assumptions(est)}</section>"
     )
 
 
-def _component_table(est: Estimate, gpu: GPU | None) -> str:
+def _component_table(est: Estimate, budget: Budget | None, fit: Fit | None) -> str:
     rows = [
         f"<tr><td><i class='swatch' style='background:{colour(k)}'></i>{esc(LABELS.get(k, k))}</td>"
         f"<td class='num'>{gib(est.components.get(k, 0))}</td>"
@@ -195,14 +198,26 @@ def _component_table(est: Estimate, gpu: GPU | None) -> str:
     rows.append(
         f"<tr><th>total</th><th class='num'>{gib(est.total_bytes)}</th><th>{est.total_bytes / GB:,.2f} GB</th></tr>"
     )
-    if gpu is not None:
-        headroom = gpu.usable_bytes - est.total_bytes
-        css = "fits" if headroom >= 0 else "over"
+    if budget is not None and fit is not None:
+        css = "fits" if fit.fits else "over"
         rows.append(
-            f"<tr><td>{esc(gpu.name)} usable</td><td class='num'>{gib(gpu.usable_bytes)}</td>"
-            f"<td>{esc(usable_basis(gpu))}</td></tr><tr><th>headroom</th>"
-            f"<th class='num {css}'>{gib(headroom)}</th><th class='{css}'>{'fits' if headroom >= 0 else 'does not fit'}"
-            "</th></tr>"
+            f"<tr><td>{esc(budget.gpu_name)} usable</td><td class='num'>{gib(budget.usable_bytes)}</td>"
+            f"<td>{esc(budget.capacity_basis)}</td></tr>"
+        )
+        if budget.reserve_bytes:
+            rows.append(
+                f"<tr><td>- reserve</td><td class='num'>{gib(budget.reserve_bytes)}</td>"
+                f"<td>{esc(budget.reserve.text)} kept free</td></tr>"
+            )
+        if fit.kv_pool is not None:
+            rows.append(
+                f"<tr><td>vLLM manages</td><td class='num'>{gib(fit.available_bytes)}</td>"
+                f"<td>memory_utilization {fit.kv_pool.memory_utilization:g}; needs {gib(fit.needed_bytes)} GiB; "
+                f"at most {fit.kv_pool.max_sequences:,} concurrent sequences</td></tr>"
+            )
+        rows.append(
+            f"<tr><th>headroom</th><th class='num {css}'>{gib(fit.headroom_bytes)}</th>"
+            f"<th class='{css}'>{'fits' if fit.fits else 'does not fit'}</th></tr>"
         )
     head = (
         f"<tr><th>component</th><th class='num'>at peak ({esc(est.peak_phase)}) GiB</th>"
@@ -232,7 +247,7 @@ def _measure_note() -> str:
     )
 
 
-def timeline_svg(tl: Timeline, est: Estimate, y_max: int, gpu: GPU | None) -> str:
+def timeline_svg(tl: Timeline, est: Estimate, y_max: int, budget: Budget | None = None) -> str:
     """The stacked-area chart of one timeline (inline SVG; y from 0 to ``y_max`` bytes)."""
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     n = len(tl.points)
@@ -244,8 +259,8 @@ def timeline_svg(tl: Timeline, est: Estimate, y_max: int, gpu: GPU | None) -> st
         return TOP + plot_h - plot_h * n_bytes / y_max
 
     body = [_phase_bands(tl, x), _y_axis(y_max, y), _areas(tl, x, y), _total_line(tl, x, y)]
-    if gpu is not None:
-        body.append(_capacity_lines(gpu, est, y))
+    if budget is not None:
+        body.append(_capacity_lines(budget, est, y))
     body.append(_peak_marker(tl, x, y))
     title = f"{tl.name}: allocated memory through one step, peak {gib(tl.peak_bytes)} GiB"
     return (
@@ -315,13 +330,14 @@ def _total_line(tl: Timeline, x: Scale, y: Scale) -> str:
     return f'<polyline class="total" points="{coords}" fill="none" stroke="#222" stroke-width="1.2"/>{dots}'
 
 
-def _capacity_lines(gpu: GPU, est: Estimate, y: Scale) -> str:
-    """The card's usable bytes, and under it the allocation budget (usable - overhead)."""
+def _capacity_lines(budget: Budget, est: Estimate, y: Scale) -> str:
+    """The card's usable bytes, and under it the allocation budget (usable - kept free - overhead)."""
     out = []
-    budget = allocation_budget_bytes(gpu.usable_bytes, est)
+    tensors = allocation_budget_bytes(budget.available_bytes, est)
+    kept = " - kept free" if budget.reserve_bytes else ""
     for css, value, text, dash, dy in (
-        ("capacity", gpu.usable_bytes, f"{gpu.name}: {gib(gpu.usable_bytes)} GiB usable", "6 3", -4),
-        ("budget", budget, f"for tensors (usable - context - reserve): {gib(budget)} GiB", "2 3", 12),
+        ("capacity", budget.usable_bytes, f"{budget.gpu_name}: {gib(budget.usable_bytes)} GiB usable", "6 3", -4),
+        ("budget", tensors, f"for tensors (usable{kept} - context - reserve): {gib(tensors)} GiB", "2 3", 12),
     ):
         ly = y(max(value, 0))
         out.append(

@@ -2,39 +2,26 @@
 
 ``--json`` keys (a public contract, added only when they apply):
 ``kv_cache_bytes``, ``kv_cache_bytes_per_token``, ``kv_block_size``, ``context_tokens`` (inference);
-with ``--gpu`` also ``memory_utilization``, ``kv_cache_budget_bytes``, ``kv_cache_tokens``,
-``max_concurrency`` (KV tokens / context, as vLLM prints it) and ``max_concurrent_sequences``;
+with ``--gpu`` and a vLLM serving spec also ``memory_utilization``, ``kv_cache_budget_bytes``,
+``kv_cache_tokens``, ``max_concurrency`` (KV tokens / context, as vLLM prints it) and
+``max_concurrent_sequences`` (the largest ``batch_size`` that fits: what ``max-batch`` answers);
 ``trainable_params`` (adapter); ``active_params`` (experts); ``quantization`` (method and layout figures).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from vramcalc.core.estimate import Estimate
-from vramcalc.hardware.catalog import GPU
-from vramcalc.llm import kvcache
 from vramcalc.units import GiB
 
-
-def kv_capacity(result: Estimate, gpu: GPU) -> kvcache.Capacity | None:
-    """vLLM-style KV capacity of ``result`` on ``gpu`` (None without a KV cache)."""
-    info = result.llm
-    if info is None or not info.kv_cache_bytes_per_token:
-        return None
-    non_kv = info.non_kv_peak_bytes
-    if non_kv is None:
-        non_kv = result.peak_allocated_bytes - result.components["kv_cache"]
-    util = info.memory_utilization or kvcache.DEFAULT_MEMORY_UTILIZATION
-    block = info.kv_block_size if info.kv_block_size and info.kv_block_size > 1 else kvcache.DEFAULT_BLOCK
-    return kvcache.capacity(
-        gpu.usable_bytes, util, non_kv, info.kv_cache_bytes_per_token, block, info.context_tokens or 1
-    )
+if TYPE_CHECKING:
+    from vramcalc.planning.budget import Budget, Fit
 
 
-def llm_dict(result: Estimate, gpu: GPU | None) -> dict[str, Any]:
+def llm_dict(result: Estimate, fit: Fit | None) -> dict[str, Any]:
     """The LLM keys of the ``--json`` document (empty for other workloads)."""
     info = result.llm
     if info is None:
@@ -45,7 +32,7 @@ def llm_dict(result: Estimate, gpu: GPU | None) -> dict[str, Any]:
         doc["kv_cache_bytes_per_token"] = info.kv_cache_bytes_per_token
         doc["kv_block_size"] = info.kv_block_size
         doc["context_tokens"] = info.context_tokens
-        cap = kv_capacity(result, gpu) if gpu is not None else None
+        cap = fit.kv_pool if fit is not None else None
         if cap is not None:
             doc["memory_utilization"] = cap.memory_utilization
             doc["kv_cache_budget_bytes"] = cap.budget_bytes
@@ -61,7 +48,7 @@ def llm_dict(result: Estimate, gpu: GPU | None) -> dict[str, Any]:
     return doc
 
 
-def render_llm(result: Estimate, console: Console, gpu: GPU | None) -> None:
+def render_llm(result: Estimate, console: Console, budget: Budget | None, fit: Fit | None) -> None:
     """Lines for the KV cache, its capacity on the card, trainable and active parameters."""
     info = result.llm
     if info is None:
@@ -85,10 +72,10 @@ def render_llm(result: Estimate, console: Console, gpu: GPU | None) -> None:
             f"KV cache: {info.kv_cache_bytes_per_token:,} B/token; {(info.kv_cache_bytes or 0) / GiB:,.3f} GiB "
             f"for this batch at {info.context_tokens:,} tokens of context"
         )
-        cap = kv_capacity(result, gpu) if gpu is not None else None
-        if cap is not None and gpu is not None:
+        cap = fit.kv_pool if fit is not None else None
+        if cap is not None and budget is not None:
             console.print(
-                f"{gpu.name} at memory_utilization {cap.memory_utilization:g}: KV budget "
+                f"{budget.gpu_name} at memory_utilization {cap.memory_utilization:g}: KV budget "
                 f"{cap.budget_bytes / GiB:,.3f} GiB -> GPU KV cache size: {cap.tokens:,} tokens; "
                 f"maximum concurrency for {cap.context_tokens:,} tokens per request: {cap.max_concurrency:.2f}x"
             )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.limits import Limit
 from vramcalc.planning.sweep import Sweep
-from vramcalc.render.check import AVAILABLE, NEEDED, gib, suggestion_dict, suggestion_text
+from vramcalc.render.check import AVAILABLE, NEEDED, SERVING, gib, suggestion_dict, suggestion_text
 from vramcalc.units import GiB
 
 if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
@@ -51,6 +51,7 @@ def card_dict(card: CardFit) -> dict[str, Any]:
 
     return {
         **budget_dict(card.budget),
+        "available_bytes": card.available_bytes,
         "needed_bytes": card.needed_bytes,
         "headroom_bytes": card.headroom_bytes,
         "fits": card.fits,
@@ -109,7 +110,7 @@ def fit_table(
     for column in ("GPU", "available GiB", "needed GiB", "headroom GiB", "fits", "cards needed"):
         table.add_column(column, justify="right" if "GiB" in column else "left")
     for card in cards:
-        row = (gib(card.budget.available_bytes), gib(card.needed_bytes), gib(card.headroom_bytes))
+        row = (gib(card.available_bytes), gib(card.needed_bytes), gib(card.headroom_bytes))
         table.add_row(card.budget.gpu_id, *row, "yes" if card.fits else "no", cards_needed(card, search))
     notes = [
         NEEDED,
@@ -123,7 +124,7 @@ def target_lines(target: CardFit | None) -> list[str]:
     if target is None:
         return ["Name a card (target.gpu in the spec, or --gpu) to see what would make it fit there."]
     b = target.budget
-    head = f"target {b.gpu_id}: needs {gib(target.needed_bytes)} GiB, {gib(b.available_bytes)} GiB available"
+    head = f"target {b.gpu_id}: needs {gib(target.needed_bytes)} GiB, {gib(target.available_bytes)} GiB available"
     if target.fits:
         fewer = f"; on fewer cards: {target.sharding}" if target.plan else ""
         return [f"{head}: fits (headroom {gib(target.headroom_bytes)} GiB){fewer}."]
@@ -155,20 +156,27 @@ def available_text(b: Budget) -> str:
     return f"{gib(b.available_bytes)} GiB available = {usable}"
 
 
+def _managed(limit: Limit) -> str:
+    """For a vLLM serving spec: the share of the available memory vLLM manages (KV pool + profile peak)."""
+    if limit.available_bytes == limit.budget.available_bytes:
+        return ""
+    return f"; vLLM manages {gib(limit.available_bytes)} GiB of it (memory_utilization x available)"
+
+
 def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None]) -> str:
     others = ", ".join(f"{k} {v:,}" for k, v in fixed.items() if v is not None)
     lines = [
-        f"{name} ({source}) on {limit.budget.gpu_id}: {available_text(limit.budget)}",
+        f"{name} ({source}) on {limit.budget.gpu_id}: {available_text(limit.budget)}" + _managed(limit),
         f"largest {limit.key} that fits: {limit.value:,}" + (f" ({others})" if others else ""),
     ]
     if limit.total_at_max is not None:
-        head = gib(limit.budget.available_bytes - limit.total_at_max)
+        head = gib(limit.available_bytes - limit.total_at_max)
         lines.append(f"  at {limit.value:,}: needs {gib(limit.total_at_max)} GiB, headroom {head} GiB")
     lines.append(f"  at {limit.value + 1:,}: needs {gib(limit.total_at_next)} GiB: does not fit")
     lines += [f"note: {note}" for note in limit.notes]
     if limit.peak_by_batch:
         lines.append(f"  formula: {peak_formula(limit.peak_by_batch)}")
-    lines.append(f"({limit.n_estimates} estimates; {NEEDED})")
+    lines.append(f"({limit.n_estimates} estimates; {SERVING if _managed(limit) else NEEDED})")
     return "\n".join(lines) + "\n"
 
 
@@ -184,12 +192,15 @@ def peak_formula(polynomials: tuple[tuple[int, ...], ...]) -> str:
     return f"allocated peak = {body} GiB + inputs (b = batch_size)"
 
 
-def _fits(sweep: Sweep, total: int) -> bool | None:
-    return None if sweep.budget is None else total <= sweep.budget.available_bytes
+def _fits(sweep: Sweep, index: int) -> bool | None:
+    return None if sweep.fits is None else sweep.fits[index]
 
 
 def sweep_json(source: str, sweep: Sweep) -> str:
-    points = [{"batch_size": b, "seq_len": s, "total_bytes": t, "fits": _fits(sweep, t)} for b, s, t in sweep.points()]
+    points = [
+        {"batch_size": b, "seq_len": s, "total_bytes": t, "fits": _fits(sweep, i)}
+        for i, (b, s, t) in enumerate(sweep.points())
+    ]
     doc = {
         "spec": source,
         "name": sweep.name,
@@ -201,8 +212,8 @@ def sweep_json(source: str, sweep: Sweep) -> str:
 
 def sweep_csv(sweep: Sweep) -> str:
     lines = ["batch_size,seq_len,total_bytes,fits"]
-    for b, s, t in sweep.points():
-        fits = _fits(sweep, t)
+    for i, (b, s, t) in enumerate(sweep.points()):
+        fits = _fits(sweep, i)
         lines.append(f"{b},{'' if s is None else s},{t},{'' if fits is None else str(fits).lower()}")
     return "\n".join(lines) + "\n"
 
@@ -217,12 +228,12 @@ def sweep_table(source: str, sweep: Sweep, width: int = 120) -> str:
     table.add_column("batch \\ seq")
     for seq in sweep.seq_lens:
         table.add_column("spec's" if seq is None else f"{seq:,}", justify="right")
-    totals = iter(sweep.totals)
+    points = iter(enumerate(sweep.totals))
     for batch in sweep.batch_sizes:
         cells = []
         for _ in sweep.seq_lens:
-            total = next(totals)
-            fits = _fits(sweep, total)
+            i, total = next(points)
+            fits = _fits(sweep, i)
             cells.append(gib(total) + ("" if fits is None else (" ok" if fits else " NO")))
         table.add_row(f"{batch:,}", *cells)
     legend = "ok: fits; NO: does not fit. " if sweep.budget else "Give --gpu (or target.gpu) to mark what fits. "
