@@ -50,7 +50,7 @@ def main(
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --hf-config).", show_default=False)]
-LLM = "LLM workload (issue 6)"
+LLM = "LLM workload"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
 GpuOpt = Annotated[
     str | None,

@@ -49,10 +49,10 @@ def estimate_dict(result: Estimate, gpu: GPU | None = None) -> dict[str, Any]:
         }
     from vramcalc.render.llm import llm_dict
 
-    doc.update(llm_dict(result, gpu))  # KV cache, capacity, trainable/active params (issue 6)
+    doc.update(llm_dict(result, gpu))  # KV cache, capacity, trainable/active params
     from vramcalc.render.plan import parallel_dict
 
-    doc.update(parallel_dict(result))  # per_rank, host_bytes, parallel (issue 7)
+    doc.update(parallel_dict(result))  # per_rank, host_bytes, parallel
     return doc
 
 
