@@ -1,4 +1,10 @@
-"""Deterministic rich output for CLI tests; set before vramcalc.cli.app (and typer) are imported."""
+"""Deterministic rich output for CLI tests; set before vramcalc.cli.app (and typer) are imported.
+
+Layout: tests/<sub-package>/ holds the tests of vramcalc/<sub-package>/, tests/ itself those of the
+top-level modules. The folders have no __init__.py (pytest's default "prepend" import mode), so every
+test file's basename must be unique across folders. Loading this conftest puts tests/ on sys.path, which
+is how test modules in any folder import tests/spec_texts.py.
+"""
 
 from __future__ import annotations
 

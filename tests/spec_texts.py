@@ -1,6 +1,6 @@
 """Small spec files shared by several test modules (one copy of each)."""
 
-#: The estimator tests' hand-derived one-block decoder (tests/test_estimator.py derives its bytes).
+#: The estimator tests' hand-derived one-block decoder (tests/core/test_dense.py derives its bytes).
 TINY_MODEL = {
     "architecture": "decoder",
     "layers": 1,

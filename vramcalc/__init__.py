@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from vramcalc.version import VERSION as __version__
+
 __all__ = ["Estimate", "Spec", "__version__", "estimate", "load_spec"]
 
 _LAZY = {

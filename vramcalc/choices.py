@@ -50,7 +50,7 @@ class Precision(StrEnum):
     amp_fp16 = "amp-fp16"
     amp_bf16 = "amp-bf16"
     # 16-bit parameters and activations with fp32 master weights and optimizer states (DeepSpeed fp16/bf16,
-    # Megatron-LM, FSDP MixedPrecision); estimated per rank by vramcalc/parallel/layout.py (issue 7).
+    # Megatron-LM, FSDP MixedPrecision); estimated per rank by vramcalc/parallel/layout.py.
     mixed_fp16 = "mixed-fp16"
     mixed_bf16 = "mixed-bf16"
 

@@ -17,7 +17,7 @@ from vramcalc.spec.models import Spec, uses_llm_keys
 def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     """Estimate the peak allocated memory of one step of ``spec``."""
     if spec.parallel is not None or spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
-        from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank (issue 7)
+        from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank
 
         phases, n_params, assumptions, ranked = per_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
         return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked)

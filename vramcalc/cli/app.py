@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from vramcalc import __version__
 from vramcalc.choices import (
     Attention,
     Checkpointing,
@@ -24,6 +23,7 @@ from vramcalc.choices import (
 )
 from vramcalc.cli._common import EXIT_BAD_INPUT, card_budget, print_json, stdout, user_errors
 from vramcalc.errors import SpecError
+from vramcalc.version import VERSION as __version__
 
 app = typer.Typer(
     rich_markup_mode="rich",
@@ -51,7 +51,7 @@ def main(
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --hf-config).", show_default=False)]
-LLM = "LLM workload (issue 6)"
+LLM = "LLM workload"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
 ReserveFlag = Annotated[
     str | None,

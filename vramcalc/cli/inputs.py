@@ -1,4 +1,4 @@
-"""CLI pieces of issue 6: ``vramcalc import`` and the spec-or-config loading of ``estimate``.
+"""CLI inputs beside a spec file: ``vramcalc import`` and the spec-or-config loading of ``estimate``.
 
 ``estimate --hf-config config.json`` builds the spec from a transformers config and the workload
 flags; ``--quantization`` and ``--adapter`` take a method name or a YAML flow mapping

@@ -1,4 +1,4 @@
-"""Multi-GPU planning command: `vramcalc plan` (issue 7).
+"""Multi-GPU planning command: `vramcalc plan`.
 
 Imported when the CLI starts, so the top level imports only typer, typing and pathlib; the search,
 the catalog and rich tables are imported inside the command.

@@ -79,10 +79,10 @@ def report(
 ) -> None:
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
     assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
-    from vramcalc import __version__
     from vramcalc.cli._common import user_errors
     from vramcalc.errors import SpecError
     from vramcalc.render.html_report import render_report
+    from vramcalc.version import VERSION as __version__
 
     if reserve is not None and not gpu:
         with user_errors():

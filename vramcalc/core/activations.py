@@ -188,8 +188,8 @@ def layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Atte
 
 
 def layer_replicated_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, decoder: bool = False) -> int:
-    """The part of :func:`layer_saved_bytes` that Megatron-style tensor parallelism does not split
-    (issue 7): hidden-wide tensors every TP rank holds in full. Korthikanti et al. 2022 ("Reducing
+    """The part of :func:`layer_saved_bytes` that Megatron-style tensor parallelism does not split:
+    hidden-wide tensors every TP rank holds in full. Korthikanti et al. 2022 ("Reducing
     Activation Recomputation in Large Transformer Models", Table 2) count ``10 sbh`` of them for GPT:
     both norms' inputs and outputs (the outputs are the column-parallel linears' inputs), and the two
     residual dropout masks. Here also the norm statistics and, under autocast, the 16-bit copies of the

@@ -32,7 +32,7 @@ COMPONENTS = (
     "temporaries",
     "workspace",
     "kv_cache",
-    # several GPUs (issue 7; vramcalc/parallel/phases.py): ZeRO-3/FSDP unsharded working set, DeepSpeed buckets
+    # several GPUs (vramcalc/parallel/phases.py): ZeRO-3/FSDP unsharded working set, DeepSpeed buckets
     "gathered_parameters",
     "communication_buffers",
 )
@@ -52,8 +52,8 @@ class Estimate:
     phase_components: dict[str, dict[str, int]]
     overhead: dict[str, int]
     assumptions: list[str] = field(default_factory=list)
-    llm: Any = None  # vramcalc.llm.phases.LlmDetails: KV cache, adapter, experts, quantization (issue 6)
-    parallel: Any = None  # vramcalc.parallel.phases.ParallelDetails: plan, stage, host memory (issue 7)
+    llm: Any = None  # vramcalc.llm.phases.LlmDetails: KV cache, adapter, experts, quantization
+    parallel: Any = None  # vramcalc.parallel.phases.ParallelDetails: plan, stage, host memory
 
     @property
     def peak_allocated_bytes(self) -> int:

@@ -1,4 +1,4 @@
-"""The LLM workloads of issue 6, assembled into phases for :func:`vramcalc.core.dense.estimate`.
+"""The LLM workloads, assembled into phases for :func:`vramcalc.core.dense.estimate`.
 
 One entry point, :func:`llm_phases`, used when a spec has quantized weights, a LoRA adapter, experts,
 a KV cache (generation keys or ``use_cache``). It returns the phases (component -> bytes, the

@@ -264,7 +264,7 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
         raise SpecError(f"{key}: not modelled for mixture-of-experts models (no expert parallelism)")
     given = [name for name in LLM_KEYS if getattr(wl, name) is not None]
     if given:
-        raise SpecError(f"{key}: not modelled together with workload.{given[0]} (issue 6 keys)")
+        raise SpecError(f"{key}: not modelled together with workload.{given[0]} (an LLM workload key)")
     if wl.mode is Mode.inference:
         train_keys = [k for k in TRAIN_ONLY if getattr(section, k) is not None]
         if section.offload.optimizer == "cpu" or section.offload.params == "cpu":

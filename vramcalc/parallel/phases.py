@@ -1,4 +1,4 @@
-"""Per-rank phases of one step of a multi-GPU plan (issue 7): what one GPU holds, phase by phase.
+"""Per-rank phases of one step of a multi-GPU plan: what one GPU holds, phase by phase.
 
 Pure (no I/O, neither typer nor rich). The phases mirror :func:`vramcalc.core.dense.training_phases`
 moment by moment (forward at the loss; start of backward or the last block's backward; end of

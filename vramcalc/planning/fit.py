@@ -1,5 +1,5 @@
-"""Does a spec fit a card, and if not, with what (issue 4, with issue 7's multi-GPU model): `fit` over
-the catalog, `check` on one card, and the sharded plans behind "cards needed" and "shard over N GPUs".
+"""Does a spec fit a card, and if not, with what: `fit` over the catalog, `check` on one card, and the
+sharded plans over several GPUs behind "cards needed" and "shard over N GPUs".
 
 Pure: no I/O, neither typer nor rich. Sharded plans come from :mod:`vramcalc.planning.plan_search`'s search:
 

@@ -54,7 +54,7 @@ def grid_totals(
 
     Each sequence length is prepared once (:class:`vramcalc.planning.batch_totals.BatchTotals`: the estimate
     on a symbolic batch size) and every batch size is evaluated from it: the same integers as
-    ``vramcalc estimate`` at each point (tests/test_batch_totals.py), without re-running the formulas
+    ``vramcalc estimate`` at each point (tests/planning/test_batch_totals.py), without re-running the formulas
     (benchmarks/planning_speed.py measures the rate and profiles where the time goes)."""
     columns = []
     for seq in seqs:

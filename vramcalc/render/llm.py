@@ -1,4 +1,4 @@
-"""Presentation of the LLM numbers (issue 6): extra ``--json`` keys and lines under the estimate table.
+"""Presentation of the LLM numbers: extra ``--json`` keys and lines under the estimate table.
 
 ``--json`` keys (a public contract, added only when they apply):
 ``kv_cache_bytes``, ``kv_cache_bytes_per_token``, ``kv_block_size``, ``context_tokens`` (inference);

@@ -13,7 +13,7 @@ from vramcalc.render.text import gib
 
 
 def parallel_dict(result: Estimate) -> dict[str, Any]:
-    """``estimate --json`` keys of issue 7, present on every estimate: ``per_rank`` (every byte figure is
+    """``estimate --json`` keys of multi-GPU plans, present on every estimate: ``per_rank`` (every byte figure is
     one GPU's), ``host_bytes`` (offloaded bytes per GPU's process) and ``parallel`` (the plan, or null)."""
     details = result.parallel
     return {

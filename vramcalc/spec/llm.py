@@ -1,4 +1,4 @@
-"""Spec models of the LLM workload keys: ``quantization`` and ``adapter`` (issue 6).
+"""Spec models of the LLM workload keys: ``quantization`` and ``adapter``.
 
 Kept apart from :mod:`vramcalc.spec.models` (which imports them) so that the formula modules
 (:mod:`vramcalc.llm.quantization`, :mod:`vramcalc.llm.adapters`) can import these models without a cycle.

@@ -72,7 +72,7 @@ class ModelSpec(_Strict):
     relative_attention_buckets: PositiveInt | None = None
     patch_size: PositiveInt | None = None
     depth: Literal[18, 34, 50, 101, 152] | None = None
-    # Mixture of experts (issue 6; vramcalc/llm/moe.py):
+    # Mixture of experts (vramcalc/llm/moe.py):
     experts: PositiveInt | None = None
     experts_per_token: PositiveInt | None = None
     shared_experts: Annotated[int, Field(strict=True, ge=0, le=10**4)] | None = None
@@ -142,7 +142,7 @@ class Workload(_Strict):
     attention: Attention = Attention.sdpa
     image_size: PositiveInt | None = None
     channels: PositiveInt | None = None
-    # LLM inference, quantization and adapters (issue 6; README "LLM inference, quantization and adapters"):
+    # LLM inference, quantization and adapters (README "LLM inference, quantization and adapters"):
     prompt_len: PositiveCount | None = None
     max_new_tokens: Annotated[ParamCount, Field(ge=0, le=10**12)] | None = None
     use_cache: bool | None = None
@@ -225,9 +225,7 @@ class Spec(_Strict):
     workload: Workload
     overhead: Overhead = Overhead()
     target: Target | None = None
-    parallel: ParallelSpec | None = (
-        None  # several GPUs (issue 7; vramcalc/spec/parallel.py, vramcalc/parallel/layout.py)
-    )
+    parallel: ParallelSpec | None = None  # several GPUs (vramcalc/spec/parallel.py, vramcalc/parallel/layout.py)
 
     @field_validator("name")
     @classmethod

@@ -1,4 +1,4 @@
-"""The optional ``parallel`` section of a spec (issue 7): how one training or inference job is spread
+"""The optional ``parallel`` section of a spec: how one training or inference job is spread
 over several GPUs. Kept apart from :mod:`vramcalc.spec.models` (which imports it), like :mod:`vramcalc.spec.llm`.
 
     parallel:

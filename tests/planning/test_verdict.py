@@ -27,7 +27,7 @@ from vramcalc.planning.budget import budget_for, fit_of
 from vramcalc.spec.load import parse_spec
 from vramcalc.spec.target import parse_reserve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 runner = CliRunner()
 CARDS = [gpu.id for gpu in load_catalog().gpus]

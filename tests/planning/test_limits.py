@@ -28,7 +28,7 @@ from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import Reserve, parse_reserve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 MEASURED = ROOT.parent / "shared" / "calibration" / "measured.yaml"
 GiB, MiB = 2**30, 2**20

@@ -13,7 +13,7 @@ from vramcalc import __version__
 from vramcalc.cli import app
 
 runner = CliRunner()
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 BERT = str(CONFIGS / "bert-base.yaml")
 
 

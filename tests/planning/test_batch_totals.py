@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from spec_texts import TINY_MODEL  # the model of tests/test_estimator.py's hand-derived cases
+from spec_texts import TINY_MODEL  # the model of tests/core/test_dense.py's hand-derived cases
 
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
 from vramcalc.engine import estimate
@@ -20,7 +20,7 @@ from vramcalc.planning.sweep import grid_totals
 from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.spec.models import Spec
 
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 b = Poly.batch()
 
 
@@ -110,7 +110,7 @@ def tiny(**workload: Any) -> Spec:
 
 
 def test_tiny_training_peak_as_polynomials_by_hand() -> None:
-    # From tests/test_estimator.py::test_tiny_decoder_phases_by_hand, per sequence of 4 tokens:
+    # From tests/core/test_dense.py::test_tiny_decoder_phases_by_hand, per sequence of 4 tokens:
     # last block's backward: saved minus the final LayerNorm 16,464 + temporaries 4 x 320 x 4 = 5,120
     #   -> 21,584 b on top of params 205,056 + workspaces 67,108,864 + head/block gradients 203,008
     #   = 67,516,928;
@@ -125,7 +125,7 @@ def test_tiny_training_peak_as_polynomials_by_hand() -> None:
 
 
 def test_tiny_inference_peak_by_hand() -> None:
-    # tests/test_estimator.py::test_tiny_inference_by_hand per sequence: the MLP moment 12,288 b beats
+    # tests/core/test_dense.py::test_tiny_inference_by_hand per sequence: the MLP moment 12,288 b beats
     # the attention moment 7,168 b and the head 2,208 b; params 205,056 + one workspace 33,554,432
     totals = BatchTotals.of(tiny(mode="inference"), hopper_or_newer=True)
     assert totals.peak == ((33_759_488, 12_288),)

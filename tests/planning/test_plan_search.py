@@ -22,7 +22,7 @@ from vramcalc.spec.load import parse_spec
 
 runner = CliRunner()
 GiB = 2**30
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
 #: ~235M parameters: 16 B each under mixed-bf16 Adam (3.8 GB) does not fit a 2 GiB card unsharded.
 MODEL = {

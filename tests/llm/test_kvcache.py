@@ -18,7 +18,7 @@ from vramcalc.llm import kvcache
 from vramcalc.spec.load import parse_spec
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MEASURED = ROOT.parent / "shared" / "calibration" / "measured.yaml"
 LLAMA3_8B = {
     "architecture": "decoder", "layers": 32, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "ffn_size": 14336,

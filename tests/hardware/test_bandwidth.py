@@ -404,6 +404,6 @@ def test_bandwidth_modules_import_neither_typer_nor_rich() -> None:
         capture_output=True,
         text=True,
         check=True,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert out.stdout.strip() == ""

@@ -17,7 +17,7 @@ from vramcalc.spec.hf_import import model_from_config, read_config, spec_from_co
 from vramcalc.spec.load import parse_spec
 
 runner = CliRunner()
-CONFIGS = Path(__file__).resolve().parent / "data" / "hf_configs"
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
 
 
 def params_of(name: str) -> int:

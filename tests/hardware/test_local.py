@@ -19,7 +19,7 @@ from vramcalc.hardware.local import NvmlReading, catalog_name, match_catalog, re
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.units import MiB
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BERT = str(ROOT / "configs" / "bert-base.yaml")
 runner = CliRunner()
 #: An H100 SXM as NVML reports it: name as nvidia-smi prints it, total 81,559 MiB (the catalog's driver

@@ -12,7 +12,7 @@ from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.spec.load import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TRACER_LLM = ROOT / "benchmarks" / "data" / "tracer_llm.json"
 LLAMA32_3B = {
     "architecture": "decoder", "layers": 28, "hidden_size": 3072, "heads": 24, "kv_heads": 8, "ffn_size": 8192,

@@ -27,7 +27,7 @@ from vramcalc.render.check import FORMATTERS
 from vramcalc.render.planning import SWEEP_FORMATS
 
 runner = CliRunner()
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "check"
 FITS = str(EXAMPLES / "gpt2-a100.yaml")  # 26.3 GiB needed, 72 GiB available
 TOO_BIG = str(EXAMPLES / "bert-large-v100.yaml")  # 69.3 GiB needed, 15 GiB available
@@ -288,7 +288,7 @@ def test_fit_exit_1_and_suggestions_when_the_target_does_not_fit() -> None:
 
 def test_fit_reports_the_fewest_sharded_cards() -> None:
     # configs/llama-2-70b-fsdp.yaml (32 GPUs, FSDP full_shard; 44.0 GiB per GPU). Minimality is checked
-    # by hand in tests/test_planning_fit.py (16 bytes per parameter over all GPUs: at least 30 of 40 GiB).
+    # by hand in tests/planning/test_fit.py (16 bytes per parameter over all GPUs: at least 30 of 40 GiB).
     spec = str(ROOT / "configs" / "llama-2-70b-fsdp.yaml")
     doc = json.loads(run("fit", spec, "--json").stdout)
     cards = {c["gpu"]: c for c in doc["cards"]}
@@ -459,7 +459,7 @@ def test_pre_commit_hook_entry(tmp_path: Path) -> None:
 
 
 def test_max_batch_shows_the_formula_behind_its_totals(write_spec) -> None:
-    # tests/test_batch_totals.py derives this spec's peak by hand: max(67,516,928 + 21,584 b, 67,518,976)
+    # tests/planning/test_batch_totals.py derives this spec's peak by hand: max(67,516,928 + 21,584 b, 67,518,976)
     tiny = "\n".join(
         ["name: tiny-by-hand", "model:", *(f"  {k}: {str(v).lower()}" for k, v in TINY_MODEL.items())]
         + ["workload:", "  batch_size: 2", "  seq_len: 4", "  precision: fp32", "  optimizer: sgd"]

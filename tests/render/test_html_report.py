@@ -24,7 +24,7 @@ from vramcalc.render.html_report import COLOURS, ReportEntry, axis_max_bytes, re
 from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.units import GiB
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 SPECS = [CONFIGS / "bert-base.yaml", CONFIGS / "gpt2.yaml", CONFIGS / "llama-2-7b.yaml"]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -21,7 +21,7 @@ from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import FsdpStrategy, ParallelSpec
 from vramcalc.spec.target import parse_reserve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 GiB, MiB = 2**30, 2**20
 #: Llama-2-70B (configs/llama-2-70b-fsdp.yaml; meta-llama/Llama-2-70b-hf): 68,976,648,192 parameters.

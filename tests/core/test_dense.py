@@ -88,7 +88,7 @@ def test_design_notes_model_states_are_exact() -> None:
 
     from vramcalc.spec.load import load_spec
 
-    result = estimate(load_spec(Path(__file__).resolve().parent.parent / "configs" / "bert-base.yaml"))
+    result = estimate(load_spec(Path(__file__).resolve().parents[2] / "configs" / "bert-base.yaml"))
     assert result.component_peaks["parameters"] == 219_028_596
     assert result.component_peaks["gradients"] == 219_028_596
     assert result.component_peaks["optimizer_states"] == 438_057_984

@@ -19,7 +19,7 @@ from vramcalc.engine import estimate
 from vramcalc.spec.load import load_spec, override_workload, parse_spec
 from vramcalc.spec.models import Spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"
 CALIBRATION = ROOT.parent / "shared" / "calibration"
 runner = CliRunner()

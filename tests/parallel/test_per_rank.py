@@ -25,7 +25,7 @@ from vramcalc.parallel.activations import stage_activations
 from vramcalc.parallel.layout import deepspeed_model_states_estimate, resolve_plan, tp_local
 from vramcalc.spec.load import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import parallel_accuracy  # noqa: E402
@@ -55,7 +55,7 @@ ROUND = {
 }
 ROUND_PARAMS = 230_144
 #: The estimator tests' tiny decoder with two blocks: 32,928 saved bytes per block at batch 2, sequence 4,
-#: fp32, dropout 0 (tests/test_estimator.py derives it), final LayerNorm 8 tokens x 520 B = 4,160.
+#: fp32, dropout 0 (tests/core/test_dense.py derives it), final LayerNorm 8 tokens x 520 B = 4,160.
 TINY = {**TINY_MODEL, "layers": 2}
 
 

@@ -15,7 +15,7 @@ from vramcalc.errors import MeasuredStatsError, VramcalcError
 from vramcalc.planning.compare import MeasuredStats, compare, load_memory_stats, parse_memory_stats
 from vramcalc.units import GiB, MiB
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BERT = str(ROOT / "configs" / "bert-base.yaml")
 CALIBRATION = ROOT.parent / "shared" / "calibration"
 runner = CliRunner()
