@@ -9,8 +9,12 @@ import dataclasses
 from vramcalc.choices import Architecture, Mode, Precision
 from vramcalc.core.dense import phase_candidates
 from vramcalc.core.estimate import Estimate, assemble, select_phases
-from vramcalc.core.resolve import resolve_model
-from vramcalc.core.workload import DTYPES, image_elements, input_bytes, tokens_for, weight_count, workspace_bytes
+from vramcalc.core.workload import (
+    image_elements,
+    input_bytes,
+    resolve_workload,
+    workspace_bytes,
+)
 from vramcalc.spec.models import Spec, uses_llm_keys
 
 
@@ -26,14 +30,12 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
 
         phases, n_params, assumptions = vision.resnet_phases(spec, hopper_or_newer=hopper_or_newer)
         return assemble(spec, n_params, phases, assumptions)
-    shape, assumptions = resolve_model(spec.model, spec.workload)
+    work = resolve_workload(spec)
+    assumptions = list(work.notes)
     wl = spec.workload
-    dt = DTYPES[wl.precision]
-    tk = tokens_for(spec, shape, wl.batch_size)
-    n_params = weight_count(shape, assumptions)
     base = {
-        "parameters": n_params * dt.param,
-        "inputs": input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param),
+        "parameters": work.n_params * work.dtypes.param,
+        "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
     }
     if not hopper_or_newer:
@@ -41,9 +43,9 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     if uses_llm_keys(spec):
         from vramcalc.llm import phases as llm
 
-        phases, details = llm.llm_phases(spec, shape, tk, dt, base, n_params, assumptions)
-        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), llm=details)
+        phases, details = llm.llm_phases(work, base, assumptions)
+        return dataclasses.replace(assemble(spec, work.n_params, phases, assumptions), llm=details)
     if wl.mode is Mode.train and wl.optimizer is None:
         assumptions.append("optimizer not given: adamw")
-    phases = select_phases(phase_candidates(spec, shape, tk, dt, base, n_params))
-    return assemble(spec, n_params, phases, assumptions)
+    phases = select_phases(phase_candidates(work, base))
+    return assemble(spec, work.n_params, phases, assumptions)

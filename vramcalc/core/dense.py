@@ -16,53 +16,35 @@ A training step is modelled as PyTorch runs it on its second iteration with
 
 from __future__ import annotations
 
-from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Norm, Optimizer
+from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Norm
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase, select_phases
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.workload import default_optimizer
-from vramcalc.spec.models import Spec
+from vramcalc.core.workload import ResolvedWorkload
 
 
-def phase_candidates(
-    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: Phase, n_params: int
-) -> dict[str, list[Phase]]:
+def phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str, list[Phase]]:
     """The moments that may set each phase's peak, for a dense single-GPU model (no LLM keys):
     inference is one forward working set; training is :func:`_training_phase_candidates`."""
-    if spec.workload.mode is Mode.inference:
-        activations = act.inference_transient_bytes(shape, tk, dt, spec.workload.attention)
+    if work.mode is Mode.inference:
+        activations = act.inference_transient_bytes(work.shape, work.tokens, work.dtypes, work.spec.workload.attention)
         return {"forward": [{**base, "activations": activations}]}
-    return _training_phase_candidates(spec, shape, tk, dt, default_optimizer(spec), base, n_params)
+    return _training_phase_candidates(work, base)
 
 
-def training_phases(
-    spec: Spec,
-    shape: ModelShape,
-    tk: act.Tokens,
-    dt: act.Dtypes,
-    optimizer: Optimizer,
-    base: dict[str, int],
-    n_params: int,
-) -> dict[str, dict[str, int]]:
+def training_phases(work: ResolvedWorkload, base: dict[str, int]) -> dict[str, dict[str, int]]:
     """Forward, backward and optimizer phases of a training step, each at its largest moment."""
-    return select_phases(_training_phase_candidates(spec, shape, tk, dt, optimizer, base, n_params))
+    return select_phases(_training_phase_candidates(work, base))
 
 
-def _training_phase_candidates(
-    spec: Spec,
-    shape: ModelShape,
-    tk: act.Tokens,
-    dt: act.Dtypes,
-    optimizer: Optimizer,
-    base: Phase,
-    n_params: int,
-) -> dict[str, list[Phase]]:
+def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str, list[Phase]]:
     """Backward has several candidate moments: its start (every saved activation plus the loss
     gradients), the last block's backward, and its end (all gradients); under full checkpointing the
     start and the first recomputed block instead of the last block."""
-    wl = spec.workload
+    wl, shape, tk, dt = work.spec.workload, work.shape, work.tokens, work.dtypes
+    optimizer, n_params = work.optimizer, work.n_params
     param_bytes = n_params * dt.param
     states = optimizer_state_bytes(optimizer, shape, dt.param)
     copies = linear_weight_params(shape) * dt.compute if dt.amp else 0

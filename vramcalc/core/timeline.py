@@ -55,9 +55,7 @@ from vramcalc.core import activations as act
 from vramcalc.core.dense import head_gradient_params, recomputed_input_bytes
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
-from vramcalc.core.resolve import resolve_model
-from vramcalc.core.shape import ModelShape
-from vramcalc.core.workload import DTYPES
+from vramcalc.core.workload import resolve_workload
 from vramcalc.spec.models import Spec
 
 #: At most this many points per pass through the blocks; neighbouring blocks are grouped beyond it.
@@ -179,10 +177,8 @@ def _finish(estimate: Estimate, points: list[Point], *, detailed: bool, notes: t
 
 def step_parts(spec: Spec) -> StepParts:
     """Loss, embedding and head tensors, block count and checkpointing pieces of a text transformer."""
-    shape, _ = resolve_model(spec.model, spec.workload)
-    wl = spec.workload
-    dt = DTYPES[wl.precision]
-    tk = _tokens(spec, shape)
+    work = resolve_workload(spec)
+    wl, shape, dt, tk = spec.workload, work.shape, work.dtypes, work.tokens
     loss = act.loss_bytes(shape, tk, dt)
     enc_dec = shape.architecture is Architecture.encoder_decoder
     checkpointing = wl.gradient_checkpointing is Checkpointing.full
@@ -207,14 +203,6 @@ def step_parts(spec: Spec) -> StepParts:
         optimizer_impl=wl.optimizer_impl,
         lm_head=shape.head is Head.lm,
     )
-
-
-def _tokens(spec: Spec, shape: ModelShape) -> act.Tokens:
-    """Batch shape as the estimator builds it (decoder length = target_len for encoder-decoders)."""
-    wl = spec.workload
-    seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
-    target = wl.target_len if wl.target_len is not None and shape.architecture is Architecture.encoder_decoder else seq
-    return act.Tokens(batch=wl.batch_size, seq=seq, target=target)
 
 
 def _with(base: Components, **changes: int) -> Components:

@@ -1,17 +1,21 @@
-"""The workload geometry every estimator reads: dtypes per precision, the tokens of a batch,
-the input and cuBLAS workspace bytes, the weight count and the default optimizer.
+"""The resolved workload every estimator reads (:class:`ResolvedWorkload`, built once by
+:func:`resolve_workload`): the model shape, the dtypes of the precision, the batch/token geometry of
+the step, the parameter count the weights are sized by and the optimizer, defaults filled. Also the
+rules it is built from (dtypes per precision, tokens of a batch, input and cuBLAS workspace bytes).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Architecture, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.params import count_params
+from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import DEFAULT_CHANNELS, ModelShape
 from vramcalc.spec.models import Spec
-from vramcalc.units import MiB, allocation_bytes
+from vramcalc.units import MiB, allocation_bytes, ceil_div
 
 #: cuBLAS workspace PyTorch allocates through its caching allocator, per handle: 32 MiB on Hopper
 #: and newer (CUBLAS_WORKSPACE_CONFIG ":4096:8"), 8.125 MiB before (":4096:2:16:8"), per
@@ -66,14 +70,18 @@ def input_bytes(shape: ModelShape, tk: act.Tokens, mode: Mode, pixels: int = 0, 
     return ids + allocation_bytes(tk.decoder * act.TOKEN_ID)
 
 
-def tokens_for(spec: Spec, shape: ModelShape, batch: Any) -> act.Tokens:
-    """The batch shape of a step: ViT's length follows the image; an encoder-decoder's target is
-    ``target_len`` (default: the source length). ``batch`` may be a symbolic batch size."""
+def tokens_for(spec: Spec, shape: ModelShape, batch: Any, context_parallel: int = 1) -> act.Tokens:
+    """The batch shape of a step, the one rule every estimator uses: ViT's length follows the image;
+    an encoder-decoder's target is ``target_len`` (default: the source length). ``batch`` may be a
+    symbolic batch size. With context parallelism each rank holds ``1/context_parallel`` of every
+    sequence, rounded up (the frameworks pad a sequence that does not divide evenly)."""
     wl = spec.workload
     seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
     target = wl.target_len if wl.target_len is not None else seq
     if shape.architecture is not Architecture.encoder_decoder:
         target = seq
+    if context_parallel > 1:
+        seq, target = ceil_div(seq, context_parallel), ceil_div(target, context_parallel)
     return act.Tokens(batch=batch, seq=seq, target=target)
 
 
@@ -89,3 +97,39 @@ def default_optimizer(spec: Spec) -> Optimizer:
     if spec.workload.optimizer is not None:
         return spec.workload.optimizer
     return Optimizer.adamw if spec.workload.mode is Mode.train else Optimizer.none
+
+
+@dataclass(frozen=True)
+class ResolvedWorkload:
+    """A spec resolved once, read by every estimator (ints throughout; ``tokens.batch`` may be a
+    symbolic batch size on the sweep path)."""
+
+    spec: Spec
+    shape: ModelShape
+    dtypes: act.Dtypes
+    tokens: act.Tokens  # the step's batch geometry: batch x seq (an encoder-decoder's target too)
+    n_params: int  # what the weights are sized by: the spec's params, else the exact count
+    optimizer: Optimizer  # the spec's, else AdamW for training and none for inference
+    notes: tuple[str, ...]  # the defaults the resolution filled, in order
+
+    @property
+    def mode(self) -> Mode:
+        return self.spec.workload.mode
+
+    def at_batch(self, batch: Any) -> ResolvedWorkload:
+        """The same workload at another (possibly symbolic) batch size."""
+        return replace(self, tokens=act.Tokens(batch=batch, seq=self.tokens.seq, target=self.tokens.target))
+
+    def tokens_per_rank(self, context_parallel: int) -> act.Tokens:
+        """One rank's share of every sequence under context parallelism (:func:`tokens_for`)."""
+        return tokens_for(self.spec, self.shape, self.tokens.batch, context_parallel)
+
+
+def resolve_workload(spec: Spec) -> ResolvedWorkload:
+    """Resolve ``spec`` (not ResNet, which has no transformer shape): the model shape with its
+    defaults, the dtypes, the step's tokens, the weight count and the optimizer."""
+    shape, notes = resolve_model(spec.model, spec.workload)
+    n_params = weight_count(shape, notes)
+    dtypes = DTYPES[spec.workload.precision]
+    tokens = tokens_for(spec, shape, spec.workload.batch_size)
+    return ResolvedWorkload(spec, shape, dtypes, tokens, n_params, default_optimizer(spec), tuple(notes))

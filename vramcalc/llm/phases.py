@@ -14,8 +14,10 @@ from typing import Any
 
 from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
 from vramcalc.core import activations as act
+from vramcalc.core.dense import training_phases
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
 from vramcalc.llm import adapters, generation, kvcache, moe, quantization
 from vramcalc.spec.models import Spec, is_generation
@@ -58,10 +60,9 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     return wb.total_bytes, info
 
 
-def llm_phases(
-    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], n_params: int, notes: list[str]
-) -> tuple[Phases, LlmDetails]:
+def llm_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -> tuple[Phases, LlmDetails]:
     """Phases of one step of an LLM workload, and the details for the ``--json`` document."""
+    spec, shape, tk, dt, n_params = work.spec, work.shape, work.tokens, work.dtypes, work.n_params
     wl = spec.workload
     weights, qinfo = _weights(spec, shape, dt, n_params, notes)
     base = {**base, "parameters": weights}
@@ -73,7 +74,7 @@ def llm_phases(
             return phases, replace(details, trainable_params=trainable)
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
-        return moe_training_phases(spec, shape, tk, dt, base, n_params, notes), details
+        return moe_training_phases(work, base, notes), details
     return inference_phases(spec, shape, tk, dt, base, details, notes)
 
 
@@ -153,16 +154,12 @@ def profile_non_kv_bytes(
     return sum(profile.values()) - profile["kv_cache"]
 
 
-def moe_training_phases(
-    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], n_params: int, notes: list[str]
-) -> Phases:
+def moe_training_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -> Phases:
     """Full fine-tuning of a MoE model: the dense phases plus the routed activations of the MoE layers."""
-    from vramcalc.core.dense import training_phases
-    from vramcalc.core.workload import default_optimizer
-
+    spec, shape, tk, dt = work.spec, work.shape, work.tokens, work.dtypes
     if spec.workload.optimizer is None:
         notes.append("optimizer not given: adamw")
-    phases = training_phases(spec, shape, tk, dt, default_optimizer(spec), base, n_params)
+    phases = training_phases(work, base)
     full = spec.workload.gradient_checkpointing is Checkpointing.full
     extra = moe.saved_delta_per_layer(shape, tk.encoder, dt) if full else moe.saved_delta(shape, tk.encoder, dt)
     for name in ("forward", "backward"):
@@ -175,8 +172,6 @@ def adapter_phases(
     spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], notes: list[str]
 ) -> tuple[Phases, int]:
     """LoRA / QLoRA training step: frozen (possibly quantized) base, trainable fp32 adapters."""
-    from vramcalc.core.workload import default_optimizer
-
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None

@@ -15,19 +15,17 @@ from dataclasses import dataclass
 from vramcalc.choices import Architecture, Attention, Checkpointing
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.workload import DTYPES
-from vramcalc.parallel.layout import Plan, ceil_div, tp_local
+from vramcalc.core.workload import DTYPES, tokens_for
+from vramcalc.parallel.layout import Plan, tp_local
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Schedule
+from vramcalc.units import ceil_div
 
 
 def rank_tokens(spec: Spec, shape: ModelShape, plan: Plan) -> act.Tokens:
-    """One micro-batch on one rank: ``batch_size`` sequences of ``seq_len / context`` tokens (rounded up:
-    a sequence that does not divide evenly is padded, as the frameworks require equal chunks)."""
-    wl = spec.workload
-    seq = shape.positions if shape.architecture is Architecture.vit else wl.seq_len or 0
-    target = wl.target_len if wl.target_len is not None and shape.architecture is Architecture.encoder_decoder else seq
-    return act.Tokens(batch=wl.batch_size, seq=ceil_div(seq, plan.context), target=ceil_div(target, plan.context))
+    """One micro-batch on one rank: ``batch_size`` sequences of ``seq_len / context`` tokens
+    (:func:`vramcalc.core.workload.tokens_for`, the one token rule)."""
+    return tokens_for(spec, shape, spec.workload.batch_size, plan.context)
 
 
 def in_flight(plan: Plan, stage: str) -> int:

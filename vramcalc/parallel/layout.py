@@ -46,6 +46,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec, Schedule, check_rules
+from vramcalc.units import ceil_div
 
 MIXED = (Precision.mixed_fp16, Precision.mixed_bf16)
 FP32 = 4
@@ -59,11 +60,6 @@ DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 #: ZeRO-3 steps the optimizer on sub-groups of at most ``sub_group_size`` elements (default 1e9), so its
 #: fp32 gradient copy is bounded by one sub-group.
 DEEPSPEED_SUB_GROUP = 1_000_000_000
-
-
-def ceil_div(numerator: int, denominator: int) -> int:
-    """Integer ceiling of a quotient (exact for any size, unlike ``math.ceil`` of a float)."""
-    return -(-numerator // denominator)
 
 
 @dataclass(frozen=True)

@@ -43,9 +43,8 @@ from vramcalc.core import activations as act
 from vramcalc.core.dense import head_gradient_params
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.workload import DTYPES, image_elements, input_bytes, workspace_bytes
+from vramcalc.core.workload import DTYPES, image_elements, input_bytes, resolve_workload, workspace_bytes
 from vramcalc.parallel.activations import in_flight, rank_tokens, stage_activations
 from vramcalc.parallel.layout import (
     DEEPSPEED_SUB_GROUP,
@@ -54,7 +53,6 @@ from vramcalc.parallel.layout import (
     Layout,
     ParallelDetails,
     Plan,
-    ceil_div,
     check_supported,
     largest_fsdp_unit,
     largest_tensor,
@@ -65,6 +63,7 @@ from vramcalc.parallel.layout import (
 )
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec
+from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
 
@@ -101,13 +100,10 @@ class RankParts:
 def per_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases, int, list[str], ParallelDetails]:
     """Phases of the most loaded rank, the model's parameter count, assumptions and plan details."""
     check_supported(spec, spec.parallel or ParallelSpec())  # before the shape: ResNet has none
-    shape, notes = resolve_model(spec.model, spec.workload)
+    work = resolve_workload(spec)
+    shape, n_params = work.shape, work.n_params
     plan, plan_notes = resolve_plan(spec, shape)
-    notes += plan_notes
-    derived = count_params(shape)
-    n_params = shape.stated_params or derived
-    if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
-        notes.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
+    notes = [*work.notes, *plan_notes]
     stages = ("only",) if plan.pipeline == 1 else ("first", "last")
     built = {s: _stage(spec, shape, plan, s, n_params, hopper_or_newer) for s in stages}
     peaks = {s: max(sum(c.values()) for c in phases.values()) for s, (phases, _) in built.items()}

@@ -17,17 +17,23 @@ Specs on other paths (several GPUs, ResNet, the LLM keys), or whose formulas lea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Architecture, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.dense import phase_candidates
 from vramcalc.core.estimate import overhead_terms, phase_total
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
-from vramcalc.core.workload import DTYPES, image_elements, input_bytes, tokens_for, weight_count, workspace_bytes
+from vramcalc.core.workload import (
+    DTYPES,
+    ResolvedWorkload,
+    image_elements,
+    input_bytes,
+    resolve_workload,
+    workspace_bytes,
+)
 from vramcalc.engine import estimate
 from vramcalc.spec.load import override_workload
 from vramcalc.spec.models import Spec, uses_llm_keys
@@ -53,14 +59,16 @@ class BatchTotals:
         """Prepare the totals of ``spec`` on a card of that generation (cuBLAS workspace size)."""
         if not _symbolic_path(spec):
             return cls(spec, hopper_or_newer)
-        shape, _ = resolve_model(spec.model, spec.workload)
+        work = resolve_workload(spec)
         try:
-            peak = _symbolic_peak(spec, shape, hopper_or_newer)
+            peak = _symbolic_peak(work, hopper_or_newer)
         except NotPolynomial:
             return cls(spec, hopper_or_newer)
         context, reserve = overhead_terms(spec, [])
-        one = tokens_for(spec, shape, 1)
-        return cls(spec, hopper_or_newer, _coefficients(peak), shape, context, reserve, one, image_elements(spec, 1))
+        one = work.at_batch(1).tokens
+        return cls(
+            spec, hopper_or_newer, _coefficients(peak), work.shape, context, reserve, one, image_elements(spec, 1)
+        )
 
     @property
     def symbolic(self) -> bool:
@@ -72,7 +80,7 @@ class BatchTotals:
             changed = override_workload(self.spec, self.spec.name or "<spec>", batch_size=batch)
             return estimate(changed, hopper_or_newer=self.hopper_or_newer).total_bytes
         wl, one = self.spec.workload, self.tokens
-        tk = act.Tokens(batch, one.seq, one.target)  # type: ignore[union-attr]
+        tk = replace(one, batch=batch)  # type: ignore[type-var]  # the step's tokens at this batch size
         pixels = batch * self.pixels_per_sample
         inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
         allocated = max([_horner(coefs, batch) for coefs in self.peak]) + inputs
@@ -101,13 +109,9 @@ def _symbolic_path(spec: Spec) -> bool:
     return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec)
 
 
-def _symbolic_peak(spec: Spec, shape: ModelShape, hopper_or_newer: bool) -> Any:
+def _symbolic_peak(work: ResolvedWorkload, hopper_or_newer: bool) -> Any:
     """The largest moment of the step, every component but the inputs, in a symbolic batch size.
     The inputs are the same tensors in every moment, so leaving them out moves no maximum."""
-    wl = spec.workload
-    dt = DTYPES[wl.precision]
-    n_params = weight_count(shape, [])
-    base = {"parameters": n_params * dt.param, "workspace": workspace_bytes(wl.mode, hopper_or_newer)}
-    tk = tokens_for(spec, shape, Poly.batch())
-    candidates = phase_candidates(spec, shape, tk, dt, base, n_params)
+    base = {"parameters": work.n_params * work.dtypes.param, "workspace": workspace_bytes(work.mode, hopper_or_newer)}
+    candidates = phase_candidates(work.at_batch(Poly.batch()), base)
     return maximum(*(phase_total(moment) for moments in candidates.values() for moment in moments))
