@@ -62,7 +62,8 @@ def test_readme_set_up_commands_match_ci() -> None:
     readme = README.read_text(encoding="utf-8")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     test_command = (
-        'python3 -m venv .venv && . .venv/bin/activate && python -m pip install -q -e ".[test]" && python -m pytest'
+        'python3 -m venv .venv && . .venv/bin/activate && python -m pip install -q -e ".[test]" '
+        "&& ruff check . && ruff format --check . && mypy && python -m pytest"
     )
-    assert test_command in readme and test_command in ci
+    assert test_command in readme and test_command in ci  # the quality gates run in CI too
     assert "vramcalc estimate configs/bert-base.yaml" in readme

@@ -181,7 +181,7 @@ def run() -> None:
     usage_error = typer.BadParameter.__mro__[1]  # typer's vendored UsageError (never import click)
     try:
         code = app(standalone_mode=False)
-    except usage_error as exc:
+    except usage_error as exc:  # type: ignore[misc]  # an exception class, found at run time
         message = " ".join(exc.format_message().split())
         if message:  # no message: `vramcalc` alone, whose help was already printed
             typer.echo(f"error: {message}", err=True)

@@ -55,6 +55,7 @@ def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str
         return override_workload(load_spec(spec), str(spec), **flags), str(spec)
     from vramcalc.spec.hf_import import read_config, spec_from_config
 
+    assert hf_config is not None  # exactly one of the two, checked above
     source = str(hf_config)
     workload = {key: value for key, value in flags.items() if value is not None}
     return parse_spec(spec_from_config(read_config(hf_config), source, workload), source), source

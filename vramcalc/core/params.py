@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     pass
 
 
-def _mlm_head(shape: ModelShape) -> bool:
+def has_mlm_head(shape: ModelShape) -> bool:
     return shape.architecture is Architecture.encoder and shape.head is Head.lm
 
 
@@ -70,7 +70,7 @@ def head_params(shape: ModelShape) -> int:
     if shape.pooler:
         total += _linear(h, h, True)
     if shape.head is Head.lm:
-        if _mlm_head(shape):
+        if has_mlm_head(shape):
             total += _linear(h, h, True) + _norm_params(shape) + shape.vocab  # transform + LN + decoder bias
         if not shape.tie_embeddings:
             total += shape.vocab * h
@@ -125,7 +125,7 @@ def linear_weight_params(shape: ModelShape) -> int:
     head = _linear(h, h, True) if shape.pooler else 0
     if shape.head is Head.lm:
         head += shape.vocab * h
-        if _mlm_head(shape):
+        if has_mlm_head(shape):
             head += _linear(h, h, True) + shape.vocab
     elif shape.head is Head.classification:
         head += _linear(h, shape.num_labels, True)

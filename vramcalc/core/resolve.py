@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TypeVar
 
 from vramcalc.choices import Architecture, Head, Mlp, Norm, Position
-from vramcalc.core.params import _mlm_head, count_params
+from vramcalc.core.params import count_params, has_mlm_head
 from vramcalc.core.shape import (
     DEFAULT_CHANNELS,
     DEFAULT_DROPOUT,
@@ -26,8 +27,10 @@ from vramcalc.core.shape import (
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import ModelSpec, Workload
 
+T = TypeVar("T")
 
-def _pick(value: object, default: object, note: str, assumptions: list[str]) -> object:
+
+def _pick(value: T | None, default: T, note: str, assumptions: list[str]) -> T:
     if value is not None:
         return value
     shown = default.value if hasattr(default, "value") else default
@@ -36,7 +39,7 @@ def _pick(value: object, default: object, note: str, assumptions: list[str]) -> 
 
 
 def _default_architecture(spec: ModelSpec, assumptions: list[str]) -> Architecture:
-    return _pick(spec.architecture, Architecture.decoder, "architecture not given: {}", assumptions)  # type: ignore[return-value]
+    return _pick(spec.architecture, Architecture.decoder, "architecture not given: {}", assumptions)
 
 
 def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
@@ -73,9 +76,10 @@ class _SizeOnly:
 def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape, list[str]]:
     notes: list[str] = []
     arch = _default_architecture(spec, notes)
-    heads = int(
-        _pick(spec.heads, max(1, spec.hidden_size // DEFAULT_HEAD_DIM), "heads not given: {} (hidden_size / 64)", notes)
-    )  # type: ignore[arg-type]
+    # ModelSpec's validation guarantees both for every transformer (ResNet never reaches this)
+    assert spec.layers is not None and spec.hidden_size is not None
+    default_heads = max(1, spec.hidden_size // DEFAULT_HEAD_DIM)
+    heads = _pick(spec.heads, default_heads, "heads not given: {} (hidden_size / 64)", notes)
     mlp = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}", notes)
     gated = mlp is Mlp.swiglu
     default_norm = Norm.rmsnorm if gated else Norm.layernorm
@@ -104,25 +108,25 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         if position is Position.learned and spec.max_position_embeddings is None:
             notes.append(f"max_position_embeddings not given: {positions}")
     shape = ModelShape(
-        architecture=arch,  # type: ignore[arg-type]
+        architecture=arch,
         layers=spec.layers,
         decoder_layers=spec.decoder_layers or spec.layers,
         hidden=spec.hidden_size,
         heads=heads,
         kv_heads=spec.kv_heads or heads,
         head_dim=head_dim,
-        ffn=ffn,  # type: ignore[arg-type]
-        mlp=mlp,  # type: ignore[arg-type]
-        norm=norm,  # type: ignore[arg-type]
-        position=position,  # type: ignore[arg-type]
+        ffn=ffn,
+        mlp=mlp,
+        norm=norm,
+        position=position,
         vocab=spec.vocab_size or 0,
         positions=positions if position is Position.learned else 0,
         tie_embeddings=spec.tie_embeddings if spec.tie_embeddings is not None else not gated,
         head=spec.head or (Head.classification if vit else Head.lm),
         num_labels=spec.num_labels or (DEFAULT_IMAGE_CLASSES if vit else 2),
-        bias=bias,  # type: ignore[arg-type]
-        dropout=dropout,  # type: ignore[arg-type]
-        type_vocab=_type_vocab(spec, arch, position),  # type: ignore[arg-type]
+        bias=bias,
+        dropout=dropout,
+        type_vocab=_type_vocab(spec, arch, position),
         pooler=bool(spec.pooler),
         fused_qkv=spec.fused_qkv
         if spec.fused_qkv is not None
@@ -131,13 +135,13 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         stated_params=spec.params,
         patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
         channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
-        moe=_resolve_moe(spec, ffn, notes),  # type: ignore[arg-type]
+        moe=_resolve_moe(spec, ffn, notes),
     )
     return (shape if vit else _with_vocab(shape, spec, notes)), notes
 
 
-def _resolve_moe(spec: ModelSpec, ffn: object, notes: list[str]) -> MoeShape | None:
-    return resolve_moe(spec, int(ffn), notes)  # type: ignore[call-overload]
+def _resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
+    return resolve_moe(spec, ffn, notes)
 
 
 def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:
@@ -158,7 +162,7 @@ def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelSh
         raise SpecError(
             f"model.params: {spec.params:,} is not more than the layers alone ({body:,}); check params and the shape"
         )
-    per_row = shape.hidden * (1 if shape.tie_embeddings else 2) + (1 if _mlm_head(shape) else 0)
+    per_row = shape.hidden * (1 if shape.tie_embeddings else 2) + (1 if has_mlm_head(shape) else 0)
     vocab = max(0, (spec.params - body) // per_row)
     notes.append(f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)")
     return replace(shape, vocab=vocab)

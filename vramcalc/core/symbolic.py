@@ -56,8 +56,8 @@ class _BatchDependent:
     def _compare(self, other: Any) -> bool:
         raise NotPolynomial("comparison of a batch-dependent value")
 
-    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _compare  # type: ignore[assignment]
-    __hash__ = None  # type: ignore[assignment]
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _compare
+    __hash__ = None  # type: ignore[assignment]  # unhashable, like any class that defines __eq__
 
     def __bool__(self) -> bool:
         raise NotPolynomial("truth value of a batch-dependent value")

@@ -55,13 +55,13 @@ class LoraMatrix:
 def resolve_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> tuple[str, ...]:
     """Canonical projection names (q, k, v, o, qkv, gate, up, down) the adapter targets."""
     if adapter.targets is None:
-        names = DEFAULT_FUSED_TARGETS if shape.fused_qkv else DEFAULT_TARGETS
-        notes.append(f"adapter.targets not given: {', '.join(names)} (PEFT's default for this kind of model)")
-        return names
+        defaults: tuple[str, ...] = DEFAULT_FUSED_TARGETS if shape.fused_qkv else DEFAULT_TARGETS
+        notes.append(f"adapter.targets not given: {', '.join(defaults)} (PEFT's default for this kind of model)")
+        return defaults
     if adapter.targets == ALL_LINEAR:
         attn = ("qkv", "o") if shape.fused_qkv else ("q", "k", "v", "o")
         return attn + (("gate", "up", "down") if shape.gated else ("up", "down"))
-    names = tuple(dict.fromkeys(TARGET_ALIASES[t] for t in adapter.targets))
+    names: tuple[str, ...] = tuple(dict.fromkeys(TARGET_ALIASES[t] for t in adapter.targets))
     for name in names:
         if shape.fused_qkv and name in ("q", "k", "v"):
             raise SpecError("workload.adapter.targets: this model has a fused QKV projection; target query_key_value")
@@ -132,7 +132,8 @@ def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state
 def lora_saved_per_token(matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float) -> int:
     """Bytes per token all adapters save: lora_A's input (a cast copy per module, or the activation the
     modules of one input share when no cast is needed), the dropout mask, and lora_A's output."""
-    total, shared_inputs = 0, {}
+    total = 0
+    shared_inputs: dict[object, int] = {}
     for m in matrices:
         total += m.passes * rank * a
         if dropout > 0:

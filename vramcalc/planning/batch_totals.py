@@ -80,7 +80,8 @@ class BatchTotals:
             changed = override_workload(self.spec, self.spec.name or "<spec>", batch_size=batch)
             return estimate(changed, hopper_or_newer=self.hopper_or_newer).total_bytes
         wl, one = self.spec.workload, self.tokens
-        tk = replace(one, batch=batch)  # type: ignore[type-var]  # the step's tokens at this batch size
+        assert one is not None  # prepared with the shape
+        tk = replace(one, batch=batch)  # the step's tokens at this batch size
         pixels = batch * self.pixels_per_sample
         inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
         allocated = max([_horner(coefs, batch) for coefs in self.peak]) + inputs

@@ -273,7 +273,8 @@ def timeline_svg(tl: Timeline, est: Estimate, y_max: int, budget: Budget | None 
 
 def _phase_bands(tl: Timeline, x: Scale) -> str:
     """Alternating background bands and a label under each phase's run of points."""
-    out, start = [], 0
+    out: list[str] = []
+    start = 0
     points = tl.points
     for i in range(1, len(points) + 1):
         if i < len(points) and points[i].phase == points[start].phase:
