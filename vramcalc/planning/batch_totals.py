@@ -17,7 +17,7 @@ Specs on other paths (several GPUs, ResNet, the LLM keys), or whose formulas lea
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from vramcalc.choices import Architecture, Precision
@@ -81,7 +81,7 @@ class BatchTotals:
             return estimate(changed, hopper_or_newer=self.hopper_or_newer).total_bytes
         wl, one = self.spec.workload, self.tokens
         assert one is not None  # prepared with the shape
-        tk = replace(one, batch=batch)  # the step's tokens at this batch size
+        tk = act.Tokens(batch, one.seq, one.target)  # the step's tokens at this batch size
         pixels = batch * self.pixels_per_sample
         inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
         allocated = max([_horner(coefs, batch) for coefs in self.peak]) + inputs
