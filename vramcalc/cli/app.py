@@ -22,7 +22,7 @@ from vramcalc.choices import (
     Runtime,
 )
 from vramcalc.cli._common import EXIT_BAD_INPUT, card_budget, print_json, stdout, user_errors
-from vramcalc.errors import SpecError
+from vramcalc.errors import UnitError
 from vramcalc.version import VERSION as __version__
 
 app = typer.Typer(
@@ -121,7 +121,7 @@ def estimate(
     with user_errors(source):
         loaded, _ = load_for_estimate(spec, hf_config, flags)
         if reserve is not None and not gpu:
-            raise SpecError("--reserve: needs --gpu (the reserve is kept free on that card)")
+            raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
         budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
         result = run_estimate(loaded, hopper_or_newer=budget.hopper_or_newer if budget else True)
         fit = None

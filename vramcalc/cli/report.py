@@ -80,13 +80,13 @@ def report(
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
     assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
     from vramcalc.cli._common import user_errors
-    from vramcalc.errors import SpecError
+    from vramcalc.errors import UnitError
     from vramcalc.render.html_report import render_report
     from vramcalc.version import VERSION as __version__
 
     if reserve is not None and not gpu:
         with user_errors():
-            raise SpecError("--reserve: needs --gpu (the reserve is kept free on that card)")
+            raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
     entries = [report_entry(path, gpu, reserve) for path in specs]
     write_output(render_report(entries, version=__version__), output)
 
