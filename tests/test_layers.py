@@ -28,6 +28,11 @@ CORE = [
     "vramcalc.core.timeline",
     "vramcalc.planning.compare",
     "vramcalc.hardware.local",
+    "vramcalc.results.estimate",
+    "vramcalc.results.check",
+    "vramcalc.results.limits",
+    "vramcalc.results.bandwidth",
+    "vramcalc.api",
 ]
 
 
@@ -69,8 +74,10 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
         {"llm", "parallel"},
         {"engine"},
         {"planning"},
+        {"results"},
         {"render"},
         {"cli"},
+        {"api"},
         {"__init__", "__main__"},
     )
 )

@@ -115,7 +115,7 @@ def estimate(
     }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.engine import estimate as run_estimate
-    from vramcalc.render.estimate import estimate_dict, render_estimate
+    from vramcalc.render.estimate import render_estimate
 
     source = str(spec or hf_config or "estimate")
     with user_errors(source):
@@ -129,11 +129,18 @@ def estimate(
             from vramcalc.planning.budget import fit_of
 
             fit = fit_of(result, budget)
-    from vramcalc.cli.report import print_timeline, timeline_doc
-
     if json_out:
-        print_json(estimate_dict(result, budget, fit) | (timeline_doc(loaded, result) if timeline else {}))
+        from vramcalc.results.estimate import EstimateResult
+
+        steps = None
+        if timeline:
+            from vramcalc.core.timeline import build_timeline
+
+            steps = build_timeline(loaded, result)
+        print_json(EstimateResult.of(result, budget, fit, steps).to_dict())
     else:
+        from vramcalc.cli.report import print_timeline
+
         render_estimate(result, stdout(), budget, fit)
         if timeline:
             print_timeline(loaded, result, budget)

@@ -102,7 +102,7 @@ def bandwidth(
     from vramcalc.cli._common import print_json, stderr, stdout, user_errors
     from vramcalc.hardware import bandwidth as bw
     from vramcalc.planning.stream import select_weights
-    from vramcalc.render.gpus import bandwidth_dict, render_bandwidth
+    from vramcalc.render.gpus import render_bandwidth
 
     with user_errors():
         custom = {
@@ -124,7 +124,9 @@ def bandwidth(
     if note:
         stderr.print(f"note: {note}", markup=False, highlight=False)
     if json_out:
-        print_json(bandwidth_dict(report))
+        from vramcalc.results.bandwidth import BandwidthResult
+
+        print_json(BandwidthResult.of(report).to_dict())
     else:
         render_bandwidth(report, stdout())
 

@@ -39,7 +39,7 @@ def plan(
     from vramcalc.cli._common import notes_to_stderr, print_json, reserve_flag, stdout, user_errors
     from vramcalc.planning.check import reserve_for, single_budget
     from vramcalc.planning.plan_search import search_plans
-    from vramcalc.render.plan import plan_search_dict, render_plan_search
+    from vramcalc.render.plan import render_plan_search
     from vramcalc.spec.load import load_spec
 
     with user_errors(str(spec)):
@@ -49,7 +49,9 @@ def plan(
         search = search_plans(loaded, budget, max_gpus=max_gpus, top=top)
     notes_to_stderr(notes)
     if json_out:
-        print_json(plan_search_dict(search))
+        from vramcalc.results.planning import PlanResult
+
+        print_json(PlanResult.of(search).to_dict())
     else:
         render_plan_search(search, stdout())
     raise typer.Exit(0 if search.plans else 1)

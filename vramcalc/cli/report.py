@@ -7,7 +7,7 @@ level imports only typer and the standard library; everything else is imported i
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -138,14 +138,6 @@ def compare(
 
 
 compare.__doc__ = (compare.__doc__ or "").replace("{snippet}", SNIPPET.replace("\n", "\n    "))
-
-
-def timeline_doc(spec: Spec, result: Estimate) -> dict[str, Any]:
-    """``estimate --json --timeline``: the ``timeline`` key added to the estimate document."""
-    from vramcalc.core.timeline import build_timeline
-    from vramcalc.render.timeline import timeline_dict
-
-    return {"timeline": timeline_dict(build_timeline(spec, result))}
 
 
 def print_timeline(spec: Spec, result: Estimate, budget: Budget | None) -> None:

@@ -38,7 +38,6 @@ final norm and head (a tied head keeps a copy of the word embeddings there, as M
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 from vramcalc.choices import Architecture, Attention, Head, Mode, Precision
 from vramcalc.core.params import count_params, embedding_params, head_params, layer_params, param_tensors
@@ -140,34 +139,6 @@ class ParallelDetails:
     def host_bytes_per_node(self) -> int:
         """Host memory of one node: every rank on it holds its own offloaded share."""
         return self.host_bytes * min(self.plan.gpus, self.plan.gpus_per_node)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The ``parallel`` object of ``estimate --json`` (int bytes)."""
-        p = self.plan
-        return {
-            "gpus": p.gpus,
-            "data": p.data,
-            "tensor": p.tensor,
-            "pipeline": p.pipeline,
-            "context": p.context,
-            "sequence_parallel": p.sequence_parallel,
-            "framework": p.framework.value,
-            "scheme": p.label,
-            "zero_stage": p.stage,
-            "shard_group": p.shard,
-            "micro_batches": p.micro_batches,
-            "schedule": p.schedule.value,
-            "offload_optimizer": p.offload_optimizer,
-            "offload_params": p.offload_params,
-            "reduce_bucket_elements": p.reduce_bucket,
-            "prefetch_bucket_elements": p.prefetch_bucket,
-            "stage": self.stage,
-            "stage_peaks": dict(self.stage_peaks),
-            "params_per_rank": self.params_per_rank,
-            "host_bytes": self.host_bytes,
-            "gpus_per_node": p.gpus_per_node,
-            "host_bytes_per_node": self.host_bytes_per_node,
-        }
 
 
 def resolve_plan(spec: Spec, shape: ModelShape) -> tuple[Plan, list[str]]:

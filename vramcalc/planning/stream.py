@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vramcalc.errors import UnitError
 from vramcalc.hardware.weights import Weights, kv_bytes_per_token, weights_from_flags
 
+if TYPE_CHECKING:
+    from vramcalc.spec.models import Spec
 
-def weights_from_spec(path: str | Path) -> Weights:
-    """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token."""
+
+def weights_from_spec(path: str | Path | Spec) -> Weights:
+    """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token;
+    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`."""
     from vramcalc.choices import Architecture, Mode
     from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
     from vramcalc.engine import estimate
     from vramcalc.spec.load import load_spec
 
-    spec = load_spec(path)
+    if isinstance(path, str | Path):
+        spec, label = load_spec(path), Path(path).name
+    else:
+        spec, label = path, "spec"
     result = estimate(spec)
     workload = spec.workload
     per_token, notes = None, []
@@ -33,7 +41,7 @@ def weights_from_spec(path: str | Path) -> Weights:
         weights_bytes=result.components["parameters"],
         n_params=result.params,
         dtype=workload.precision.value,
-        origin=f"{Path(path).name}: parameters of {result.name}",
+        origin=f"{label}: parameters of {result.name}",
         batch=workload.batch_size,
         context_tokens=workload.seq_len,
         kv_bytes_per_token=per_token,
@@ -42,9 +50,10 @@ def weights_from_spec(path: str | Path) -> Weights:
 
 
 def select_weights(
-    spec: str | Path | None, *, params: str | None, dtype: str | None, weights: str | None
+    spec: str | Path | Spec | None, *, params: str | None, dtype: str | None, weights: str | None
 ) -> Weights | None:
-    """Weights from a spec file or from --params/--dtype/--weights (never both); None when none is given."""
+    """Weights from a spec (a file or a loaded one) or from --params/--dtype/--weights (never both); None
+    when none is given."""
     if spec is not None:
         if params is not None or dtype is not None or weights is not None:
             raise UnitError("give either a spec file or --params/--dtype/--weights, not both")

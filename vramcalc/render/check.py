@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
-from typing import Any
 
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.check import CheckReport, CheckRow
@@ -99,41 +98,13 @@ def basis_lines(report: CheckReport) -> list[str]:
     return lines
 
 
-def row_dict(row: CheckRow) -> dict[str, Any]:
-    b, fit = row.fit.budget, row.fit
-    return {
-        "spec": row.source,
-        "gpu": b.gpu_id,
-        "needed_bytes": fit.needed_bytes,
-        "available_bytes": fit.available_bytes,
-        "headroom_bytes": fit.headroom_bytes,
-        "fits": fit.fits,
-        "name": row.name,
-        "gpu_name": b.gpu_name,
-        "count": b.count,
-        "usable_bytes": b.usable_bytes,
-        "reserve_bytes": b.reserve_bytes,
-        "capacity_basis": b.capacity_basis,
-        "suggestions": [suggestion_dict(s) for s in fit.suggestions],
-        "min_cards": fit.min_cards,
-        "min_cards_note": None if fit.fits else fit.sharding,
-    }
-
-
-def suggestion_dict(item: Suggestion) -> dict[str, Any]:
-    return {
-        "change": item.change,
-        "detail": item.detail,
-        "total_bytes": item.total_bytes,
-        "headroom_bytes": item.headroom_bytes,
-        "parallel": item.parallel,
-    }
-
-
 def format_json(report: CheckReport) -> str:
-    docs = [row_dict(row) for row in report.rows]
-    keys = ("needed_bytes", "available_bytes", "headroom_bytes", "fits")
-    docs += [{"spec": e.source, "gpu": None, **dict.fromkeys(keys), "errors": list(e.messages)} for e in report.errors]
+    """The rows (:class:`~vramcalc.results.check.CheckResult`), then the specs that could not be checked
+    (:class:`~vramcalc.results.check.CheckErrorResult`)."""
+    from vramcalc.results.check import CheckErrorResult, CheckResult
+
+    docs = [CheckResult.of(row).to_dict() for row in report.rows]
+    docs += [CheckErrorResult.of(error).to_dict() for error in report.errors]
     return json.dumps(docs, indent=2) + "\n"
 
 

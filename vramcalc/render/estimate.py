@@ -1,8 +1,11 @@
-"""Presentation: rich tables and the ``--json`` document. The only place bytes become "GiB" text."""
+"""Presentation of an estimate: rich tables. The only place bytes become "GiB" text.
+
+The ``--json`` document is :class:`vramcalc.results.estimate.EstimateResult`.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -21,42 +24,6 @@ BAR_WIDTH = 24
 def _bar(n_bytes: int, total: int) -> str:
     filled = round(BAR_WIDTH * n_bytes / total) if total else 0
     return "█" * filled + "·" * (BAR_WIDTH - filled)
-
-
-def estimate_dict(result: Estimate, budget: Budget | None = None, fit: Fit | None = None) -> dict[str, Any]:
-    """The ``--json`` document: int bytes, stable keys (a public contract). With a card, ``gpu`` holds
-    the verdict of :func:`vramcalc.planning.budget.fit_of` (``fit``), the one every command uses."""
-    doc: dict[str, Any] = {
-        "name": result.name,
-        "params": result.params,
-        "mode": result.mode,
-        "peak_phase": result.peak_phase,
-        "components": dict(result.components),
-        "component_peaks": dict(result.component_peaks),
-        "peak_allocated_bytes": result.peak_allocated_bytes,
-        "overhead": dict(result.overhead),
-        "total_bytes": result.total_bytes,
-        "phases": dict(result.phases),
-        "assumptions": list(result.assumptions),
-    }
-    if budget is not None and fit is not None:
-        doc["gpu"] = {
-            "id": budget.gpu_id,
-            "name": budget.gpu_name,
-            "usable_bytes": budget.usable_bytes,
-            "usable_basis": budget.capacity_basis,
-            "reserve_bytes": budget.reserve_bytes,
-            "needed_bytes": fit.needed_bytes,
-            "available_bytes": fit.available_bytes,
-            "headroom_bytes": fit.headroom_bytes,
-            "fits": fit.fits,
-        }
-    from vramcalc.render.llm import llm_dict
-    from vramcalc.render.plan import parallel_dict
-
-    doc.update(llm_dict(result, fit))  # KV cache, serving capacity, trainable/active params
-    doc.update(parallel_dict(result))  # per_rank, host_bytes, parallel
-    return doc
 
 
 def render_estimate(result: Estimate, console: Console, budget: Budget | None = None, fit: Fit | None = None) -> None:

@@ -1,4 +1,5 @@
-"""Presentation for `vramcalc gpus` and `vramcalc bandwidth`: rich tables and the ``--json`` documents.
+"""Presentation for `vramcalc gpus` and `vramcalc bandwidth`: rich tables, and the ``gpus --json`` entries
+(``bandwidth --json`` is :class:`vramcalc.results.bandwidth.BandwidthResult`).
 
 GB/s, GB and TB/s here are decimal (10^9, 10^12); GiB is 2^30. Capacity is shown as the vendor
 states it ("80 GB") and as GiB of DRAM, each labelled.
@@ -203,64 +204,3 @@ def render_bandwidth(report: Report, console: Console) -> None:
     console.print(table)
     for note in report.notes:
         console.print(f"note: {note}", markup=False)
-
-
-def _card_dict(card: Card) -> dict[str, Any]:
-    return {
-        "gpu": card.id,
-        "name": card.name,
-        "memory_type": card.memory_type,
-        "bus_width_bits": card.bus_width_bits,
-        "data_rate_gbps": card.data_rate_gbps,
-        "memory_clock_mhz": card.memory_clock_mhz,
-        "clock_source": card.clock_source,
-        "bandwidth_bytes_per_s": card.bytes_per_s,
-        "official_bandwidth_bytes_per_s": card.official_bytes_per_s,
-        "computed_bandwidth_bytes_per_s": card.computed_bytes_per_s,
-        "bandwidth_differs": card.bandwidth_differs,
-        "capacity_bytes": card.capacity_bytes,
-        "capacity_vendor": card.capacity_label,
-    }
-
-
-def _weights_dict(report: Report) -> dict[str, Any]:
-    assert report.weights is not None and report.streaming is not None
-    weights, stream, host, kv, roof = report.weights, report.streaming, report.host, report.kv, report.roofline
-    return {
-        "weights_bytes": weights.weights_bytes,
-        "n_params": weights.n_params,
-        "dtype": weights.dtype,
-        "efficiency": report.efficiency,
-        "weight_stream_s": stream.weight_stream_s,
-        "weight_stream_realistic_s": stream.realistic_s,
-        "decode_tokens_per_s_upper_bound": stream.tokens_per_s_upper_bound,
-        "decode_tokens_per_s_realistic": stream.tokens_per_s_realistic,
-        "host_link_bytes_per_s": host.bytes_per_s if host else None,
-        "host_efficiency": host.efficiency if host else None,
-        "host_transfer_s": host.seconds if host else None,
-        "host_transfer_realistic_s": host.realistic_s if host else None,
-        "kv_cache_bytes_per_token": kv.bytes_per_token if kv else None,
-        "kv_cache_read_bytes_per_step": kv.read_bytes_per_step if kv else None,
-        "decode_step_s": report.decode_step_s,
-        "roofline": None
-        if roof is None
-        else {
-            "batch": roof.batch,
-            "intensity_flop_per_byte": roof.intensity,
-            "ridge_flop_per_byte": roof.ridge,
-            "flops_per_s": roof.flops_per_s,
-            "precision": roof.precision,
-            "bound": roof.bound,
-            "crossover_batch": roof.crossover_batch,
-            "first_compute_bound_batch": roof.first_compute_bound_batch,
-        },
-    }
-
-
-def bandwidth_dict(report: Report) -> dict[str, Any]:
-    """The ``bandwidth --json`` document (a public contract): int bytes, seconds, stable keys."""
-    doc = _card_dict(report.card)
-    if report.weights is not None:
-        doc.update(_weights_dict(report))
-    doc["notes"] = list(report.notes)
-    return doc

@@ -1,16 +1,11 @@
-"""Presentation of the LLM numbers: extra ``--json`` keys and lines under the estimate table.
-
-``--json`` keys (a public contract, added only when they apply):
-``kv_cache_bytes``, ``kv_cache_bytes_per_token``, ``kv_block_size``, ``context_tokens`` (inference);
-with ``--gpu`` and a vLLM serving spec also ``memory_utilization``, ``kv_cache_budget_bytes``,
-``kv_cache_tokens``, ``max_concurrency`` (KV tokens / context, as vLLM prints it) and
-``max_concurrent_sequences`` (the largest ``batch_size`` that fits: what ``max-batch`` answers);
-``trainable_params`` (adapter); ``active_params`` (experts); ``quantization`` (method and layout figures).
+"""Presentation of the LLM numbers: the lines under the estimate table (KV cache, its capacity on the
+card, trainable and active parameters, quantization). Their ``--json`` keys are fields of
+:class:`vramcalc.results.estimate.EstimateResult`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -19,33 +14,6 @@ from vramcalc.units import GiB
 
 if TYPE_CHECKING:
     from vramcalc.planning.budget import Budget, Fit
-
-
-def llm_dict(result: Estimate, fit: Fit | None) -> dict[str, Any]:
-    """The LLM keys of the ``--json`` document (empty for other workloads)."""
-    info = result.llm
-    if info is None:
-        return {}
-    doc: dict[str, Any] = {}
-    if info.kv_cache_bytes_per_token is not None:
-        doc["kv_cache_bytes"] = info.kv_cache_bytes or 0
-        doc["kv_cache_bytes_per_token"] = info.kv_cache_bytes_per_token
-        doc["kv_block_size"] = info.kv_block_size
-        doc["context_tokens"] = info.context_tokens
-        cap = fit.kv_pool if fit is not None else None
-        if cap is not None:
-            doc["memory_utilization"] = cap.memory_utilization
-            doc["kv_cache_budget_bytes"] = cap.budget_bytes
-            doc["kv_cache_tokens"] = cap.tokens
-            doc["max_concurrency"] = cap.max_concurrency
-            doc["max_concurrent_sequences"] = cap.max_sequences
-    if info.trainable_params is not None:
-        doc["trainable_params"] = info.trainable_params
-    if info.active_params is not None:
-        doc["active_params"] = info.active_params
-    if info.quantization is not None:
-        doc["quantization"] = dict(info.quantization)
-    return doc
 
 
 def render_llm(result: Estimate, console: Console, budget: Budget | None, fit: Fit | None) -> None:

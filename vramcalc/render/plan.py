@@ -1,26 +1,15 @@
-"""Presentation of per-rank estimates and of `vramcalc plan` (rich text and the --json keys)."""
+"""Presentation of per-rank estimates (rich text; their ``--json`` keys are fields of
+:class:`vramcalc.results.estimate.EstimateResult`) and of `vramcalc plan` (rich text; its ``--json`` document is
+:class:`vramcalc.results.planning.PlanResult`)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from vramcalc.core.estimate import Estimate
-from vramcalc.planning.plan_search import Candidate, PlanSearch
+from vramcalc.planning.plan_search import PlanSearch
 from vramcalc.render.text import gib
-
-
-def parallel_dict(result: Estimate) -> dict[str, Any]:
-    """``estimate --json`` keys of multi-GPU plans, present on every estimate: ``per_rank`` (every byte figure is
-    one GPU's), ``host_bytes`` (offloaded bytes per GPU's process) and ``parallel`` (the plan, or null)."""
-    details = result.parallel
-    return {
-        "per_rank": details is not None,
-        "host_bytes": details.host_bytes if details is not None else 0,
-        "parallel": details.as_dict() if details is not None else None,
-    }
 
 
 def render_parallel(result: Estimate, console: Console) -> None:
@@ -44,38 +33,6 @@ def render_parallel(result: Estimate, console: Console) -> None:
             f"{gib(details.host_bytes_per_node)} GiB per node of {nodes} GPUs",
             highlight=False,
         )
-
-
-def candidate_dict(c: Candidate) -> dict[str, Any]:
-    return {
-        "gpus": c.gpus,
-        "plan": c.label,
-        "parallel": c.parallel,
-        "needed_bytes": c.needed_bytes,
-        "peak_allocated_bytes": c.peak_allocated_bytes,
-        "host_bytes": c.host_bytes,
-        "available_bytes": c.available_bytes,
-        "headroom_bytes": c.headroom_bytes,
-        "fits": c.fits,
-    }
-
-
-def plan_search_dict(search: PlanSearch) -> dict[str, Any]:
-    """The ``plan --json`` document (int bytes, per GPU)."""
-    return {
-        "name": search.name,
-        "gpu": {
-            "id": search.budget.gpu_id,
-            "name": search.budget.gpu_name,
-            "usable_bytes": search.budget.usable_bytes,
-            "available_bytes": search.budget.available_bytes,
-        },
-        "max_gpus": search.max_gpus,
-        "min_gpus": search.min_gpus,
-        "plans": [candidate_dict(c) for c in search.plans],
-        "closest": candidate_dict(search.closest) if search.closest else None,
-        "n_estimates": search.n_estimates,
-    }
 
 
 def render_plan_search(search: PlanSearch, console: Console) -> None:

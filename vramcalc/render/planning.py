@@ -1,25 +1,24 @@
 """Output of `vramcalc fit`, `max-batch`, `max-seq` and `sweep`: formatters that return strings.
 
-Tables show GiB (2^30 bytes), labelled; JSON carries int bytes. The keys ``max_batch_size`` /
-``max_seq_len``, ``total_bytes_at_max`` and ``total_bytes_at_next`` are a public contract.
+Tables show GiB (2^30 bytes), labelled; JSON carries int bytes. The JSON documents are models (a public
+contract): :class:`~vramcalc.results.limits.LimitResult` (``max_batch_size`` / ``max_seq_len``,
+``total_bytes_at_max``, ``total_bytes_at_next``), :class:`~vramcalc.results.planning.FitResult` and
+:class:`~vramcalc.results.planning.SweepResult`.
 """
 
 from __future__ import annotations
 
 import io
-import json
 from typing import TYPE_CHECKING, Any
 
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.limits import Limit
 from vramcalc.planning.sweep import Sweep
-from vramcalc.render.check import AVAILABLE, NEEDED, SERVING, gib, suggestion_dict, suggestion_text
+from vramcalc.render.check import AVAILABLE, NEEDED, SERVING, gib, suggestion_text
 from vramcalc.units import GiB
 
 if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
     from vramcalc.planning.fit import CardFit, ShardSearch
-
-JSON_KEYS = {"batch_size": "max_batch_size", "seq_len": "max_seq_len"}
 
 
 def _render(*items: Any, width: int = 120) -> str:
@@ -35,35 +34,6 @@ def _render(*items: Any, width: int = 120) -> str:
     return buffer.getvalue()
 
 
-def budget_dict(budget: Budget) -> dict[str, Any]:
-    return {
-        "gpu": budget.gpu_id,
-        "gpu_name": budget.gpu_name,
-        "usable_bytes": budget.usable_bytes,
-        "reserve_bytes": budget.reserve_bytes,
-        "available_bytes": budget.available_bytes,
-        "capacity_basis": budget.capacity_basis,
-    }
-
-
-def card_dict(card: CardFit) -> dict[str, Any]:
-    from vramcalc.planning.fit import plan_text
-
-    return {
-        **budget_dict(card.budget),
-        "available_bytes": card.available_bytes,
-        "needed_bytes": card.needed_bytes,
-        "headroom_bytes": card.headroom_bytes,
-        "fits": card.fits,
-        "min_cards": card.min_cards,
-        "min_cards_note": None if card.min_cards == 1 else card.sharding,
-        "suggestions": [suggestion_dict(s) for s in card.suggestions],
-        "min_cards_plan": plan_text(card.plan) if card.plan else None,
-        "min_cards_parallel": card.plan.parallel if card.plan else None,
-        "min_cards_needed_bytes": card.plan.needed_bytes if card.plan else None,
-    }
-
-
 def sharding_note(search: ShardSearch) -> str:
     """How "cards needed" was found (one line, no final period)."""
     from vramcalc.planning.fit import DATA_PARALLEL
@@ -77,15 +47,11 @@ def sharding_note(search: ShardSearch) -> str:
 
 
 def fit_json(source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch) -> str:
-    doc = {
-        "spec": source,
-        "name": name,
-        "cards": [card_dict(card) for card in cards],
-        "target": card_dict(target) if target else None,
-        "sharding": sharding_note(search).removeprefix("cards needed: "),
-        "max_gpus": search.max_gpus,
-    }
-    return json.dumps(doc, indent=2) + "\n"
+    """The document of :class:`~vramcalc.results.planning.FitResult`."""
+    from vramcalc.results.planning import FitResult
+
+    sharding = sharding_note(search).removeprefix("cards needed: ")
+    return FitResult.of(source, name, cards, target, sharding, search.max_gpus).to_json() + "\n"
 
 
 def cards_needed(card: CardFit, search: ShardSearch) -> str:
@@ -134,19 +100,10 @@ def target_lines(target: CardFit | None) -> list[str]:
 
 
 def limit_json(source: str, name: str, limit: Limit, fixed: dict[str, int | None]) -> str:
-    doc = {
-        "spec": source,
-        "name": name,
-        JSON_KEYS[limit.key]: limit.value,
-        "total_bytes_at_max": limit.total_at_max,
-        "total_bytes_at_next": limit.total_at_next,
-        **fixed,
-        **budget_dict(limit.budget),
-        "n_estimates": limit.n_estimates,
-        "notes": list(limit.notes),
-        "peak_bytes_by_batch": [list(coefs) for coefs in limit.peak_by_batch] or None,
-    }
-    return json.dumps(doc, indent=2) + "\n"
+    """The document of :class:`~vramcalc.results.limits.LimitResult`."""
+    from vramcalc.results.limits import LimitResult
+
+    return LimitResult.of(source, name, limit, fixed).to_json() + "\n"
 
 
 def available_text(b: Budget) -> str:
@@ -197,17 +154,10 @@ def _fits(sweep: Sweep, index: int) -> bool | None:
 
 
 def sweep_json(source: str, sweep: Sweep) -> str:
-    points = [
-        {"batch_size": b, "seq_len": s, "total_bytes": t, "fits": _fits(sweep, i)}
-        for i, (b, s, t) in enumerate(sweep.points())
-    ]
-    doc = {
-        "spec": source,
-        "name": sweep.name,
-        "gpu": budget_dict(sweep.budget) if sweep.budget else None,
-        "points": points,
-    }
-    return json.dumps(doc, indent=2) + "\n"
+    """The document of :class:`~vramcalc.results.planning.SweepResult`."""
+    from vramcalc.results.planning import SweepResult
+
+    return SweepResult.of(source, sweep).to_json() + "\n"
 
 
 def sweep_csv(sweep: Sweep) -> str:

@@ -1,4 +1,5 @@
-"""Terminal timeline (``vramcalc estimate SPEC --timeline``) and its JSON form.
+"""Terminal timeline (``vramcalc estimate SPEC --timeline``; its JSON form is
+:class:`vramcalc.results.timeline.TimelineResult`).
 
 One row per point of :mod:`vramcalc.core.timeline`, time running down the page; each bar is stacked by
 component (a glyph and a colour each, so it reads without colour too), the peak row is marked with
@@ -6,8 +7,6 @@ its phase and reason, and with ``--gpu`` a ``│`` marks the allocation budget (
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -92,24 +91,3 @@ def _footer(timeline: Timeline, console: Console, budget_bytes: int | None, card
         )
     for note in timeline.notes:
         console.print(f"note: {note}", markup=False)
-
-
-def timeline_dict(timeline: Timeline) -> dict[str, Any]:
-    """JSON form: int bytes per component and point, in step order."""
-    return {
-        "detailed": timeline.detailed,
-        "series": list(timeline.series),
-        "peak_index": timeline.peak_index,
-        "peak_reason": timeline.peak_reason,
-        "points": [
-            {
-                "label": p.label,
-                "phase": p.phase,
-                "note": p.note,
-                "components": dict(p.components),
-                "total_bytes": p.total_bytes,
-            }
-            for p in timeline.points
-        ],
-        "notes": list(timeline.notes),
-    }

@@ -1,0 +1,248 @@
+"""The Python API: the CLI's commands as functions that return typed results.
+
+Each function gives the same numbers and the same verdict as the command of the same name with ``--json``;
+its result is the model of that document (:mod:`vramcalc.results`), so ``result.to_dict()`` is what the
+command prints. Sizes are int bytes, rates bytes per second, times seconds.
+
+A spec is a :class:`~vramcalc.spec.models.Spec`, a path to a YAML spec file, or a mapping with the same
+keys as the file. A card is a catalog name (``"a100"``, ``"h100-sxm"``, ``"local"`` for the installed card)
+or a :class:`~vramcalc.hardware.catalog.GPU`. The reserve kept free on the card is the spec's
+``target.reserve`` unless ``reserve`` (``"10%"`` or ``"2GiB"``) is given. Bad input raises a
+:class:`~vramcalc.errors.VramcalcError` (:class:`~vramcalc.errors.SpecError` for a spec, naming the key;
+:class:`~vramcalc.errors.UnknownGPUError` for a card name, listing the closest names); every message is
+one line per problem. Everything is imported on first use: neither typer nor rich is ever imported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from vramcalc.errors import SpecError
+
+if TYPE_CHECKING:
+    from vramcalc.hardware.catalog import GPU
+    from vramcalc.planning.budget import Budget
+    from vramcalc.results.bandwidth import BandwidthResult
+    from vramcalc.results.check import CheckResult
+    from vramcalc.results.estimate import EstimateResult
+    from vramcalc.results.limits import LimitResult
+    from vramcalc.spec.models import Spec
+
+    #: A spec: a loaded one, a path to a YAML file, or a mapping with the file's keys.
+    SpecInput: TypeAlias = Spec | str | os.PathLike[str] | Mapping[str, Any]
+    #: A card: a catalog name (or ``"local"``) or a catalog entry.
+    CardInput: TypeAlias = str | GPU
+
+#: What results and errors call a spec that was not read from a file.
+NOT_A_FILE = "<spec>"
+
+
+def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
+    """A validated :class:`~vramcalc.spec.models.Spec` from a YAML spec file (a path) or a mapping with
+    the file's keys. Raises :class:`~vramcalc.errors.SpecError`, one line per problem naming the key
+    (``<spec>: workload.batch_size: ...`` for a mapping, the file's path for a file)."""
+    return _load(spec)[0]
+
+
+def _load(spec: SpecInput) -> tuple[Spec, str, str]:
+    """(the spec, the source results name it by, its name): a file's path and stem, or ``<spec>``."""
+    from vramcalc.spec.models import Spec
+
+    if isinstance(spec, Spec):
+        return spec, NOT_A_FILE, spec.name or "unnamed"
+    if isinstance(spec, str | os.PathLike):
+        from vramcalc.spec.load import load_spec as load_file
+
+        path = Path(spec)
+        loaded = load_file(path)
+        return loaded, str(path), loaded.name or path.stem
+    if isinstance(spec, Mapping):
+        from vramcalc.spec.load import parse_spec
+
+        loaded = parse_spec(dict(spec), NOT_A_FILE)
+        return loaded, NOT_A_FILE, loaded.name or "unnamed"
+    raise TypeError(f"spec: expected a Spec, a path or a mapping, got {type(spec).__name__}")
+
+
+def gpu(name: str) -> GPU:
+    """The catalog entry a card name picks (an id, an alias or a short name such as ``"a100"``, which picks
+    its documented default variant; ``"local"`` reads the installed card through NVML). Capacities are in
+    :attr:`~vramcalc.hardware.catalog.GPU.capacity_bytes` / ``usable_bytes`` (int bytes). Raises
+    :class:`~vramcalc.errors.UnknownGPUError` listing the closest names."""
+    from vramcalc.hardware.lookup import get_gpu
+
+    if not isinstance(name, str):
+        raise TypeError(f"gpu: expected a card name, got {type(name).__name__}")
+    return get_gpu(name)
+
+
+def _card(card: CardInput) -> GPU:
+    from vramcalc.hardware.catalog import GPU
+
+    return card if isinstance(card, GPU) else gpu(card)
+
+
+def _budget(spec: Spec, source: str, card: CardInput | None, reserve: str | None) -> Budget:
+    """The card ``card`` names (else the spec's ``target.gpu``) with the reserve, as the CLI resolves them."""
+    from vramcalc.planning.check import TargetFlags, budgets_for
+    from vramcalc.spec.target import parse_reserve
+
+    if card is None and (spec.target is None or spec.target.gpu is None):
+        raise SpecError(f"{source}: target.gpu: no GPU given (add 'target: {{gpu: NAME}}' to the spec or pass gpu=)")
+    flags = TargetFlags(reserve=parse_reserve(reserve, "reserve") if reserve is not None else None)
+    budgets, _ = budgets_for(spec, source, flags, [_card(card)] if card is not None else [])
+    return budgets[0]
+
+
+def estimate(
+    spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None, timeline: bool = False
+) -> EstimateResult:
+    """The peak memory of one step of ``spec``, by component and phase (``vramcalc estimate --json``).
+
+    ``result.total_bytes`` is what the card must hold (allocated peak + CUDA context + allocator reserve,
+    int bytes); ``result.components`` and ``result.phases`` break it down. With ``gpu``, ``result.gpu`` is
+    the verdict on that card: ``fits``, ``needed_bytes``, ``available_bytes`` (usable memory minus the
+    reserve), ``headroom_bytes``. Without a card there is no verdict (the spec's ``target.gpu`` is not
+    used, as on the command line) and ``reserve`` is an error. ``timeline`` adds the step timeline."""
+    from vramcalc.engine import estimate as run_estimate
+    from vramcalc.results.estimate import EstimateResult
+
+    loaded, source, _ = _load(spec)
+    budget = fit = None
+    if gpu is None:
+        if reserve is not None:
+            raise SpecError("reserve: needs a gpu (the reserve is kept free on that card)")
+    else:
+        budget = _budget(loaded, source, gpu, reserve)
+    result = run_estimate(loaded, hopper_or_newer=budget.hopper_or_newer if budget else True)
+    if budget is not None:
+        from vramcalc.planning.budget import fit_of
+
+        fit = fit_of(result, budget)
+    steps = None
+    if timeline:
+        from vramcalc.core.timeline import build_timeline
+
+        steps = build_timeline(loaded, result)
+    return EstimateResult.of(result, budget, fit, steps)
+
+
+def _limit(spec: SpecInput, gpu: CardInput | None, reserve: str | None, key: str) -> LimitResult:
+    from vramcalc.planning import limits
+    from vramcalc.results.limits import LimitResult
+
+    loaded, source, name = _load(spec)
+    budget = _budget(loaded, source, gpu, reserve)
+    limit = limits.max_batch(loaded, budget) if key == "batch_size" else limits.max_seq(loaded, budget)
+    other = "seq_len" if key == "batch_size" else "batch_size"
+    return LimitResult.of(source, name, limit, {other: getattr(loaded.workload, other)})
+
+
+def max_batch(spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None) -> LimitResult:
+    """The largest batch size of ``spec`` that fits the card (``vramcalc max-batch --json``):
+    ``result.max_batch_size`` (0 when even batch 1 does not fit), with the bytes needed there
+    (``total_bytes_at_max``) and at one more (``total_bytes_at_next``). ``gpu`` defaults to the spec's
+    ``target.gpu``; with neither, :class:`~vramcalc.errors.SpecError`."""
+    return _limit(spec, gpu, reserve, "batch_size")
+
+
+def max_seq(spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None) -> LimitResult:
+    """The largest sequence length of ``spec`` that fits the card (``vramcalc max-seq --json``):
+    ``result.max_seq_len`` (0 when even length 1 does not fit), with the bytes needed there and at one
+    more. ``gpu`` defaults to the spec's ``target.gpu``."""
+    return _limit(spec, gpu, reserve, "seq_len")
+
+
+def check(
+    spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None, max_gpus: int | None = None
+) -> CheckResult:
+    """Does ``spec`` fit the card, and if not, with what (one row of ``vramcalc check --format json``).
+
+    ``result.fits``, ``needed_bytes``, ``available_bytes`` and ``headroom_bytes`` (int bytes) are the
+    verdict every command uses; when it does not fit, ``result.suggestions`` lists the single changes that
+    would make it fit (most headroom first, "shard over N GPUs" included, searched up to ``max_gpus``,
+    default 64) and ``min_cards`` the fewest cards of this kind that hold it. ``gpu`` defaults to the
+    spec's ``target.gpu``."""
+    from vramcalc.planning.budget import DEFAULT_MAX_GPUS
+    from vramcalc.planning.check import CheckRow
+    from vramcalc.planning.fit import ShardSearch, check_on
+    from vramcalc.results.check import CheckResult
+
+    loaded, source, name = _load(spec)
+    budget = _budget(loaded, source, gpu, reserve)
+    search = ShardSearch(loaded, DEFAULT_MAX_GPUS if max_gpus is None else max_gpus)
+    return CheckResult.of(CheckRow(source, name, check_on(loaded, budget, search)))
+
+
+def bandwidth(
+    gpu: CardInput | None = None,
+    *,
+    spec: SpecInput | None = None,
+    params: str | int | None = None,
+    dtype: str | None = None,
+    weights: str | int | None = None,
+    batch: int | None = None,
+    efficiency: str | float | None = None,
+    host_efficiency: str | float | None = None,
+    bus_width: str | int | None = None,
+    memory_type: str | None = None,
+    memory_clock: str | None = None,
+    data_rate: str | None = None,
+    clock_source: str | None = None,
+) -> BandwidthResult:
+    """Memory bandwidth of a card and, given weights, the time to stream them (``vramcalc bandwidth --json``).
+
+    The card: ``gpu`` (a name or a :class:`GPU`), or a custom one from ``bus_width`` (bits) with
+    ``data_rate`` (``"21Gbps"``) or with ``memory_type`` and ``memory_clock`` (``"1750MHz"``, read by
+    ``clock_source`` ``"gpuz"`` or ``"nvidia-smi"``). The weights, at most one way: ``spec``, ``params``
+    (``"70B"`` or an int) with ``dtype`` (default fp16), or ``weights`` (``"140GB"`` or int bytes).
+    ``efficiency`` and ``host_efficiency`` are shares of the peak rates (``"85%"`` or 0.85). Returns
+    ``result.bandwidth_bytes_per_s`` and, with weights, ``weight_stream_s`` (seconds per decode step),
+    ``decode_tokens_per_s_upper_bound``, ``host_transfer_s`` and ``roofline``."""
+    from vramcalc.hardware import bandwidth as bw
+    from vramcalc.hardware.catalog import GPU
+    from vramcalc.planning.stream import select_weights
+    from vramcalc.results.bandwidth import BandwidthResult
+
+    custom = {
+        "bus_width": None if bus_width is None else str(bus_width),
+        "mem_type": memory_type,
+        "memory_clock": memory_clock,
+        "data_rate": data_rate,
+        "clock_source": clock_source,
+    }
+    if isinstance(gpu, GPU):
+        given = [key for key, value in custom.items() if value is not None]
+        if given:
+            raise SpecError(f"gpu describes the card already; drop {', '.join(given)}")
+        card = bw.card_from_gpu(gpu)
+    else:
+        card, _ = bw.select_card(gpu, **custom)
+    source: str | Path | Spec | None
+    if spec is None or isinstance(spec, str):
+        source = spec
+    elif isinstance(spec, os.PathLike):
+        source = Path(spec)
+    else:
+        source = _load(spec)[0]  # a mapping is validated here; a Spec is used as it is
+    load = select_weights(
+        source,
+        params=None if params is None else str(params),
+        dtype=dtype,
+        weights=f"{weights}B" if isinstance(weights, int) else weights,
+    )
+    report = bw.analyse(
+        card,
+        load,
+        batch=batch,
+        efficiency=bw.parse_efficiency(_text(efficiency), bw.DEFAULT_MEMORY_EFFICIENCY, "efficiency"),
+        host_efficiency=bw.parse_efficiency(_text(host_efficiency), bw.DEFAULT_HOST_EFFICIENCY, "host efficiency"),
+    )
+    return BandwidthResult.of(report)
+
+
+def _text(value: str | float | None) -> str | None:
+    return None if value is None else str(value)
