@@ -214,13 +214,14 @@ def bandwidth(
         "data_rate": data_rate,
         "clock_source": clock_source,
     }
+    card: GPU | None
     if isinstance(gpu, GPU):
         given = [key for key, value in custom.items() if value is not None]
         if given:
             raise SpecError(f"gpu describes the card already; drop {', '.join(given)}")
-        card = bw.card_from_gpu(gpu)
+        bus, card = gpu.memory_bus, gpu
     else:
-        card, _ = bw.select_card(gpu, **custom)
+        bus, card, _ = bw.select_card(gpu, **custom)
     source: str | Path | Spec | None
     if spec is None or isinstance(spec, str):
         source = spec
@@ -235,8 +236,9 @@ def bandwidth(
         weights=f"{weights}B" if isinstance(weights, int) else weights,
     )
     report = bw.analyse(
-        card,
+        bus,
         load,
+        gpu=card,
         batch=batch,
         efficiency=bw.parse_efficiency(_text(efficiency), bw.DEFAULT_MEMORY_EFFICIENCY, "efficiency"),
         host_efficiency=bw.parse_efficiency(_text(host_efficiency), bw.DEFAULT_HOST_EFFICIENCY, "host efficiency"),

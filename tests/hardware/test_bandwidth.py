@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from spec_texts import TINY_DECODER
@@ -17,11 +18,10 @@ from vramcalc.errors import UnitError, UnknownGPUError
 from vramcalc.hardware.bandwidth import (
     DEFAULT_HOST_EFFICIENCY,
     DEFAULT_MEMORY_EFFICIENCY,
-    Card,
+    Report,
     Roofline,
     Streaming,
     analyse,
-    card_from_gpu,
     custom_card,
     parse_efficiency,
     pcie_bytes_per_s,
@@ -29,6 +29,7 @@ from vramcalc.hardware.bandwidth import (
 )
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.hardware.memory_bus import (
+    MemoryBus,
     data_rate_from_clock,
     memory_type,
     parse_bus_width,
@@ -36,10 +37,17 @@ from vramcalc.hardware.memory_bus import (
     parse_data_rate_gbps,
     peak_bandwidth_bytes_per_s,
 )
-from vramcalc.hardware.weights import kv_bytes_per_token, weights_from_flags
+from vramcalc.hardware.weights import Weights, kv_bytes_per_token, weights_from_flags
 from vramcalc.planning.stream import select_weights, weights_from_spec
 from vramcalc.spec.load import load_spec
 from vramcalc.units import GB
+
+
+def on_card(name: str, weights: Weights | None, **options: Any) -> Report:
+    """analyse() on a catalog card: its memory bus, and the card for capacity, compute and host link."""
+    gpu = get_gpu(name)
+    return analyse(gpu.memory_bus, weights, gpu=gpu, **options)
+
 
 # --- clock semantics -----------------------------------------------------------------------------
 
@@ -174,8 +182,8 @@ def test_custom_card_flag_rules(kwargs: dict[str, str | None], message: str) -> 
 # --- catalog cards -------------------------------------------------------------------------------
 
 
-def test_card_from_gpu_uses_the_official_figure() -> None:
-    card = card_from_gpu(get_gpu("h200-sxm"))
+def test_catalog_card_bus_uses_the_official_figure() -> None:
+    card = get_gpu("h200-sxm").memory_bus
     # Official 4.8 TB/s; computed 6.402 x 6144 / 8 = 4916.736 GB/s, +2.43 % (vendor rounding).
     assert card.bytes_per_s == 4800 * GB
     assert card.computed_bytes_per_s == 4_916_736_000_000
@@ -184,10 +192,10 @@ def test_card_from_gpu_uses_the_official_figure() -> None:
 
 
 def test_select_card_notes_an_ambiguous_name() -> None:
-    card, note = select_card("a100")
-    assert card.id == "a100-80gb-sxm"
+    bus, card, note = select_card("a100")
+    assert card is not None and card.id == "a100-80gb-sxm" and bus == card.memory_bus
     assert note == "'a100' is ambiguous; using a100-80gb-sxm (others: a100-40gb-pcie, a100-40gb-sxm, a100-80gb-pcie)"
-    assert select_card("a100-80gb-sxm")[1] is None
+    assert select_card("a100-80gb-sxm")[2] is None
 
 
 def test_select_card_rules() -> None:
@@ -308,7 +316,7 @@ def test_pcie_rates(gen: int, lanes: int, gb_s: float) -> None:
 
 
 def test_host_transfer_of_70b_fp16_over_gen5() -> None:
-    report = analyse(card_from_gpu(get_gpu("h100-sxm")), weights_from_flags("70B", "fp16", None))
+    report = on_card("h100-sxm", weights_from_flags("70B", "fp16", None))
     assert report.host is not None
     # 140e9 / 63.0154e9 = 2.2217 s theoretical; / 0.8 = 2.7771 s.
     assert report.host.seconds == pytest.approx(140 / 63.015385, rel=1e-6)
@@ -340,47 +348,47 @@ def test_roofline_int4_crosses_over_four_times_sooner() -> None:
 
 
 def test_roofline_uses_fp8_rate_for_fp8_weights() -> None:
-    report = analyse(card_from_gpu(get_gpu("h100-sxm")), weights_from_flags("70B", "fp8", None))
+    report = on_card("h100-sxm", weights_from_flags("70B", "fp8", None))
     assert report.roofline is not None and report.roofline.precision == "FP8"
     # Ridge 1978.9e12 / 3.35e12 = 590.72; 1 byte/param, so crossover = 590.72 / 2 = 295.36.
     assert report.roofline.crossover_batch == pytest.approx(295.358, abs=1e-3)
 
 
 def test_roofline_skipped_without_tflops_or_params() -> None:
-    no_tflops = analyse(card_from_gpu(get_gpu("m2-ultra")), weights_from_flags("7B", "fp16", None))
+    no_tflops = on_card("m2-ultra", weights_from_flags("7B", "fp16", None))
     assert no_tflops.roofline is None
     assert any("no dense FP16 tensor TFLOPS" in note for note in no_tflops.notes)
-    no_params = analyse(card_from_gpu(get_gpu("h100-sxm")), weights_from_flags(None, None, "140GB"))
+    no_params = on_card("h100-sxm", weights_from_flags(None, None, "140GB"))
     assert no_params.roofline is None
     assert any("parameter count unknown" in note for note in no_params.notes)
 
 
 def test_custom_card_has_no_host_link() -> None:
-    card = Card(name="custom", bus_width_bits=256, data_rate_gbps=14.0)
-    report = analyse(card, weights_from_flags("7B", "fp16", None))
+    bus = MemoryBus(bus_width_bits=256, data_rate_gbps=14.0)
+    report = analyse(bus, weights_from_flags("7B", "fp16", None))
     assert report.host is None and any("host transfer skipped" in note for note in report.notes)
 
 
 def test_weights_larger_than_the_card_are_flagged() -> None:
-    report = analyse(card_from_gpu(get_gpu("h100-sxm")), weights_from_flags("70B", "fp16", None))
+    report = on_card("h100-sxm", weights_from_flags("70B", "fp16", None))
     assert any("exceed the card's 80 GB" in note for note in report.notes)
 
 
 def test_decode_step_with_kv_cache(write_spec) -> None:  # type: ignore[no-untyped-def]
     weights = weights_from_spec(write_spec(TINY_DECODER))
-    report = analyse(card_from_gpu(get_gpu("a100-40gb-pcie")), weights)
+    report = on_card("a100-40gb-pcie", weights)
     assert report.kv is not None and report.roofline is not None
     assert report.roofline.batch == 4  # the spec's batch_size when --batch is not given
     assert report.kv.read_bytes_per_step == 32_768  # 256 bytes x 32 tokens x batch 4
     expected = (weights.weights_bytes + 32_768) / (1555 * GB)
     assert report.decode_step_s == pytest.approx(expected)
-    batch_1 = analyse(card_from_gpu(get_gpu("a100-40gb-pcie")), weights, batch=1)
+    batch_1 = on_card("a100-40gb-pcie", weights, batch=1)
     assert batch_1.kv is not None and batch_1.kv.read_bytes_per_step == 8192  # 256 x 32 x 1
 
 
 def test_batch_must_be_positive() -> None:
     with pytest.raises(UnitError, match="at least 1"):
-        analyse(card_from_gpu(get_gpu("t4")), weights_from_flags("7B", None, None), batch=0)
+        on_card("t4", weights_from_flags("7B", None, None), batch=0)
 
 
 @pytest.mark.parametrize(("text", "value"), [("85%", 0.85), ("0.9", 0.9), ("100%", 1.0), (None, 0.5)])

@@ -149,8 +149,8 @@ def test_bandwidth_json_is_the_model_dump(args: list[str]) -> None:
     text, doc = cli_json("bandwidth", *args, "--json")
     assert_in_schema(doc, BandwidthResult)
     if args[0] == "--gpu" and len(args) == 2:
-        card, _ = bw.select_card(args[1])
-        model = BandwidthResult.of(bw.analyse(card, None))
+        bus, card, _ = bw.select_card(args[1])
+        model = BandwidthResult.of(bw.analyse(bus, None, gpu=card))
         assert text == model.to_json() + "\n"
         assert "weights_bytes" not in doc and list(doc)[-1] == "notes"
 

@@ -112,11 +112,12 @@ def bandwidth(
             "data_rate": data_rate,
             "clock_source": clock_source.value if clock_source else None,
         }
-        card, note = bw.select_card(gpu, **custom)
+        bus, card, note = bw.select_card(gpu, **custom)
         load = select_weights(spec, params=params, dtype=dtype, weights=weights)
         report = bw.analyse(
-            card,
+            bus,
             load,
+            gpu=card,
             batch=batch,
             efficiency=bw.parse_efficiency(efficiency, bw.DEFAULT_MEMORY_EFFICIENCY, "efficiency"),
             host_efficiency=bw.parse_efficiency(host_efficiency, bw.DEFAULT_HOST_EFFICIENCY, "host efficiency"),

@@ -15,13 +15,12 @@ from typing import TYPE_CHECKING
 
 from vramcalc.errors import UnitError
 from vramcalc.hardware.memory_bus import (
-    BANDWIDTH_TOLERANCE,
+    MemoryBus,
     data_rate_from_clock,
     memory_type,
     parse_bus_width,
     parse_clock_mhz,
     parse_data_rate_gbps,
-    peak_bandwidth_bytes_per_s,
 )
 from vramcalc.hardware.weights import KvCache, Weights
 
@@ -52,65 +51,6 @@ PCIE_LANE: dict[int, tuple[float, float]] = {
 FLOPS_PER_PARAM = 2
 
 
-@dataclass(frozen=True)
-class Card:
-    """What the bandwidth arithmetic needs about one card, from the catalog or from flags."""
-
-    name: str
-    bus_width_bits: int
-    data_rate_gbps: float
-    memory_type: str | None = None
-    id: str | None = None
-    official_bytes_per_s: int | None = None
-    capacity_bytes: int | None = None
-    capacity_label: str | None = None
-    fp16_flops_per_s: float | None = None
-    fp8_flops_per_s: float | None = None
-    pcie_gen: int | None = None
-    pcie_lanes: int | None = None
-    memory_clock_mhz: float | None = None
-    clock_source: str | None = None
-
-    @property
-    def computed_bytes_per_s(self) -> int:
-        return peak_bandwidth_bytes_per_s(self.data_rate_gbps, self.bus_width_bits)
-
-    @property
-    def bytes_per_s(self) -> int:
-        """The bandwidth used for timings: the vendor's official figure when there is one."""
-        return self.official_bytes_per_s or self.computed_bytes_per_s
-
-    @property
-    def bandwidth_gap(self) -> float | None:
-        """Computed / official - 1 (None without an official figure)."""
-        if not self.official_bytes_per_s:
-            return None
-        return self.computed_bytes_per_s / self.official_bytes_per_s - 1
-
-    @property
-    def bandwidth_differs(self) -> bool:
-        gap = self.bandwidth_gap
-        return gap is not None and abs(gap) > BANDWIDTH_TOLERANCE
-
-
-def card_from_gpu(gpu: GPU) -> Card:
-    """A catalog entry as a :class:`Card` (TFLOPS -> FLOP/s, GB/s -> bytes/s)."""
-    return Card(
-        name=gpu.name,
-        id=gpu.id,
-        memory_type=gpu.memory_type,
-        bus_width_bits=gpu.bus_width_bits,
-        data_rate_gbps=gpu.data_rate_gbps,
-        official_bytes_per_s=gpu.bandwidth_bytes_per_s,
-        capacity_bytes=gpu.capacity_bytes,
-        capacity_label=f"{gpu.capacity:g} {gpu.capacity_unit}",
-        fp16_flops_per_s=gpu.fp16_tflops_dense * 1e12 if gpu.fp16_tflops_dense else None,
-        fp8_flops_per_s=gpu.fp8_tflops_dense * 1e12 if gpu.fp8_tflops_dense else None,
-        pcie_gen=gpu.host_link.pcie_gen,
-        pcie_lanes=gpu.host_link.pcie_lanes,
-    )
-
-
 def custom_card(
     *,
     bus_width: str | None,
@@ -118,8 +58,9 @@ def custom_card(
     memory_clock: str | None,
     data_rate: str | None,
     clock_source: str | None,
-) -> Card:
-    """A card described by flags: a bus width plus either a data rate or a memory clock and type."""
+) -> MemoryBus:
+    """A custom card, described by flags: its memory bus (a bus width plus either a data rate or a
+    memory clock and type). It has no capacity, compute or host link figures."""
     if bus_width is None:
         raise UnitError("custom card: --bus-width is required with --memory-clock or --data-rate")
     width = parse_bus_width(bus_width)
@@ -129,26 +70,14 @@ def custom_card(
     if clock_source is not None and memory_clock is None:
         raise UnitError("custom card: --clock-source applies to --memory-clock only")
     if data_rate is not None:
-        return Card(
-            name="custom card",
-            memory_type=kind,
-            bus_width_bits=width,
-            data_rate_gbps=parse_data_rate_gbps(data_rate),
-        )
+        return MemoryBus(width, parse_data_rate_gbps(data_rate), kind)
     assert memory_clock is not None
     if kind is None:
         raise UnitError("custom card: --memory-clock needs --memory-type (the clock multiplier depends on it)")
     source = clock_source or "gpuz"
     clock = parse_clock_mhz(memory_clock)
     rate = data_rate_from_clock(clock, kind, source)
-    return Card(
-        name="custom card",
-        memory_type=kind,
-        bus_width_bits=width,
-        data_rate_gbps=rate,
-        memory_clock_mhz=clock,
-        clock_source=source,
-    )
+    return MemoryBus(width, rate, kind, memory_clock_mhz=clock, clock_source=source)
 
 
 def parse_efficiency(text: str | None, default: float, what: str) -> float:
@@ -173,8 +102,9 @@ def select_card(
     memory_clock: str | None = None,
     data_rate: str | None = None,
     clock_source: str | None = None,
-) -> tuple[Card, str | None]:
-    """A catalog card by name, or a custom card from flags; plus a note when the name was ambiguous."""
+) -> tuple[MemoryBus, GPU | None, str | None]:
+    """A catalog card by name (its bus and the card), or a custom card's bus from flags (no card); plus
+    a note when the name was ambiguous."""
     flags = {
         "--bus-width": bus_width,
         "--memory-type": mem_type,
@@ -189,20 +119,24 @@ def select_card(
                 "give --gpu NAME (see 'vramcalc gpus') or a custom card: --bus-width with --data-rate, "
                 "or with --memory-type and --memory-clock"
             )
-        return custom_card(
-            bus_width=bus_width,
-            mem_type=mem_type,
-            memory_clock=memory_clock,
-            data_rate=data_rate,
-            clock_source=clock_source,
-        ), None
+        return (
+            custom_card(
+                bus_width=bus_width,
+                mem_type=mem_type,
+                memory_clock=memory_clock,
+                data_rate=data_rate,
+                clock_source=clock_source,
+            ),
+            None,
+            None,
+        )
     if given:
         raise UnitError(f"--gpu describes the card already; drop {', '.join(given)}")
     from vramcalc.hardware.catalog import ambiguity_note
     from vramcalc.hardware.lookup import resolve_gpu
 
     entry, others = resolve_gpu(gpu)
-    return card_from_gpu(entry), ambiguity_note(gpu, entry, others) if others else None
+    return entry.memory_bus, entry, ambiguity_note(gpu, entry, others) if others else None
 
 
 @dataclass(frozen=True)
@@ -306,7 +240,8 @@ class Roofline:
 class Report:
     """Everything `vramcalc bandwidth` shows; parts are None where they do not apply (see notes)."""
 
-    card: Card
+    bus: MemoryBus
+    gpu: GPU | None  # the catalog card; None for a custom card (its bus only)
     efficiency: float
     weights: Weights | None = None
     streaming: Streaming | None = None
@@ -320,12 +255,17 @@ class Report:
         """Weights plus KV-cache read once at peak bandwidth (None without a KV cache)."""
         if self.kv is None or self.weights is None:
             return None
-        return (self.weights.weights_bytes + self.kv.read_bytes_per_step) / self.card.bytes_per_s
+        return (self.weights.weights_bytes + self.kv.read_bytes_per_step) / self.bus.bytes_per_s
+
+    @property
+    def name(self) -> str:
+        return self.gpu.name if self.gpu is not None else "custom card"
 
 
-def _roofline(card: Card, weights: Weights, batch: int, notes: list[str]) -> Roofline | None:
-    use_fp8 = weights.dtype == "fp8" and card.fp8_flops_per_s is not None
-    flops = card.fp8_flops_per_s if use_fp8 else card.fp16_flops_per_s
+def _roofline(bus: MemoryBus, gpu: GPU | None, weights: Weights, batch: int, notes: list[str]) -> Roofline | None:
+    fp8, fp16 = (gpu.fp8_flops_per_s, gpu.fp16_flops_per_s) if gpu is not None else (None, None)
+    use_fp8 = weights.dtype == "fp8" and fp8 is not None
+    flops = fp8 if use_fp8 else fp16
     if flops is None:
         notes.append("roofline skipped: no dense FP16 tensor TFLOPS for this card")
         return None
@@ -337,51 +277,56 @@ def _roofline(card: Card, weights: Weights, batch: int, notes: list[str]) -> Roo
         weights_bytes=weights.weights_bytes,
         batch=batch,
         flops_per_s=flops,
-        bytes_per_s=card.bytes_per_s,
+        bytes_per_s=bus.bytes_per_s,
         precision="FP8" if use_fp8 else "FP16/BF16",
     )
 
 
-def _host(card: Card, weights: Weights, efficiency: float, notes: list[str]) -> HostTransfer | None:
-    if card.pcie_gen is None or card.pcie_lanes is None:
+def _host(gpu: GPU | None, weights: Weights, efficiency: float, notes: list[str]) -> HostTransfer | None:
+    link = gpu.host_link if gpu is not None else None
+    if link is None or link.pcie_gen is None or link.pcie_lanes is None:
         notes.append("host transfer skipped: no PCIe link known for this card")
         return None
-    return HostTransfer(card.pcie_gen, card.pcie_lanes, weights.weights_bytes, efficiency)
+    return HostTransfer(link.pcie_gen, link.pcie_lanes, weights.weights_bytes, efficiency)
 
 
 def analyse(
-    card: Card,
+    bus: MemoryBus,
     weights: Weights | None,
     *,
+    gpu: GPU | None = None,
     batch: int | None = None,
     efficiency: float = DEFAULT_MEMORY_EFFICIENCY,
     host_efficiency: float = DEFAULT_HOST_EFFICIENCY,
 ) -> Report:
-    """Bandwidth figures for ``card`` and, given weights, streaming, host transfer, KV read and roofline.
+    """Bandwidth figures of a memory bus and, given weights, streaming, host transfer, KV read and
+    roofline. ``gpu`` is the card the bus belongs to (its capacity, compute and host link); None for a
+    custom card.
 
     ``batch`` defaults to the spec's batch size, else 1.
     """
     if batch is not None and batch < 1:
         raise UnitError(f"batch: must be at least 1, got {batch}")
     if weights is None:
-        return Report(card=card, efficiency=efficiency)
+        return Report(bus=bus, gpu=gpu, efficiency=efficiency)
     notes = list(weights.notes)
     size = batch or weights.batch or 1
-    if card.capacity_bytes is not None and weights.weights_bytes > card.capacity_bytes:
+    if gpu is not None and weights.weights_bytes > gpu.capacity_bytes:
         notes.append(
-            f"the weights exceed the card's {card.capacity_label}: these times are for one card streaming all of "
+            f"the weights exceed the card's {gpu.capacity_label}: these times are for one card streaming all of "
             "them (split across N cards, each streams 1/N)"
         )
     kv = None
     if weights.kv_bytes_per_token is not None and weights.context_tokens is not None:
         kv = KvCache(weights.kv_bytes_per_token, weights.context_tokens, size)
     return Report(
-        card=card,
+        bus=bus,
+        gpu=gpu,
         efficiency=efficiency,
         weights=weights,
-        streaming=Streaming(weights.weights_bytes, card.bytes_per_s, efficiency),
-        host=_host(card, weights, host_efficiency, notes),
-        roofline=_roofline(card, weights, size, notes),
+        streaming=Streaming(weights.weights_bytes, bus.bytes_per_s, efficiency),
+        host=_host(gpu, weights, host_efficiency, notes),
+        roofline=_roofline(bus, gpu, weights, size, notes),
         kv=kv,
         notes=notes,
     )

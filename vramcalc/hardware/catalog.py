@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vramcalc.errors import CatalogError, UnknownGPUError
-from vramcalc.hardware.memory_bus import BANDWIDTH_TOLERANCE, MemoryType, peak_bandwidth_bytes_per_s
+from vramcalc.hardware.memory_bus import MemoryBus, MemoryType
 from vramcalc.hardware.memory_bus import memory_type as canonical_memory_type
 from vramcalc.units import GB, GiB, MiB, parse_size
 
@@ -158,14 +158,36 @@ class GPU(BaseModel):
         return round(self.bandwidth_gb_s * GB)
 
     @property
+    def memory_bus(self) -> MemoryBus:
+        """The card's memory bus with the vendor's bandwidth (what `vramcalc bandwidth` computes with)."""
+        return MemoryBus(
+            self.bus_width_bits, self.data_rate_gbps, self.memory_type, official_bytes_per_s=self.bandwidth_bytes_per_s
+        )
+
+    @property
     def computed_bandwidth_bytes_per_s(self) -> int:
         """Per-pin data rate (Gbps) x bus width (bits) / 8, in bytes per second."""
-        return peak_bandwidth_bytes_per_s(self.data_rate_gbps, self.bus_width_bits)
+        return self.memory_bus.computed_bytes_per_s
 
     @property
     def bandwidth_differs(self) -> bool:
         """True where computed and official bandwidth differ by more than 1 % (vendor rounding)."""
-        return abs(self.computed_bandwidth_bytes_per_s / self.bandwidth_bytes_per_s - 1) > BANDWIDTH_TOLERANCE
+        return self.memory_bus.bandwidth_differs
+
+    @property
+    def capacity_label(self) -> str:
+        """The capacity as the vendor states it ("80 GB")."""
+        return f"{self.capacity:g} {self.capacity_unit}"
+
+    @property
+    def fp16_flops_per_s(self) -> float | None:
+        """Dense FP16/BF16 tensor FLOP/s (None where the catalog has no figure)."""
+        return self.fp16_tflops_dense * 1e12 if self.fp16_tflops_dense else None
+
+    @property
+    def fp8_flops_per_s(self) -> float | None:
+        """Dense FP8 tensor FLOP/s (None where the card has none or the catalog no figure)."""
+        return self.fp8_tflops_dense * 1e12 if self.fp8_tflops_dense else None
 
     @property
     def hopper_or_newer(self) -> bool:

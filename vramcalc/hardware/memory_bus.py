@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Literal, get_args
 
 from vramcalc.errors import UnitError
@@ -111,3 +112,38 @@ BANDWIDTH_TOLERANCE = 0.01
 def peak_bandwidth_bytes_per_s(data_rate_gbps: float, bus_width_bits: int) -> int:
     """Per-pin data rate (Gbps) x bus width (bits) / 8, in bytes per second."""
     return round(data_rate_gbps * 1e9 * bus_width_bits / 8)
+
+
+@dataclass(frozen=True)
+class MemoryBus:
+    """A card's memory bus: what the bandwidth arithmetic reads. A catalog card has one
+    (:attr:`vramcalc.hardware.catalog.GPU.memory_bus`); a custom card from flags is only this."""
+
+    bus_width_bits: int
+    data_rate_gbps: float
+    memory_type: str | None = None
+    official_bytes_per_s: int | None = None  # the vendor's figure (a catalog card)
+    memory_clock_mhz: float | None = None  # the clock a custom card's data rate came from
+    clock_source: str | None = None
+
+    @property
+    def computed_bytes_per_s(self) -> int:
+        return peak_bandwidth_bytes_per_s(self.data_rate_gbps, self.bus_width_bits)
+
+    @property
+    def bytes_per_s(self) -> int:
+        """The bandwidth used for timings: the vendor's official figure when there is one."""
+        return self.official_bytes_per_s or self.computed_bytes_per_s
+
+    @property
+    def bandwidth_gap(self) -> float | None:
+        """Computed / official - 1 (None without an official figure)."""
+        if not self.official_bytes_per_s:
+            return None
+        return self.computed_bytes_per_s / self.official_bytes_per_s - 1
+
+    @property
+    def bandwidth_differs(self) -> bool:
+        """True where computed and official bandwidth differ by more than 1 % (vendor rounding)."""
+        gap = self.bandwidth_gap
+        return gap is not None and abs(gap) > BANDWIDTH_TOLERANCE

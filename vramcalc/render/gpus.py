@@ -13,9 +13,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from vramcalc.hardware.bandwidth import Card, Report
+from vramcalc.hardware.bandwidth import Report
 from vramcalc.hardware.catalog import GPU
-from vramcalc.hardware.memory_bus import GPUZ_CLOCK_DIVISOR, NVIDIA_SMI_CLOCK_DIVISOR
+from vramcalc.hardware.memory_bus import GPUZ_CLOCK_DIVISOR, NVIDIA_SMI_CLOCK_DIVISOR, MemoryBus
 from vramcalc.units import GB, KB, MB, GiB, KiB, MiB
 
 GPUS_CAPTION = (
@@ -104,47 +104,47 @@ def gpu_dict(gpu: GPU) -> dict[str, Any]:
     return doc
 
 
-def _data_rate_text(card: Card) -> str:
-    if card.memory_clock_mhz is None:
-        return f"{card.data_rate_gbps:g} Gbps per pin"
-    assert card.memory_type is not None
-    if card.clock_source == "gpuz":
-        divisor, tool = GPUZ_CLOCK_DIVISOR[card.memory_type], "GPU-Z"
+def _data_rate_text(bus: MemoryBus) -> str:
+    if bus.memory_clock_mhz is None:
+        return f"{bus.data_rate_gbps:g} Gbps per pin"
+    assert bus.memory_type is not None
+    if bus.clock_source == "gpuz":
+        divisor, tool = GPUZ_CLOCK_DIVISOR[bus.memory_type], "GPU-Z"
     else:
         divisor, tool = NVIDIA_SMI_CLOCK_DIVISOR, "nvidia-smi"
-    return f"{card.memory_clock_mhz:g} MHz ({tool}) x {divisor} = {card.data_rate_gbps:g} Gbps per pin"
+    return f"{bus.memory_clock_mhz:g} MHz ({tool}) x {divisor} = {bus.data_rate_gbps:g} Gbps per pin"
 
 
-def _official_text(card: Card) -> str:
-    if card.official_bytes_per_s is None:
+def _official_text(bus: MemoryBus) -> str:
+    if bus.official_bytes_per_s is None:
         return "none (custom card): timings use the computed figure"
-    gap = card.bandwidth_gap or 0.0
-    if card.bandwidth_differs:
+    gap = bus.bandwidth_gap or 0.0
+    if bus.bandwidth_differs:
         return (
-            f"{gb_s(card.official_bytes_per_s)} (vendor); computed {gb_s(card.computed_bytes_per_s)} differs "
+            f"{gb_s(bus.official_bytes_per_s)} (vendor); computed {gb_s(bus.computed_bytes_per_s)} differs "
             f"by {gap:+.1%} (vendor rounding): timings use the official figure"
         )
-    return f"{gb_s(card.official_bytes_per_s)} (vendor); computed is within 1 % ({gap:+.2%})"
+    return f"{gb_s(bus.official_bytes_per_s)} (vendor); computed is within 1 % ({gap:+.2%})"
 
 
-def _card_rows(card: Card, table: Table) -> None:
-    label = f"{card.name} ({card.id})" if card.id else card.name
-    table.add_row("card", label)
-    if card.capacity_bytes is not None:
+def _card_rows(report: Report, table: Table) -> None:
+    bus, gpu = report.bus, report.gpu
+    table.add_row("card", f"{gpu.name} ({gpu.id})" if gpu is not None else report.name)
+    if gpu is not None:
         table.add_row(
             "memory",
-            f"{card.capacity_label} {card.memory_type} (as the vendor states it) = "
-            f"{card.capacity_bytes / GiB:,.2f} GiB of DRAM",
+            f"{gpu.capacity_label} {bus.memory_type} (as the vendor states it) = "
+            f"{gpu.capacity_bytes / GiB:,.2f} GiB of DRAM",
         )
-    elif card.memory_type:
-        table.add_row("memory", card.memory_type)
-    table.add_row("bus width", f"{card.bus_width_bits:,} bit")
-    table.add_row("data rate", _data_rate_text(card))
+    elif bus.memory_type:
+        table.add_row("memory", bus.memory_type)
+    table.add_row("bus width", f"{bus.bus_width_bits:,} bit")
+    table.add_row("data rate", _data_rate_text(bus))
     table.add_row(
         "bandwidth",
-        f"{card.data_rate_gbps:g} Gbps x {card.bus_width_bits:,} bit / 8 = {gb_s(card.computed_bytes_per_s)}",
+        f"{bus.data_rate_gbps:g} Gbps x {bus.bus_width_bits:,} bit / 8 = {gb_s(bus.computed_bytes_per_s)}",
     )
-    table.add_row("official", _official_text(card))
+    table.add_row("official", _official_text(bus))
 
 
 def _weight_rows(report: Report, table: Table) -> None:
@@ -198,7 +198,7 @@ def render_bandwidth(report: Report, console: Console) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
-    _card_rows(report.card, table)
+    _card_rows(report, table)
     if report.weights is not None:
         _weight_rows(report, table)
     console.print(table)

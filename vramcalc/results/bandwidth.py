@@ -14,7 +14,7 @@ from pydantic import Field
 from vramcalc.results.base import Result
 
 if TYPE_CHECKING:
-    from vramcalc.hardware.bandwidth import Card, Report, Roofline
+    from vramcalc.hardware.bandwidth import Report, Roofline
 
 
 class RooflineResult(Result):
@@ -96,28 +96,29 @@ class BandwidthResult(Result):
     @classmethod
     def of(cls, report: Report) -> BandwidthResult:
         """The document of :func:`vramcalc.hardware.bandwidth.analyse`'s report."""
-        doc = _card_keys(report.card)
+        doc = _card_keys(report)
         if report.weights is not None:
             doc.update(_weight_keys(report))
         doc["notes"] = list(report.notes)
         return cls(**doc)
 
 
-def _card_keys(card: Card) -> dict[str, Any]:
+def _card_keys(report: Report) -> dict[str, Any]:
+    bus, gpu = report.bus, report.gpu
     return {
-        "gpu": card.id,
-        "name": card.name,
-        "memory_type": card.memory_type,
-        "bus_width_bits": card.bus_width_bits,
-        "data_rate_gbps": card.data_rate_gbps,
-        "memory_clock_mhz": card.memory_clock_mhz,
-        "clock_source": card.clock_source,
-        "bandwidth_bytes_per_s": card.bytes_per_s,
-        "official_bandwidth_bytes_per_s": card.official_bytes_per_s,
-        "computed_bandwidth_bytes_per_s": card.computed_bytes_per_s,
-        "bandwidth_differs": card.bandwidth_differs,
-        "capacity_bytes": card.capacity_bytes,
-        "capacity_vendor": card.capacity_label,
+        "gpu": gpu.id if gpu is not None else None,
+        "name": report.name,
+        "memory_type": bus.memory_type,
+        "bus_width_bits": bus.bus_width_bits,
+        "data_rate_gbps": bus.data_rate_gbps,
+        "memory_clock_mhz": bus.memory_clock_mhz,
+        "clock_source": bus.clock_source,
+        "bandwidth_bytes_per_s": bus.bytes_per_s,
+        "official_bandwidth_bytes_per_s": bus.official_bytes_per_s,
+        "computed_bandwidth_bytes_per_s": bus.computed_bytes_per_s,
+        "bandwidth_differs": bus.bandwidth_differs,
+        "capacity_bytes": gpu.capacity_bytes if gpu is not None else None,
+        "capacity_vendor": gpu.capacity_label if gpu is not None else None,
     }
 
 
