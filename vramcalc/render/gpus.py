@@ -92,8 +92,10 @@ def render_gpus(gpus: list[GPU], console: Console) -> None:
 
 
 def gpu_dict(gpu: GPU) -> dict[str, Any]:
-    """One catalog entry for ``gpus --json``: the YAML fields plus int-byte figures."""
-    doc = gpu.model_dump(mode="json")
+    """One catalog entry for ``gpus --json``: the YAML fields plus int-byte figures (the free-memory
+    reading of ``--gpu local`` only when there is one)."""
+    reading = {"free_bytes", "free_reading"} if gpu.free_bytes is None else set()
+    doc = gpu.model_dump(mode="json", exclude=reading)
     doc.update(
         capacity_bytes=gpu.capacity_bytes,
         usable_bytes=gpu.usable_bytes,
