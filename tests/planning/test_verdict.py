@@ -86,6 +86,39 @@ def test_max_batch_is_the_last_batch_check_passes(tmp_path: Path, config: str, g
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(config=st.sampled_from(SPECS), gpu=st.sampled_from(CARDS), reserve=st.sampled_from(RESERVES))
+def test_fit_and_every_card_agree_with_check(tmp_path: Path, config: str, gpu: str, reserve: str | None) -> None:
+    """``fit``'s target card and its row for that card in the catalog list give check's verdict."""
+    path = _spec_file(tmp_path, config, gpu, reserve)
+    doc = _json(["fit", str(path), "--json", "--max-gpus", "1"])
+    expected = _check_fits(path)
+    assert doc["target"]["fits"] == expected
+    assert next(card["fits"] for card in doc["cards"] if card["gpu"] == gpu) == expected
+
+
+FREE_SEQ = [c for c in SPECS if "max_new_tokens" not in (CONFIGS / c).read_text(encoding="utf-8")]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=st.sampled_from(FREE_SEQ), gpu=st.sampled_from(CARDS), reserve=st.sampled_from(RESERVES))
+def test_max_seq_is_the_last_length_check_passes(tmp_path: Path, config: str, gpu: str, reserve: str | None) -> None:
+    path = _spec_file(tmp_path, config, gpu, reserve)
+    result = runner.invoke(app, ["max-seq", str(path), "--json"])
+    if result.exit_code == 2:  # a vision model's length follows its image: no seq_len to vary
+        assert "seq_len" in result.output
+        return
+    largest = json.loads(result.stdout)["max_seq_len"]
+    for length, fits in ((largest, True), (largest + 1, False)):
+        if length < 1:
+            continue
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc["workload"]["seq_len"] = length
+        changed = tmp_path / f"seq-{length}.yaml"
+        changed.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        assert _check_fits(changed) is fits
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(config=st.sampled_from(SPECS), gpu=st.sampled_from(CARDS), reserve=st.sampled_from(RESERVES))
 def test_sweep_and_report_agree_with_check(tmp_path: Path, config: str, gpu: str, reserve: str | None) -> None:
     path = _spec_file(tmp_path, config, gpu, reserve)
     batch = yaml.safe_load(path.read_text(encoding="utf-8"))["workload"]["batch_size"]
