@@ -20,7 +20,7 @@ import reprlib
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, WithJsonSchema
 
 from vramcalc.errors import UnitError
 
@@ -203,11 +203,10 @@ ByteSize = Annotated[
     BeforeValidator(_wrap(parse_size, "size")),
     WithJsonSchema({"type": "string", "pattern": r"^[0-9.]+\s*(B|[KMGT]i?B)$", "examples": ["512MiB", "16GB"]}),
 ]
-#: Integer count from "110M", "7B" or an integer.
+#: Integer count from "110M", "7B" or an integer (an int once validated, so it serialises as one).
 ParamCount = Annotated[
     int,
     BeforeValidator(_wrap(parse_count, "count")),
-    PlainSerializer(int),
     WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string", "pattern": r"^[0-9.]+\s*[KMBT]?$"}]}),
 ]
 #: Fraction in [0, 1) from "10%" or a number.

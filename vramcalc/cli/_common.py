@@ -4,7 +4,6 @@ the consoles and JSON printing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +57,8 @@ def stdout() -> Console:
 
 
 def print_json(doc: Any) -> None:
+    import json
+
     typer.echo(json.dumps(doc, indent=2))
 
 

@@ -3,7 +3,8 @@
 Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per problem on stderr).
 """
 
-from __future__ import annotations
+# Annotations are evaluated when defined (no `from __future__ import annotations`): typer would
+# otherwise parse each option's annotation string on every start.
 
 from collections.abc import Callable
 from pathlib import Path
@@ -180,14 +181,38 @@ from vramcalc.cli.plan import add_commands as _add_parallel_commands  # noqa: E4
 register(_add_parallel_commands)
 
 
+def _app_for(args: list[str]) -> typer.Typer:
+    """``app`` narrowed to the command that ``args`` name first: typer builds the parameters of every
+    registered command before it parses, so a run of one command skips building the others. Anything
+    else (options first, no command, an unknown name) gets the whole app, so help and errors are the same."""
+    if not args or args[0].startswith("-"):
+        return app
+    from typer.main import get_command_name
+
+    chosen = [
+        info
+        for info in app.registered_commands
+        if (info.name or get_command_name(getattr(info.callback, "__name__", ""))) == args[0]
+    ]
+    if not chosen:
+        return app
+    import copy
+
+    narrowed = copy.copy(app)
+    narrowed.registered_commands = chosen
+    return narrowed
+
+
 def run() -> None:
     """Console entry point. Typer's own usage errors (a bad flag value, an unknown option) become
     one ``error:`` line and exit code 2, like every other input error, instead of a usage panel."""
+    import gc
     import sys
 
+    gc.freeze()  # what start-up imported lives until exit: the collector need not scan it again
     usage_error = typer.BadParameter.__mro__[1]  # typer's vendored UsageError (never import click)
     try:
-        code = app(standalone_mode=False)
+        code = _app_for(sys.argv[1:])(standalone_mode=False)
     except usage_error as exc:  # type: ignore[misc]  # an exception class, found at run time
         message = " ".join(exc.format_message().split())
         if message:  # no message: `vramcalc` alone, whose help was already printed

@@ -5,7 +5,8 @@ Kept apart from :mod:`vramcalc.spec.models` (which imports them) so that the for
 The key names are a public contract, like every spec key.
 """
 
-from __future__ import annotations
+# Annotations are evaluated when defined (no `from __future__ import annotations`): pydantic would
+# otherwise parse each field's annotation string while it builds the models, on every start.
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -51,7 +52,7 @@ class QuantizationSpec(_Strict):
     block_size: Annotated[int, Field(strict=True, gt=0, le=4096)] | None = None
 
     @model_validator(mode="after")
-    def _keys_fit_method(self) -> QuantizationSpec:
+    def _keys_fit_method(self) -> "QuantizationSpec":
         grouped, bnb4 = self.method in GROUPED, self.method in BNB_4BIT
         if self.bits is not None and not grouped:
             raise ValueError(f"bits: only for {', '.join(m.value for m in GROUPED)} (got method {self.method.value})")

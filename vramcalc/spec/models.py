@@ -4,7 +4,8 @@ The key names of ``model`` and ``workload`` are a public contract: keys may be a
 renamed. Every model forbids unknown keys, so a typo is an error, not a silently ignored line.
 """
 
-from __future__ import annotations
+# Annotations are evaluated when defined (no `from __future__ import annotations`): pydantic would
+# otherwise parse each field's annotation string while it builds the models, on every start.
 
 import unicodedata
 from typing import Annotated, Any, Literal
@@ -81,7 +82,7 @@ class ModelSpec(_Strict):
     capacity_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
 
     @model_validator(mode="after")
-    def _moe_rules(self) -> ModelSpec:
+    def _moe_rules(self) -> "ModelSpec":
         moe_keys = ("experts_per_token", "shared_experts", "expert_ffn_size", "moe_layer_frequency", "capacity_factor")
         if self.experts is None:
             given = [key for key in moe_keys if getattr(self, key) is not None]
@@ -94,7 +95,7 @@ class ModelSpec(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _shape_rules(self) -> ModelSpec:
+    def _shape_rules(self) -> "ModelSpec":
         if self.architecture is Architecture.resnet:
             return self._resnet_rules()
         if self.layers is None or self.hidden_size is None:
@@ -118,7 +119,7 @@ class ModelSpec(_Strict):
             raise ValueError("decoder_layers: only valid with architecture: encoder-decoder")
         return self
 
-    def _resnet_rules(self) -> ModelSpec:
+    def _resnet_rules(self) -> "ModelSpec":
         if self.depth is None:
             raise ValueError("depth: required for architecture: resnet (18, 34, 50, 101 or 152)")
         allowed = {"architecture", "depth", "num_labels", "params", "head"}
@@ -174,7 +175,7 @@ class Workload(_Strict):
         return name_to_mapping(value, "method")
 
     @model_validator(mode="after")
-    def _generation_rules(self) -> Workload:
+    def _generation_rules(self) -> "Workload":
         llm_keys = ("prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size")
         if self.mode is Mode.train:
             given = [key for key in (*llm_keys, "memory_utilization") if getattr(self, key) is not None]
@@ -237,7 +238,7 @@ class Spec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _inputs_match_architecture(self) -> Spec:
+    def _inputs_match_architecture(self) -> "Spec":
         vision = self.model.architecture in (Architecture.vit, Architecture.resnet)
         wl = self.workload
         if vision and wl.image_size is None:

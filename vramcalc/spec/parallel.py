@@ -21,7 +21,8 @@ The key names are a public contract, like every spec key. Rules that need the re
 (heads divisible by ``tensor`` and so on) are checked by :func:`vramcalc.parallel.layout.resolve_plan`.
 """
 
-from __future__ import annotations
+# Annotations are evaluated when defined (no `from __future__ import annotations`): pydantic would
+# otherwise parse each field's annotation string while it builds the models, on every start.
 
 from enum import StrEnum
 from typing import Annotated, Literal

@@ -9,13 +9,14 @@ Command-line flags (``--gpu``, ``--gpus``, ``--reserve``) override each key. Kep
 :mod:`vramcalc.spec.models` (which imports it) so the planning code can use :class:`Reserve` without a cycle.
 """
 
-from __future__ import annotations
+# Annotations are evaluated when defined (no `from __future__ import annotations`): pydantic would
+# otherwise parse each field's annotation string while it builds the models, on every start.
 
 import math
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from vramcalc.errors import UnitError
 from vramcalc.units import parse_fraction, parse_size, quoted
@@ -61,11 +62,27 @@ def _validate_reserve(value: object) -> Reserve:
         raise ValueError(str(exc).split(": ", 1)[-1]) from None
 
 
+class _ReserveSchema:
+    """How pydantic validates and serialises a :class:`Reserve`: :func:`parse_reserve`, then an instance
+    check; serialised back to the text it was given as. Written as a pydantic-core schema so that loading
+    a spec neither builds pydantic's dataclass schema of :class:`Reserve` nor imports its serializer
+    module. The ``ref`` names the inner schema as that dataclass schema did, so the JSON Schema keeps
+    giving the field no title."""
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(
+            _validate_reserve,
+            core_schema.is_instance_schema(Reserve, ref=f"{__name__}.Reserve"),
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda reserve: reserve.text),
+        )
+
+
 #: A reserve from "10%" or "2GiB"; serialised back to the text it was given as.
 ReserveField = Annotated[
     Reserve,
-    BeforeValidator(_validate_reserve),
-    PlainSerializer(lambda reserve: reserve.text),
+    _ReserveSchema(),
     WithJsonSchema({"type": "string", "pattern": r"^[0-9.]+\s*(%|B|[KMGT]i?B)$", "examples": ["10%", "2GiB"]}),
 ]
 
