@@ -9,6 +9,7 @@ estimates (batch sizes of a dense spec come from one estimate on a symbolic batc
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -49,7 +50,7 @@ class Limit:
     key: str
     value: int
     total_at_max: int | None
-    total_at_next: int
+    total_at_next: int | None  # None when the spec is not valid one past the largest value
     n_estimates: int
     budget: Budget
     notes: tuple[str, ...] = ()
@@ -62,12 +63,12 @@ class Limit:
 
 
 def largest_fitting(
-    total_at: Callable[[int], int], available_bytes: int, cap: int = SEARCH_CAP
-) -> tuple[int, dict[int, int]]:
+    total_at: Callable[[int], float], available_bytes: int, cap: int = SEARCH_CAP
+) -> tuple[int, dict[int, float]]:
     """Largest ``n`` in 1..cap with ``total_at(n) <= available_bytes`` (0 if none) for a
     nondecreasing ``total_at``: doubling brackets it, bisection closes the bracket. Returns the
     value and every total computed (the value after the answer is always among them, below cap)."""
-    seen: dict[int, int] = {}
+    seen: dict[int, float] = {}
 
     def fits(n: int) -> bool:
         if n not in seen:
@@ -101,13 +102,40 @@ def needed_along(spec: Spec, budget: Budget, key: str) -> tuple[Callable[[int], 
 
 def _limit(spec: Spec, budget: Budget, key: str) -> Limit:
     needed_at, available = needed_along(spec, budget, key)
-    value, seen = largest_fitting(needed_at, available)
-    at_next = seen[value + 1] if value + 1 in seen else needed_at(value + 1)
+    invalid: dict[int, str] = {}
+
+    def needed_or_invalid(n: int) -> float:
+        """A length the spec cannot take (a vocabulary derived from ``params`` that a longer position table
+        leaves no room for) does not fit, and neither does any longer one: the table only grows."""
+        try:
+            return needed_at(n)
+        except SpecError as exc:
+            invalid[n] = str(exc)
+            return math.inf
+
+    value, seen = largest_fitting(needed_or_invalid, available)
+    at_next = seen[value + 1] if value + 1 in seen else needed_or_invalid(value + 1)
     n_estimates = len(seen) + (value + 1 not in seen) + 1  # and the probe
     polynomials = needed_at.peak if isinstance(needed_at, BatchTotals) else ()
+    notes: tuple[str, ...] = ()
+    if value + 1 in invalid:
+        notes = (f"at {key} {value + 1:,} the spec is not valid: {invalid[value + 1]}",)
     return Limit(
-        key, value, seen.get(value), at_next, n_estimates, budget, peak_by_batch=polynomials, available_bytes=available
+        key,
+        value,
+        _bytes(seen.get(value)),
+        _bytes(at_next),
+        n_estimates,
+        budget,
+        notes,
+        peak_by_batch=polynomials,
+        available_bytes=available,
     )
+
+
+def _bytes(needed: float | None) -> int | None:
+    """Needed bytes as an int; None where the spec is not valid (or nothing was estimated)."""
+    return None if needed is None or needed == math.inf else int(needed)
 
 
 def max_batch(spec: Spec, budget: Budget) -> Limit:

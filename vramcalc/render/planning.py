@@ -129,7 +129,8 @@ def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None
     if limit.total_at_max is not None:
         head = gib(limit.available_bytes - limit.total_at_max)
         lines.append(f"  at {limit.value:,}: needs {gib(limit.total_at_max)} GiB, headroom {head} GiB")
-    lines.append(f"  at {limit.value + 1:,}: needs {gib(limit.total_at_next)} GiB: does not fit")
+    if limit.total_at_next is not None:
+        lines.append(f"  at {limit.value + 1:,}: needs {gib(limit.total_at_next)} GiB: does not fit")
     lines += [f"note: {note}" for note in limit.notes]
     if limit.peak_by_batch:
         lines.append(f"  formula: {peak_formula(limit.peak_by_batch)}")

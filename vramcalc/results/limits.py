@@ -33,7 +33,9 @@ class LimitResult(Result):
     total_bytes_at_max: int | None = Field(
         description="Bytes needed at the largest value that fits (null when none fits)."
     )
-    total_bytes_at_next: int = Field(description="Bytes needed at one past it (which does not fit).")
+    total_bytes_at_next: int | None = Field(
+        description="Bytes needed at one past it (which does not fit); null where the spec is not valid there."
+    )
     seq_len: int | None = Field(None, description="The spec's seq_len, held fixed (max-batch only).")
     batch_size: int | None = Field(None, description="The spec's batch_size, held fixed (max-seq only).")
     gpu: str = Field(description="Catalog id of the card.")
