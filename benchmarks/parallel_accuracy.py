@@ -1,4 +1,4 @@
-"""Per-rank estimates of multi-GPU plans against measured runs (issue 7).
+"""Per-rank estimates of multi-GPU plans against measured runs.
 
 Cases: ``benchmarks/data/measured_multi_gpu.yaml`` (copied with citations from
 ``shared/calibration/measured.yaml``; cite the case ids). Scoring follows shared/calibration/README.md:

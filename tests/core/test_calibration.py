@@ -1,7 +1,7 @@
 """Agreement with allocator-level references: the CPU tracer's exact max_memory_allocated().
 
 Cases: shared/calibration/tracer_cases.json (ids cited in the output of benchmarks/accuracy.py) and
-benchmarks/data/tracer_extra.json (the same tracer run on this repository's configs). The issue's bar
+benchmarks/data/tracer_extra.json (the same tracer run on this repository's configs). The accuracy bar
 is 10 % per case; the formulas currently land within 1.5 % on transformers and within 4 % on vision,
 so the test holds every case to 5 % and the median to 1 %, which a regression in any component
 would break. The largest error (+3.8 %, extra-resnet50_b32_img320_fp32_infer) is exactly the 32 MiB
@@ -46,8 +46,8 @@ def test_shared_tracer_cases() -> None:
 
 
 @pytest.mark.skipif(not (CALIBRATION / "tracer_cases.json").exists(), reason="../shared/calibration not present")
-def test_issue_targets_per_family() -> None:
-    # issue 5: median |error| <= 3 %, max <= 10 %, over >= 30 transformer and >= 8 vision cases
+def test_accuracy_targets_per_family() -> None:
+    # the bar: median |error| <= 3 %, max <= 10 %, over >= 30 transformer and >= 8 vision cases
     groups = accuracy.groups(accuracy.evaluate(accuracy.load_cases(CALIBRATION)))
     assert len(groups["transformer"]) >= 30 and len(groups["vision"]) >= 8
     assert {"train", "inference"} <= set(groups)

@@ -130,12 +130,12 @@ def test_anchors_are_the_estimators_phases(config: str, checkpointing: str, prec
 
 
 def block_model_expected(spec: Spec, mode: str) -> bool:
-    """Transformer training without an adapter or a quantized base (those estimates, from issue 6, have
+    """Transformer training without an adapter or a quantized base (those LLM estimates have
     their own anchors; the timeline shows them one point per phase, checked by the invariants above)."""
     wl = spec.workload
     special = getattr(wl, "adapter", None) is not None or getattr(wl, "quantization", None) is not None
     resnet = spec.model.architecture is not None and spec.model.architecture.value == "resnet"
-    per_rank = spec.parallel is not None or wl.precision.value.startswith("mixed-")  # issue 7: per-GPU phases
+    per_rank = spec.parallel is not None or wl.precision.value.startswith("mixed-")  # several GPUs: per-GPU phases
     return mode == "train" and not resnet and not special and not per_rank
 
 

@@ -71,7 +71,7 @@ def test_computed_bandwidth_within_1_percent_unless_vendor_rounded(gpu: GPU) -> 
 
 
 def test_vendor_rounded_entries_are_the_known_ones() -> None:
-    # Vendors print round HBM3/HBM3e and LPDDR figures (issue 3: H100 PCIe, H200, B200).
+    # Vendors print round HBM3/HBM3e and LPDDR figures (H100 PCIe, H200, B200).
     rounded = {g.id for g in GPUS if g.bandwidth_vendor_rounded}
     assert {"h100-pcie", "h200-sxm", "h200-nvl", "b200"} <= rounded
 

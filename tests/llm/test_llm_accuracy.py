@@ -34,6 +34,6 @@ def test_measured_llm_cases() -> None:
             assert abs(row["error_pct"]) <= LIMIT_PCT[row["compare"]], row
 
 
-def test_issue6_configs_exist() -> None:
+def test_llm_configs_exist() -> None:
     names = {p.stem for p in (ROOT / "configs").glob("*.yaml")}
     assert set(CONFIGS) <= names

@@ -1,4 +1,4 @@
-"""Per-rank model of multi-GPU plans (issue 7): hand-derived cases, published figures (DeepSpeed's
+"""Per-rank model of multi-GPU plans: hand-derived cases, published figures (DeepSpeed's
 estimators, Megatron-LM's theoretical memory, Korthikanti et al. 2022 Table 2), measured runs and
 monotonicity properties. Expected numbers are derived in the comments, never pasted from the code."""
 

@@ -1,4 +1,4 @@
-"""`vramcalc plan` and the per-rank CLI/JSON contract (issue 7).
+"""`vramcalc plan` and the per-rank CLI/JSON contract.
 
 The search (bisection over the data degree) is checked against an independent exhaustive search that
 estimates every plan with up to ``max_gpus`` GPUs."""
