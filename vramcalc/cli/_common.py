@@ -1,5 +1,5 @@
-"""What every command module shares: input errors as one ``error:`` line with exit 2, card look-up,
-the consoles and JSON printing.
+"""What every command module shares: input errors as one ``error:`` line with exit 2, the card and
+reserve a command compares against, the consoles and JSON printing.
 """
 
 from __future__ import annotations
@@ -39,17 +39,6 @@ def user_errors(source: str | None = None) -> Iterator[None]:
                 line = f"{source}: {line}"
             typer.echo(f"error: {line}", err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-
-
-def lookup_gpu(name: str) -> Any:
-    """Catalog lookup for ``--gpu``; an ambiguous short name prints which variant it picked."""
-    from vramcalc.hardware.catalog import ambiguity_note
-    from vramcalc.hardware.lookup import resolve_gpu
-
-    card, others = resolve_gpu(name)
-    if others:
-        typer.echo(f"note: {ambiguity_note(name, card, others)}", err=True)
-    return card
 
 
 def stdout() -> Console:
