@@ -58,3 +58,40 @@ def test_int4_bytes_round_up() -> None:
 def test_format_bytes_labels_unit() -> None:
     assert format_bytes(2**30) == "1.00 GiB"
     assert format_bytes(10**9, "GB") == "1.00 GB"
+
+
+# -- hostile numerals: one bounded reader for every field and flag ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parse", "text"),
+    [
+        (parse_count, "1e999999999"),  # YAML reads this as a string; Decimal holds it, arithmetic overflowed
+        (parse_count, "1e999999999B"),
+        (parse_size, "1e999999999GiB"),
+        (parse_size, "1e-999999999GiB"),
+        (parse_fraction, "1e999999999%"),
+        (parse_fraction, "1e-320%"),
+        (parse_count, "9" * 400),
+        (parse_count, 10**5000),  # an int past Python's 4,300-digit repr limit
+    ],
+    ids=["count", "count-suffix", "size-huge", "size-tiny", "percent-huge", "percent-tiny", "400-nines", "int"],
+)
+def test_huge_and_tiny_numerals_are_out_of_range(parse: object, text: object) -> None:
+    with pytest.raises(UnitError, match="out of range|longer than any number"):
+        parse(text, "field")  # type: ignore[operator]
+
+
+def test_error_quotes_a_huge_int_briefly() -> None:
+    with pytest.raises(UnitError) as caught:
+        parse_count(10**5000, "params")
+    # 10^5000 has 5,001 digits; the message says so instead of printing them (or failing to)
+    assert "about 5,001 digits" in str(caught.value) and len(str(caught.value)) < 120
+
+
+def test_unit_arithmetic_is_exact() -> None:
+    # 1 GiB + 2^30 x 10^-30 bytes: the fraction of a byte rounds up to one more byte (a 28-digit
+    # Decimal context would have rounded the numeral to exactly 1 first)
+    assert parse_size("1.000000000000000000000000000001GiB") == 2**30 + 1
+    assert parse_count("1.5e9") == 1_500_000_000
+    assert parse_count("0.000001T") == 1_000_000

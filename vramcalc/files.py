@@ -24,6 +24,11 @@ MAX_YAML_DEPTH = 50
 MAX_YAML_NODES = 10_000
 
 
+#: YAML types that no spec key takes, refused where they are read rather than coerced later (pydantic
+#: would read ``!!binary`` bytes as a string, and a set or ordered map as a list).
+_REFUSED_YAML_TAGS = ("binary", "set", "omap", "pairs")
+
+
 def _yaml_loader() -> Any:
     import yaml
     from yaml.composer import ComposerError
@@ -76,6 +81,12 @@ def _yaml_loader() -> Any:
                         raise ConstructorError(None, None, f"duplicate key {str(key)!r}", key_node.start_mark)
             return super().construct_mapping(node, deep=deep)
 
+    def refuse(loader: Any, node: Any) -> Any:
+        kind = str(node.tag).rsplit(":", 1)[-1]
+        raise ConstructorError(None, None, f"!!{kind} values are not read in specs", node.start_mark)
+
+    for kind in _REFUSED_YAML_TAGS:
+        BoundedLoader.add_constructor(f"tag:yaml.org,2002:{kind}", refuse)
     return BoundedLoader
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 import reprlib
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, WithJsonSchema
@@ -75,7 +75,14 @@ _PERCENT_RE = re.compile(rf"^\s*{_NUMBER}\s*%\s*$")
 
 #: How error messages quote a user's value: short, escaped, and safe on huge or deeply nested input
 #: (a YAML alias bomb reaches a message as a list of millions of items).
-_QUOTE = reprlib.Repr()
+class _Quote(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 4 * self.maxlong:  # repr() itself refuses ints past 4,300 digits
+            return f"<an integer of about {int(x.bit_length() * 0.30103) + 1:,} digits>"
+        return super().repr_int(x, level)
+
+
+_QUOTE = _Quote()
 _QUOTE.maxstring = _QUOTE.maxother = 60
 _QUOTE.maxlong = 40
 _QUOTE.maxlevel = 3
@@ -105,14 +112,40 @@ def dtype_bytes(dtype: str, n_elements: int) -> int:
     return ceil_div(n_elements * DTYPE_BITS[dtype], 8)
 
 
-def _decimal(text: str, what: str) -> Decimal:
+#: Longest numeral read anywhere (characters): a real size, count or rate needs a few dozen at most.
+MAX_NUMERAL_CHARS = 64
+#: Decimal exponents beyond +-this are out of every range vramcalc accepts (1 EiB is about 10^18), so
+#: they are refused before any arithmetic: ``1e999999999`` never reaches a multiplication.
+MAX_DECIMAL_EXPONENT = 24
+
+
+def parse_decimal(text: str, what: str) -> Decimal:
+    """The one bounded reader of a numeral (spec fields and flags alike): a finite :class:`Decimal`
+    whose magnitude is 0 or between 10^-24 and 10^25, from at most 64 characters.
+
+    Arithmetic on the result (times a unit, a suffix, 1/100) is exact: it never overflows, underflows
+    or rounds, so callers compare it with their own bounds afterwards."""
+    if len(text) > MAX_NUMERAL_CHARS:
+        raise UnitError(
+            f"{what}: {quoted(text)} is longer than any number vramcalc reads ({MAX_NUMERAL_CHARS} characters)"
+        )
     try:
         value = Decimal(text)
     except InvalidOperation:
         raise UnitError(f"{what}: {quoted(text)} is not a number") from None
     if not value.is_finite():
         raise UnitError(f"{what}: {quoted(text)} is not a finite number")
+    if value and value.adjusted() > MAX_DECIMAL_EXPONENT:
+        raise UnitError(f"{what}: {quoted(text)} is out of range (10^{MAX_DECIMAL_EXPONENT + 1} or more)")
+    if value and value.adjusted() < -MAX_DECIMAL_EXPONENT:
+        raise UnitError(f"{what}: {quoted(text)} is out of range (not zero, but below 10^-{MAX_DECIMAL_EXPONENT})")
     return value
+
+
+def _exact(value: Decimal, factor: int) -> Decimal:
+    """``value * factor`` without rounding (both are bounded, so a 100-digit context is exact)."""
+    with localcontext(prec=100):
+        return value * factor
 
 
 def parse_size(value: object, what: str = "size") -> int:
@@ -131,7 +164,7 @@ def parse_size(value: object, what: str = "size") -> int:
         raise UnitError(
             f"{what}: unknown unit {quoted(unit)} in {quoted(value)} (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
         )
-    n_bytes = math.ceil(_decimal(number, what) * factor)
+    n_bytes = math.ceil(_exact(parse_decimal(number, what), factor))
     if n_bytes > MAX_BYTES:
         raise UnitError(f"{what}: {quoted(value)} is out of range (at most 1 EiB)")
     return n_bytes
@@ -142,24 +175,25 @@ def parse_count(value: object, what: str = "count") -> int:
     if isinstance(value, bool):
         raise UnitError(f"{what}: expected a count such as 110M or 7B, got {quoted(value)}")
     if isinstance(value, int):
-        number = Decimal(value)
-        suffix = ""
+        if value > MAX_COUNT:  # before any conversion: a 5,000-digit int is refused as cheaply as 10^19
+            raise UnitError(f"{what}: {quoted(value)} is out of range (at most 10^18)")
+        number, suffix = Decimal(value), ""
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise UnitError(f"{what}: {quoted(value)} is not a finite number")
-        number, suffix = Decimal(repr(value)), ""
+        number, suffix = parse_decimal(repr(value), what), ""
     elif isinstance(value, str):
         match = _COUNT_RE.match(value)
         if not match:
             raise UnitError(f"{what}: expected a count such as 110M or 7B, got {quoted(value)}")
-        number, suffix = _decimal(match.group(1), what), match.group(2)
+        number, suffix = parse_decimal(match.group(1), what), match.group(2)
     else:
         raise UnitError(f"{what}: expected a count such as 110M or 7B, got {quoted(value)}")
-    count = number * COUNT_SUFFIXES[suffix.lower()]
-    if count != count.to_integral_value():
-        raise UnitError(f"{what}: {quoted(value)} is not a whole number")
+    count = _exact(number, COUNT_SUFFIXES[suffix.lower()])
     if count > MAX_COUNT:
         raise UnitError(f"{what}: {quoted(value)} is out of range (at most 10^18)")
+    if count != count.to_integral_value():
+        raise UnitError(f"{what}: {quoted(value)} is not a whole number")
     return int(count)
 
 
@@ -171,7 +205,7 @@ def parse_fraction(value: object, what: str = "fraction") -> float:
         match = _PERCENT_RE.match(value)
         if not match:
             raise UnitError(f"{what}: expected a percentage such as '10%', got {quoted(value)}")
-        fraction = float(_decimal(match.group(1), what)) / 100
+        fraction = float(parse_decimal(match.group(1), what) / 100)
     elif isinstance(value, (int, float)):
         fraction = float(value)
     else:

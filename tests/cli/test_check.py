@@ -391,7 +391,7 @@ def test_max_seq_json_and_vision_spec() -> None:
 
 
 def test_sweep_formats_agree() -> None:
-    args = ["sweep", FITS, "--batch-size", "1,2,4,8,16,32", "--seq-len", "512,1024,2048", "--gpu", "rtx-4090"]
+    args = ["sweep", FITS, "--batch-size", "1,2,4,8,16,32", "--seq-len", "256,512,1024", "--gpu", "rtx-4090"]
     table = run(*args)
     assert table.exit_code == 0, table.output
     assert "batch \\ seq" in table.stdout and " ok" in table.stdout and " NO" in table.stdout
@@ -405,9 +405,17 @@ def test_sweep_formats_agree() -> None:
             int(row["total_bytes"]),
         )
         assert point["fits"] == (point["total_bytes"] <= doc["gpu"]["available_bytes"]) == (row["fits"] == "true")
-    point = next(p for p in doc["points"] if p["batch_size"] == 4 and p["seq_len"] == 2048)
-    est = run("estimate", FITS, "--json", "--gpu", "rtx-4090", "--batch-size", "4", "--seq-len", "2048")
+    point = next(p for p in doc["points"] if p["batch_size"] == 4 and p["seq_len"] == 1024)
+    est = run("estimate", FITS, "--json", "--gpu", "rtx-4090", "--batch-size", "4", "--seq-len", "1024")
     assert point["total_bytes"] == json.loads(est.stdout)["total_bytes"]
+
+
+def test_sweep_past_learned_positions_exit_2() -> None:
+    # GPT-2 has a learned table of 1,024 positions (its config.json: n_positions 1024): length 2,048
+    # has no embedding, so the sweep is refused rather than given a number
+    result = run("sweep", FITS, "--batch-size", "1", "--seq-len", "512,2048", "--gpu", "rtx-4090")
+    assert result.exit_code == 2
+    assert "seq_len: 2,048 is past model.max_position_embeddings (1,024)" in result.stderr
 
 
 def test_sweep_without_a_card_marks_nothing(write_spec) -> None:

@@ -8,11 +8,9 @@ from vramcalc.core.params import count_params
 from vramcalc.core.resolve import resolve_model
 from vramcalc.spec.models import ModelSpec, Workload
 
-WORKLOAD = Workload(batch_size=1, seq_len=128)
 
-
-def params(**model: object) -> int:
-    shape, _ = resolve_model(ModelSpec(**model), WORKLOAD)
+def params(seq_len: int = 128, **model: object) -> int:
+    shape, _ = resolve_model(ModelSpec(**model), Workload(batch_size=1, seq_len=seq_len))
     return count_params(shape)
 
 
@@ -92,6 +90,7 @@ def test_hand_derived_tiny_decoder() -> None:
             ffn_size=256,
             vocab_size=10,
             max_position_embeddings=8,
+            seq_len=8,  # within the 8 learned positions
         )
         == 51_264
     )

@@ -5,6 +5,8 @@ Every expected number is worked out by hand in the comment beside it, or quoted 
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -125,11 +127,11 @@ def test_parse_data_rate(text: str, gbps: float) -> None:
     [
         (parse_clock_mhz, "1750", "has no unit"),
         (parse_clock_mhz, "1750kHz", "unknown unit"),
-        (parse_clock_mhz, "0MHz", "above zero"),
+        (parse_clock_mhz, "0MHz", "between 1 MHz and 1,000 GHz"),
         (parse_clock_mhz, "fast", "expected a clock"),
         (parse_data_rate_gbps, "21", "has no unit"),
         (parse_data_rate_gbps, "21GB/s", "bytes per second"),
-        (parse_data_rate_gbps, "-21Gbps", "above zero"),
+        (parse_data_rate_gbps, "-21Gbps", "between 1 Mbps and 1,000 Gbps"),
         (parse_bus_width, "-256", "positive whole number"),
         (parse_bus_width, "0", "positive whole number"),
         (parse_bus_width, "255.5", "positive whole number"),
@@ -415,3 +417,48 @@ def test_bandwidth_modules_import_neither_typer_nor_rich() -> None:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--data-rate", "21Gbps", "--bus-width", "9" * 400], "bus width: .* longer than any number"),
+        (["--data-rate", "21Gbps", "--bus-width", "9" * 40], "bus width: .* out of range"),
+        (["--data-rate", "21Gbps", "--bus-width", "70000"], "at most 65,536 bits"),
+        (["--data-rate", "1e308Gbps", "--bus-width", "384"], "data rate: .* out of range"),
+        (["--data-rate", "1e-320Gbps", "--bus-width", "384"], "data rate: .* out of range"),
+        (["--data-rate", "0.0001Gbps", "--bus-width", "384"], "between 1 Mbps and 1,000 Gbps"),
+        (
+            ["--memory-clock", "1e400MHz", "--memory-type", "GDDR6", "--bus-width", "384"],
+            "memory clock: .* out of range",
+        ),
+        (["--gpu", "a100-80gb-sxm", "--efficiency", "1e-320%"], "efficiency: .* out of range"),
+        (["--gpu", "a100-80gb-sxm", "--efficiency", "0.5%"], "between 1% and 100%"),
+        (["--gpu", "a100-80gb-sxm", "--efficiency", "inf"], "expected a fraction"),
+    ],
+)
+def test_hostile_bandwidth_flags_exit_2_in_one_line(flags: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    result = CliRunner().invoke(app, ["bandwidth", *flags, "--params", "7B", "--dtype", "fp16", "--json"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and re.search(message, lines[0]), lines
+    assert result.stdout == ""
+
+
+def test_smallest_efficiency_gives_strict_json() -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    args = ["bandwidth", "--gpu", "a100-80gb-sxm", "--efficiency", "1%", "--params", "70B", "--dtype", "fp16"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON (RFC 8259)")
+
+    json.loads(result.stdout, parse_constant=refuse)  # finite everywhere at the lowest efficiency

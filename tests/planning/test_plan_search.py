@@ -182,3 +182,14 @@ def test_core_modules_do_not_import_cli_libraries() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_plan_refuses_what_estimate_refuses(tmp_path: Path) -> None:
+    # configs/llama-2-7b-qlora.yaml without its adapter: training 4-bit weights needs one. The search
+    # must not turn every combination's error into "no plan fits" (exit 1): the spec is invalid (exit 2)
+    text = (CONFIGS / "llama-2-7b-qlora.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "no-adapter.yaml"
+    path.write_text("\n".join(line for line in text.splitlines() if "adapter:" not in line) + "\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["plan", str(path), "--gpu", "a100-80gb-sxm"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {path}: workload.quantization: ")

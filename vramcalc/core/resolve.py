@@ -64,6 +64,23 @@ def _resolve(
 _resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
 
 
+def _check_context(spec: ModelSpec, position: Position, seq_len: int | None, notes: list[str]) -> None:
+    """A sequence past the positions a model was built for: an error where the positions are a learned
+    table (there is no embedding for position ``max_position_embeddings``), a note otherwise."""
+    limit = spec.max_position_embeddings
+    if limit is None or seq_len is None or seq_len <= limit:
+        return
+    if position is Position.learned:
+        raise SpecError(
+            f"workload.seq_len: {seq_len:,} is past model.max_position_embeddings ({limit:,}); "
+            "learned position embeddings have no row for the positions beyond"
+        )
+    notes.append(
+        f"seq_len {seq_len:,} is past max_position_embeddings {limit:,} ({position.value} positions: "
+        "memory is counted as given; quality past the trained context depends on the model)"
+    )
+
+
 @dataclass(frozen=True)
 class _SizeOnly:
     """The workload fields the shape depends on."""
@@ -107,6 +124,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len or 0)
         if position is Position.learned and spec.max_position_embeddings is None:
             notes.append(f"max_position_embeddings not given: {positions}")
+        _check_context(spec, position, workload.seq_len, notes)
     shape = ModelShape(
         architecture=arch,
         layers=spec.layers,

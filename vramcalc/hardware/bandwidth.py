@@ -23,6 +23,7 @@ from vramcalc.hardware.memory_bus import (
     parse_data_rate_gbps,
 )
 from vramcalc.hardware.weights import KvCache, Weights
+from vramcalc.units import parse_decimal, quoted
 
 if TYPE_CHECKING:
     from vramcalc.hardware.catalog import GPU
@@ -80,17 +81,23 @@ def custom_card(
     return MemoryBus(width, rate, kind, memory_clock_mhz=clock, clock_source=source)
 
 
+#: The lowest efficiency accepted: below 1% of peak no memory system runs, and every time derived
+#: from the efficiency stays finite.
+MIN_EFFICIENCY = 0.01
+
+
 def parse_efficiency(text: str | None, default: float, what: str) -> float:
-    """A fraction in (0, 1] from '85%' or '0.85'; ``default`` when ``text`` is None."""
+    """A fraction in [0.01, 1] from '85%' or '0.85'; ``default`` when ``text`` is None."""
     if text is None:
         return default
     raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise UnitError(f"{what}: expected a fraction such as 0.85 or 85%, got {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= 1:
-        raise UnitError(f"{what}: {text!r} must be above 0 and at most 100%")
+    numeral = raw[:-1].strip() if raw.endswith("%") else raw
+    if not numeral or not (numeral[0].isdigit() or numeral[0] == "."):  # no sign, no "inf"/"nan"
+        raise UnitError(f"{what}: expected a fraction such as 0.85 or 85%, got {quoted(text)}")
+    number = parse_decimal(numeral, what)
+    value = float(number / 100 if raw.endswith("%") else number)
+    if not MIN_EFFICIENCY <= value <= 1:
+        raise UnitError(f"{what}: {quoted(text)} must be between 1% and 100%")
     return value
 
 

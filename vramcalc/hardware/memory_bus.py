@@ -3,17 +3,17 @@
 Bandwidth (GB/s) = per-pin data rate (Gbps) x bus width (bits) / 8. A "memory clock" in MHz as
 tools report it is not the data rate: GPU-Z shows GDDR5X/GDDR6 at data rate / 8, GDDR6X and GDDR7
 at / 16, HBM2/HBM2e at / 2; nvidia-smi (NVML) shows every type at data rate / 2.
-Pure: standard library and vramcalc.errors only.
+Pure: standard library, vramcalc.errors and vramcalc.units only.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 from vramcalc.errors import UnitError
+from vramcalc.units import parse_decimal, quoted
 
 MemoryType = Literal["GDDR5X", "GDDR6", "GDDR6X", "GDDR7", "HBM2", "HBM2e", "HBM3", "HBM3e", "LPDDR5", "LPDDR5X"]
 MEMORY_TYPES: tuple[str, ...] = get_args(MemoryType)
@@ -36,6 +36,11 @@ _WIDTH_RE = re.compile(r"^\s*([+-]?[0-9]+(?:\.[0-9]+)?)\s*(?:-?\s*bits?)?\s*$", 
 CLOCK_UNITS = {"mhz": 1.0, "ghz": 1000.0}
 #: Per-pin data rate units, in Gbps. "GB/s" (bytes) is refused: a per-pin rate is in bits.
 RATE_UNITS = {"gbps": 1.0, "gb/s": 1.0, "gt/s": 1.0, "mbps": 1e-3, "mb/s": 1e-3, "mt/s": 1e-3}
+#: Bounds of the custom-card flags, far outside every memory ever shipped (GDDR7 runs at 28-32 Gbps,
+#: HBM stacks give 1,024 bits each) yet tight enough that every figure derived from them is finite.
+MIN_CLOCK_MHZ, MAX_CLOCK_MHZ = 1.0, 1e6
+MIN_DATA_RATE_GBPS, MAX_DATA_RATE_GBPS = 1e-3, 1e3
+MAX_BUS_WIDTH_BITS = 65_536
 
 
 def memory_type(text: str) -> str:
@@ -43,47 +48,51 @@ def memory_type(text: str) -> str:
     for name in MEMORY_TYPES:
         if name.lower() == text.strip().lower():
             return name
-    raise UnitError(f"memory type: unknown {text!r} (one of {', '.join(MEMORY_TYPES)})")
+    raise UnitError(f"memory type: unknown {quoted(text)} (one of {', '.join(MEMORY_TYPES)})")
 
 
 def parse_clock_mhz(text: str) -> float:
     """Parse a memory clock with its unit ('1750MHz', '1.75 GHz') into MHz; a bare number is refused."""
     match = _CLOCK_RE.match(text)
     if not match:
-        raise UnitError(f"memory clock: expected a clock such as '1750MHz', got {text!r}")
-    number, unit = float(match.group(1)), match.group(2).lower()
+        raise UnitError(f"memory clock: expected a clock such as '1750MHz', got {quoted(text)}")
+    number, unit = float(parse_decimal(match.group(1), "memory clock")), match.group(2).lower()
     if not unit:
-        raise UnitError(f"memory clock: {text!r} has no unit; write it as the tool shows it, e.g. '{text.strip()}MHz'")
+        raise UnitError(f"memory clock: {quoted(text)} has no unit; write it as the tool shows it, e.g. '1750MHz'")
     if unit not in CLOCK_UNITS:
-        raise UnitError(f"memory clock: unknown unit {match.group(2)!r} in {text!r} (use MHz or GHz)")
-    if not math.isfinite(number) or number <= 0:
-        raise UnitError(f"memory clock: {text!r} must be above zero")
-    return number * CLOCK_UNITS[unit]
+        raise UnitError(f"memory clock: unknown unit {quoted(match.group(2))} in {quoted(text)} (use MHz or GHz)")
+    mhz = number * CLOCK_UNITS[unit]
+    if not MIN_CLOCK_MHZ <= mhz <= MAX_CLOCK_MHZ:
+        raise UnitError(f"memory clock: {quoted(text)} must be between 1 MHz and 1,000 GHz")
+    return mhz
 
 
 def parse_data_rate_gbps(text: str) -> float:
     """Parse a per-pin data rate ('21Gbps', '2.43 GT/s', '6400MT/s') into Gbps; a bare number is refused."""
     match = _RATE_RE.match(text)
     if not match:
-        raise UnitError(f"data rate: expected a per-pin rate such as '21Gbps', got {text!r}")
-    number, unit = float(match.group(1)), match.group(2)
+        raise UnitError(f"data rate: expected a per-pin rate such as '21Gbps', got {quoted(text)}")
+    number, unit = float(parse_decimal(match.group(1), "data rate")), match.group(2)
     if not unit:
-        raise UnitError(f"data rate: {text!r} has no unit; write e.g. '{text.strip()}Gbps' (per pin)")
+        raise UnitError(f"data rate: {quoted(text)} has no unit; write e.g. '21Gbps' (per pin)")
     if unit in ("GB/s", "MB/s"):
-        raise UnitError(f"data rate: {text!r} is bytes per second; the per-pin data rate is in Gbps (bits)")
+        raise UnitError(f"data rate: {quoted(text)} is bytes per second; the per-pin data rate is in Gbps (bits)")
     if unit.lower() not in RATE_UNITS:
-        raise UnitError(f"data rate: unknown unit {unit!r} in {text!r} (use Gbps, Mbps, GT/s or MT/s)")
-    if not math.isfinite(number) or number <= 0:
-        raise UnitError(f"data rate: {text!r} must be above zero")
-    return number * RATE_UNITS[unit.lower()]
+        raise UnitError(f"data rate: unknown unit {quoted(unit)} in {quoted(text)} (use Gbps, Mbps, GT/s or MT/s)")
+    gbps = number * RATE_UNITS[unit.lower()]
+    if not MIN_DATA_RATE_GBPS <= gbps <= MAX_DATA_RATE_GBPS:
+        raise UnitError(f"data rate: {quoted(text)} must be between 1 Mbps and 1,000 Gbps per pin")
+    return gbps
 
 
 def parse_bus_width(text: str) -> int:
     """Parse a bus width in bits ('256', '256-bit') into a positive int."""
     match = _WIDTH_RE.match(text)
-    value = float(match.group(1)) if match else None
-    if value is None or value <= 0 or value != int(value):
-        raise UnitError(f"bus width: expected a positive whole number of bits such as 256, got {text!r}")
+    value = parse_decimal(match.group(1), "bus width") if match else None
+    if value is None or value <= 0 or value != value.to_integral_value():
+        raise UnitError(f"bus width: expected a positive whole number of bits such as 256, got {quoted(text)}")
+    if value > MAX_BUS_WIDTH_BITS:
+        raise UnitError(f"bus width: {quoted(text)} is out of range (at most {MAX_BUS_WIDTH_BITS:,} bits)")
     return int(value)
 
 

@@ -83,6 +83,8 @@ def search_plans(spec: Spec, budget: Budget, *, max_gpus: int, top: int = 10) ->
         raise SpecError(f"--max-gpus: expected 1 to {MAX_SEARCH_GPUS:,}, got {max_gpus}")
     if spec.model.architecture is Architecture.resnet:
         raise SpecError("model.architecture: resnet has no multi-GPU model yet; plan searches transformers only")
+    # the spec as written must be valid: its own error, not "no plan fits" from every combination
+    estimate(spec, hopper_or_newer=budget.hopper_or_newer)
     search = _Search(spec, budget, max_gpus)
     found = [c for c in (search.smallest(base) for base in combinations(spec, max_gpus)) if c is not None]
     fitting = sorted((c for c in found if c.fits), key=_order)

@@ -10,9 +10,10 @@ The key names are a public contract, like every spec key.
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from vramcalc.choices import AdapterType, QuantMethod
+from vramcalc.spec.section import SpecSection
 
 if TYPE_CHECKING:
     pass
@@ -38,11 +39,7 @@ TARGET_ALIASES: dict[str, str] = {
 ALL_LINEAR = "all-linear"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
-
-
-class QuantizationSpec(_Strict):
+class QuantizationSpec(SpecSection):
     """``quantization: nf4`` or ``{method: gptq, bits: 4, group_size: 128}`` (layouts: vramcalc/llm/quantization.py)."""
 
     method: QuantMethod
@@ -65,7 +62,7 @@ class QuantizationSpec(_Strict):
         return self
 
 
-class AdapterSpec(_Strict):
+class AdapterSpec(SpecSection):
     """``adapter: {type: lora, rank: 16, alpha: 32, targets: [q_proj, v_proj] | all-linear, dropout: 0.05}``."""
 
     type: AdapterType = AdapterType.lora

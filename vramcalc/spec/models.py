@@ -10,7 +10,7 @@ renamed. Every model forbids unknown keys, so a typo is an error, not a silently
 import unicodedata
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from vramcalc.choices import (
     Architecture,
@@ -30,6 +30,7 @@ from vramcalc.choices import (
 from vramcalc.errors import UnitError
 from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
+from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
@@ -40,11 +41,7 @@ PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
-
-
-class ModelSpec(_Strict):
+class ModelSpec(SpecSection):
     """Shape of the network. Omitted keys are filled by :func:`vramcalc.core.shape.resolve_model`."""
 
     architecture: Architecture | None = None
@@ -129,7 +126,7 @@ class ModelSpec(_Strict):
         return self
 
 
-class Workload(_Strict):
+class Workload(SpecSection):
     """What is run: training step or inference forward, batch shape, precision, optimizer."""
 
     mode: Mode = Mode.train
@@ -211,14 +208,14 @@ class Workload(_Strict):
         return {"training": "train", "infer": "inference"}.get(value, value) if isinstance(value, str) else value
 
 
-class Overhead(_Strict):
+class Overhead(SpecSection):
     """Runtime memory outside the tensors of the step (reported as separate lines)."""
 
     cuda_context: ByteSize | None = None
     allocator_reserve: Fraction | None = None
 
 
-class Spec(_Strict):
+class Spec(SpecSection):
     """A whole spec file."""
 
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None

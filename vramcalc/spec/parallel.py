@@ -27,8 +27,9 @@ The key names are a public contract, like every spec key. Rules that need the re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import MAX_GPU_COUNT
 from vramcalc.units import ParamCount
 
@@ -61,18 +62,14 @@ class Schedule(StrEnum):
     interleaved = "interleaved"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
-
-
-class Offload(_Strict):
+class Offload(SpecSection):
     """What lives in host memory instead of on the GPU (DeepSpeed ZeRO-Offload, FSDP CPUOffload)."""
 
     optimizer: Literal["cpu", "none"] = "none"
     params: Literal["cpu", "none"] = "none"
 
 
-class Buckets(_Strict):
+class Buckets(SpecSection):
     """Communication buckets, in elements (DeepSpeed's unit: ``reduce_bucket_size``,
     ``prefetch_bucket_size``). Omitted: the framework's default (vramcalc/parallel/layout.py)."""
 
@@ -80,7 +77,7 @@ class Buckets(_Strict):
     prefetch: BucketCount | None = None
 
 
-class ParallelSpec(_Strict):
+class ParallelSpec(SpecSection):
     """How the job is spread over GPUs. Every key is optional; one GPU with no sharding is the default."""
 
     gpus: Degree | None = None

@@ -16,9 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import Field, WithJsonSchema
 
 from vramcalc.errors import UnitError
+from vramcalc.spec.section import SpecSection
 from vramcalc.units import parse_fraction, parse_size, quoted
 
 #: Most GPUs one run may be planned for (a sanity bound on typos, not a hardware limit).
@@ -87,11 +88,9 @@ ReserveField = Annotated[
 ]
 
 
-class Target(BaseModel):
+class Target(SpecSection):
     """Where the spec is meant to run. Every key is optional here; ``vramcalc check`` needs a GPU
     from this section or from ``--gpu``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     gpu: Annotated[str, Field(min_length=1, max_length=100)] | None = None
     count: Annotated[int, Field(strict=True, gt=0, le=MAX_GPU_COUNT)] = 1
