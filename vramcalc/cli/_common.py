@@ -1,5 +1,8 @@
 """What every command module shares: input errors as one ``error:`` line with exit 2, the card and
 reserve a command compares against, the consoles and JSON printing.
+
+Every line written to stderr goes through :func:`vramcalc.render.escape.terminal_line` (see
+:func:`echo_err`): one problem is one physical line, whatever a file name or a quoted value holds.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import typer
 from rich.console import Console
 
 from vramcalc.errors import SpecError, VramcalcError
+from vramcalc.render.escape import terminal_line
 
 if TYPE_CHECKING:
     from vramcalc.planning.budget import Budget
@@ -25,6 +29,24 @@ stderr = Console(stderr=True, highlight=False)
 EXIT_BAD_INPUT = 2
 
 
+def echo_err(line: str) -> None:
+    """Write one line to stderr, escaped and bounded by :func:`~vramcalc.render.escape.terminal_line`."""
+    typer.echo(terminal_line(line), err=True)
+
+
+def error_lines(message: str, source: str | None = None, *, prefix: bool = False) -> list[str]:
+    """The problems in an error's ``message``, one per line. Line breaks in ``source`` (a file name may
+    hold any character but ``/`` and NUL) are escaped before the message is split, so they never split a
+    problem in two; with ``prefix``, a line that does not name ``source`` yet is prefixed with it."""
+    if source:
+        shown = terminal_line(source, limit=None)
+        message = message.replace(source, shown)
+    lines = message.splitlines() or ["unknown error"]
+    if source and prefix:
+        lines = [line if line.startswith(shown) else f"{shown}: {line}" for line in lines]
+    return lines
+
+
 @contextmanager
 def user_errors(source: str | None = None) -> Iterator[None]:
     """Turn vramcalc errors into ``error:`` lines on stderr and exit code 2 (never a traceback).
@@ -34,10 +56,8 @@ def user_errors(source: str | None = None) -> Iterator[None]:
     try:
         yield
     except VramcalcError as exc:
-        for line in str(exc).splitlines() or ["unknown error"]:
-            if source and isinstance(exc, SpecError) and not line.startswith(source):
-                line = f"{source}: {line}"
-            typer.echo(f"error: {line}", err=True)
+        for line in error_lines(str(exc), source, prefix=isinstance(exc, SpecError)):
+            echo_err(f"error: {line}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
@@ -48,12 +68,13 @@ def stdout() -> Console:
 def print_json(doc: Any) -> None:
     import json
 
-    typer.echo(json.dumps(doc, indent=2))
+    typer.echo(json.dumps(doc, indent=2, allow_nan=False))
 
 
 def notes_to_stderr(notes: list[str]) -> None:
+    """Each note as one ``note:`` line on stderr."""
     for note in notes:
-        typer.echo(f"note: {note}", err=True)
+        echo_err(f"note: {note}")
 
 
 def reserve_flag(text: str | None) -> Reserve | None:

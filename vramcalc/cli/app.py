@@ -22,7 +22,7 @@ from vramcalc.choices import (
     Precision,
     Runtime,
 )
-from vramcalc.cli._common import EXIT_BAD_INPUT, card_budget, print_json, stdout, user_errors
+from vramcalc.cli._common import EXIT_BAD_INPUT, card_budget, echo_err, print_json, stdout, user_errors
 from vramcalc.errors import UnitError
 from vramcalc.version import VERSION as __version__
 
@@ -216,7 +216,7 @@ def run() -> None:
     except usage_error as exc:  # type: ignore[misc]  # an exception class, found at run time
         message = " ".join(exc.format_message().split())
         if message:  # no message: `vramcalc` alone, whose help was already printed
-            typer.echo(f"error: {message}", err=True)
+            echo_err(f"error: {message}")
         sys.exit(EXIT_BAD_INPUT)
     except typer.Abort:
         typer.echo("error: aborted", err=True)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from vramcalc.cli._common import load_with_budget, notes_to_stderr, reserve_flag
+from vramcalc.cli._common import echo_err, load_with_budget, notes_to_stderr, reserve_flag
 
 
 class CheckFormat(StrEnum):
@@ -62,7 +62,7 @@ def emit(text: str, output: Path | None = None) -> None:
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        typer.echo(f"error: --output: {output}: cannot write ({exc.strerror})", err=True)
+        echo_err(f"error: --output: {output}: cannot write ({exc.strerror})")
         raise typer.Exit(2) from None
 
 
@@ -114,7 +114,7 @@ def check(
         report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve)), max_gpus)
     for error in report.errors:
         for line in error.messages:
-            typer.echo(f"error: {line}", err=True)
+            echo_err(f"error: {line}")
     notes_to_stderr(report.notes)
     color, width = _table_style(output)
     emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), output)

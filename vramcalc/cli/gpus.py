@@ -99,7 +99,7 @@ def bandwidth(
     --weights): the weight-streaming floor on a decode step, the tokens/s bound, the host -> device
     copy time and the roofline at --batch.
     """
-    from vramcalc.cli._common import print_json, stderr, stdout, user_errors
+    from vramcalc.cli._common import notes_to_stderr, print_json, stdout, user_errors
     from vramcalc.hardware import bandwidth as bw
     from vramcalc.planning.stream import select_weights
     from vramcalc.render.gpus import render_bandwidth
@@ -123,7 +123,7 @@ def bandwidth(
             host_efficiency=bw.parse_efficiency(host_efficiency, bw.DEFAULT_HOST_EFFICIENCY, "host efficiency"),
         )
     if note:
-        stderr.print(f"note: {note}", markup=False, highlight=False)
+        notes_to_stderr([note])
     if json_out:
         from vramcalc.results.bandwidth import BandwidthResult
 

@@ -69,7 +69,7 @@ def import_command(
     ] = None,
 ) -> None:
     """Convert a Hugging Face config.json into a vramcalc spec (offline); the workload is an example to edit."""
-    from vramcalc.cli._common import user_errors
+    from vramcalc.cli._common import echo_err, user_errors
     from vramcalc.spec.hf_import import import_yaml
 
     with user_errors(str(config)):
@@ -82,7 +82,7 @@ def import_command(
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise SpecError(f"{output}: cannot write ({exc.strerror})") from None
-    typer.echo(f"wrote {output}", err=True)
+    echo_err(f"wrote {output}")
 
 
 def add_commands(app: typer.Typer) -> None:

@@ -52,15 +52,17 @@ def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntr
 
 def write_output(text: str, output: Path | None) -> None:
     """Write ``text`` to ``output`` (a note on stderr), or to stdout when no file (or ``-``) is given."""
+    from vramcalc.cli._common import echo_err
+
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as exc:
-        typer.echo(f"error: {output}: cannot write ({exc.strerror or exc})", err=True)
+        echo_err(f"error: {output}: cannot write ({exc.strerror or exc})")
         raise typer.Exit(2) from None
-    typer.echo(f"wrote {output} ({len(text.encode('utf-8')):,} bytes)", err=True)
+    echo_err(f"wrote {output} ({len(text.encode('utf-8')):,} bytes)")
 
 
 def report(

@@ -5,12 +5,15 @@
   ``available_bytes``, ``headroom_bytes``, ``fits`` first: a public contract); a bad spec is an
   object with ``fits: null`` and its ``errors``;
 * ``github``: workflow commands (``::error file=...,title=...::``) that mark the failing spec in a
-  pull request, and a plain line per spec that fits;
+  pull request, exactly one per finding, and a plain line per spec that fits (no other line can be
+  read as a command);
 * ``junit``: XML, one testcase per spec/GPU pair, a ``failure`` for a spec that does not fit and an
   ``error`` for a spec that could not be checked;
 * ``markdown``: a table for a pull-request comment.
 
-Memory is shown in GiB (2^30 bytes), labelled; JSON carries int bytes.
+Memory is shown in GiB (2^30 bytes), labelled; JSON carries int bytes (strict RFC 8259 JSON). What a
+user controls (file paths, spec names, error messages) goes through the format's function of
+:mod:`vramcalc.render.escape`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.check import CheckReport, CheckRow
 from vramcalc.planning.suggest import Suggestion
+from vramcalc.render.escape import github_data, github_property, markdown_text, terminal_line, xml_text
 from vramcalc.units import GiB
 
 NEEDED = "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve"
@@ -105,19 +109,13 @@ def format_json(report: CheckReport) -> str:
 
     docs = [CheckResult.of(row).to_dict() for row in report.rows]
     docs += [CheckErrorResult.of(error).to_dict() for error in report.errors]
-    return json.dumps(docs, indent=2) + "\n"
+    return json.dumps(docs, indent=2, allow_nan=False) + "\n"
 
 
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def _command(kind: str, file: str, title: str, message: str) -> str:
-    return f"::{kind} file={_escape_property(file)},title={_escape_property(title)}::{_escape_data(message)}"
+def _command(kind: str, file: str, title: str, lines: list[str]) -> str:
+    """One workflow command line; ``lines`` become the annotation's lines (each escaped and bounded)."""
+    message = "%0A".join(github_data(line) for line in lines)
+    return f"::{kind} file={github_property(file)},title={github_property(title)}::{message}"
 
 
 def format_github(report: CheckReport) -> str:
@@ -127,19 +125,17 @@ def format_github(report: CheckReport) -> str:
         b = row.fit.budget
         numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(row.fit.available_bytes)} GiB available on {b.gpu_name}"
         if row.fit.fits:
-            lines.append(f"ok: {row.source}: fits on {b.gpu_id}: {numbers}")
+            lines.append(terminal_line(f"ok: {row.source}: fits on {b.gpu_id}: {numbers}"))
             continue
-        message = "\n".join(
-            [
-                f"{numbers} (headroom {gib(row.fit.headroom_bytes)} GiB).",
-                "Would fit with:",
-                *(f"- {line}" for line in fixes(row)),
-            ]
-        )
+        message = [
+            f"{numbers} (headroom {gib(row.fit.headroom_bytes)} GiB).",
+            "Would fit with:",
+            *(f"- {line}" for line in fixes(row)),
+        ]
         lines.append(_command("error", row.source, f"vramcalc: {row.name} does not fit on {b.gpu_id}", message))
     for error in report.errors:
-        lines += [_command("error", error.source, "vramcalc: bad input", m) for m in error.messages]
-    return "\n".join([*lines, summary(report)]) + "\n"
+        lines += [_command("error", error.source, "vramcalc: bad input", [m]) for m in error.messages]
+    return "\n".join([*lines, terminal_line(summary(report))]) + "\n"
 
 
 def format_junit(report: CheckReport) -> str:
@@ -155,27 +151,21 @@ def format_junit(report: CheckReport) -> str:
     root = ET.Element("testsuites", {"name": "vramcalc check", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "vramcalc check", **counts, "skipped": "0"})
     for row in report.rows:
-        b = row.fit.budget
-        case = ET.SubElement(
-            suite, "testcase", {"name": f"{row.name} on {b.gpu_id}", "classname": row.source, "file": row.source}
-        )
+        b, source = row.fit.budget, xml_text(row.source)
+        name = xml_text(f"{row.name} on {b.gpu_id}")
+        case = ET.SubElement(suite, "testcase", {"name": name, "classname": source, "file": source})
         numbers = f"needs {gib(row.fit.needed_bytes)} GiB, {gib(row.fit.available_bytes)} GiB available"
         if row.fit.fits:
-            ET.SubElement(case, "system-out").text = f"{numbers}; {b.capacity_basis}"
+            ET.SubElement(case, "system-out").text = xml_text(f"{numbers}; {b.capacity_basis}")
         else:
             failure = ET.SubElement(case, "failure", {"type": "DoesNotFit", "message": f"does not fit: {numbers}"})
-            failure.text = "\n".join([b.capacity_basis, *fixes(row)])
+            failure.text = "\n".join(xml_text(line) for line in [b.capacity_basis, *fixes(row)])
     for error in report.errors:
-        case = ET.SubElement(suite, "testcase", {"name": error.source, "classname": error.source, "file": error.source})
-        ET.SubElement(case, "error", {"type": "BadInput", "message": error.messages[0]}).text = "\n".join(
-            error.messages
-        )
+        source, messages = xml_text(error.source), [xml_text(m) for m in error.messages]
+        case = ET.SubElement(suite, "testcase", {"name": source, "classname": source, "file": source})
+        ET.SubElement(case, "error", {"type": "BadInput", "message": messages[0]}).text = "\n".join(messages)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|")
 
 
 def format_markdown(report: CheckReport) -> str:
@@ -189,18 +179,20 @@ def format_markdown(report: CheckReport) -> str:
     for row in report.rows:
         b, mark = row.fit.budget, ("✅ fits" if row.fit.fits else "❌ does not fit")
         lines.append(
-            f"| `{_md(row.source)}` | {b.gpu_id} | {gib(row.fit.needed_bytes)} | "
+            f"| {markdown_text(row.source)} | {b.gpu_id} | {gib(row.fit.needed_bytes)} | "
             f"{gib(row.fit.available_bytes)} | {gib(row.fit.headroom_bytes)} | {mark} |"
         )
-    lines += [f"| `{_md(e.source)}` | | | | | ⚠️ bad input: {_md(e.messages[0])} |" for e in report.errors]
+    lines += [
+        f"| {markdown_text(e.source)} | | | | | ⚠️ bad input: {markdown_text(e.messages[0])} |" for e in report.errors
+    ]
     failing = [row for row in report.rows if not row.fit.fits]
     if failing:
         lines += ["", "**What would make it fit** (single changes, most headroom first)", ""]
         for row in failing:
-            lines.append(f"- `{_md(row.source)}` on {row.fit.budget.gpu_id}:")
-            lines += [f"  - {_md(line)}" for line in fixes(row)]
-    lines += ["", f"{summary(report)}.", "", f"<sub>{'; '.join(legend(report))}. "]
-    lines[-1] += " ".join(f"{_md(line)}." for line in basis_lines(report)) + "</sub>"
+            lines.append(f"- {markdown_text(row.source)} on {row.fit.budget.gpu_id}:")
+            lines += [f"  - {markdown_text(line)}" for line in fixes(row)]
+    lines += ["", f"{markdown_text(summary(report))}.", "", f"<sub>{markdown_text('; '.join(legend(report)))}. "]
+    lines[-1] += " ".join(f"{markdown_text(line)}." for line in basis_lines(report)) + "</sub>"
     return "\n".join(lines) + "\n"
 
 
@@ -208,6 +200,7 @@ def format_table(report: CheckReport, *, color: bool = False, width: int = 120) 
     """The rich table, rendered to text (ANSI colours only when ``color``)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="vramcalc check", title_justify="left")
     for name, justify in (
@@ -222,7 +215,7 @@ def format_table(report: CheckReport, *, color: bool = False, width: int = 120) 
     for row in report.rows:
         b, style = row.fit.budget, ("green" if row.fit.fits else "bold red")
         table.add_row(
-            row.source,
+            Text(terminal_line(row.source)),
             b.gpu_id,
             gib(row.fit.needed_bytes),
             gib(row.fit.available_bytes),
@@ -230,17 +223,19 @@ def format_table(report: CheckReport, *, color: bool = False, width: int = 120) 
             f"[{style}]{verdict(row)}[/]",
         )
     for error in report.errors:
-        table.add_row(error.source, "-", "", "", "", "[yellow]bad input (see stderr)[/]")
+        table.add_row(Text(terminal_line(error.source)), "-", "", "", "", "[yellow]bad input (see stderr)[/]")
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
     console.print(table)
     for row in report.rows:
         if not row.fit.fits:
-            console.print(f"{row.source} on {row.fit.budget.gpu_id} would fit with:", markup=False, soft_wrap=True)
+            console.print(
+                Text(terminal_line(f"{row.source} on {row.fit.budget.gpu_id} would fit with:")), soft_wrap=True
+            )
             for line in fixes(row):
-                console.print(f"  - {line}", markup=False, soft_wrap=True)
+                console.print(Text(terminal_line(f"  - {line}")), soft_wrap=True)
     for line in [*legend(report), *basis_lines(report), summary(report)]:
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(Text(terminal_line(line)), soft_wrap=True)
     return buffer.getvalue()
 
 

@@ -13,7 +13,6 @@ CUDA context - allocator reserve: the peak must stay under it to fit).
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.core.timeline import Timeline, allocation_budget_bytes
 from vramcalc.planning.budget import Budget, Fit
+from vramcalc.render.escape import html_text
 from vramcalc.render.text import LABELS, gib
 from vramcalc.spec.models import Spec
 from vramcalc.units import GB, GiB
@@ -73,7 +73,8 @@ class ReportEntry:
 
 
 def esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """``text`` for the document, through :func:`vramcalc.render.escape.html_text`."""
+    return html_text(str(text))
 
 
 def colour(key: str) -> str:

@@ -15,6 +15,7 @@ from vramcalc.planning.budget import Budget
 from vramcalc.planning.limits import Limit
 from vramcalc.planning.sweep import Sweep
 from vramcalc.render.check import AVAILABLE, NEEDED, SERVING, gib, suggestion_text
+from vramcalc.render.escape import terminal_line
 from vramcalc.units import GiB
 
 if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
@@ -70,9 +71,11 @@ def fit_table(
 ) -> str:
     """Every card: available, needed, headroom, fits, cards needed; then what would fit the target."""
     from rich.table import Table
+    from rich.text import Text
 
     fits = sum(card.fits for card in cards)
-    table = Table(title=f"{name} ({source}): fits on {fits} of {len(cards)} cards", title_justify="left")
+    title = Text(terminal_line(f"{name} ({source}): fits on {fits} of {len(cards)} cards"))
+    table = Table(title=title, title_justify="left")
     for column in ("GPU", "available GiB", "needed GiB", "headroom GiB", "fits", "cards needed"):
         table.add_column(column, justify="right" if "GiB" in column else "left")
     for card in cards:
@@ -123,7 +126,7 @@ def _managed(limit: Limit) -> str:
 def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None]) -> str:
     others = ", ".join(f"{k} {v:,}" for k, v in fixed.items() if v is not None)
     lines = [
-        f"{name} ({source}) on {limit.budget.gpu_id}: {available_text(limit.budget)}" + _managed(limit),
+        terminal_line(f"{name} ({source}) on {limit.budget.gpu_id}: {available_text(limit.budget)}" + _managed(limit)),
         f"largest {limit.key} that fits: {limit.value:,}" + (f" ({others})" if others else ""),
     ]
     if limit.total_at_max is not None:
@@ -174,7 +177,7 @@ def sweep_table(source: str, sweep: Sweep, width: int = 120) -> str:
     from rich.table import Table
 
     where = f" on {sweep.budget.gpu_id} ({gib(sweep.budget.available_bytes)} GiB available)" if sweep.budget else ""
-    title = f"{sweep.name} ({source}): total GiB{where}"
+    title = terminal_line(f"{sweep.name} ({source}): total GiB{where}")
     table = Table()
     table.add_column("batch \\ seq")
     for seq in sweep.seq_lens:
