@@ -70,7 +70,11 @@ class CheckReport:
 
 
 def _error(source: str, exc: VramcalcError) -> CheckError:
-    lines = str(exc).splitlines() or ["unknown error"]
+    """One message per line of the error, each naming the file; a line break inside the file name
+    itself does not split a message (the renderers show it escaped)."""
+    placeholder = "\x00source\x00"
+    text = str(exc).replace(source, placeholder) if source else str(exc)
+    lines = [line.replace(placeholder, source) for line in text.splitlines()] or ["unknown error"]
     return CheckError(source, tuple(line if line.startswith(source) else f"{source}: {line}" for line in lines))
 
 

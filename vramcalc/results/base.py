@@ -21,4 +21,4 @@ class Result(BaseModel):
 
     def to_json(self, indent: int | None = 2) -> str:
         """:meth:`to_dict` as JSON text (the CLI's ``--json`` output, without the final newline)."""
-        return json.dumps(self.to_dict(), indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)  # strict RFC 8259: no NaN/Infinity
