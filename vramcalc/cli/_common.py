@@ -13,18 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
 from vramcalc.errors import SpecError, VramcalcError
 from vramcalc.render.escape import terminal_line
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from vramcalc.planning.budget import Budget
     from vramcalc.spec.models import Spec
     from vramcalc.spec.target import Reserve
-
-stderr = Console(stderr=True, highlight=False)
-
 
 EXIT_BAD_INPUT = 2
 
@@ -62,6 +60,8 @@ def user_errors(source: str | None = None) -> Iterator[None]:
 
 
 def stdout() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False)
 
 

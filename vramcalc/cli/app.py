@@ -205,20 +205,32 @@ def _app_for(args: list[str]) -> typer.Typer:
 
 def run() -> None:
     """Console entry point. Typer's own usage errors (a bad flag value, an unknown option) become
-    one ``error:`` line and exit code 2, like every other input error, instead of a usage panel."""
+    one ``error:`` line and exit code 2, like every other input error, instead of a usage panel.
+
+    Standard output and error never end the run with a traceback: characters their encoding lacks
+    are replaced; a closed pipe (``vramcalc gpus | head -1``) ends the run quietly with exit code 141
+    (128 + SIGPIPE, as a shell reports a program a closed pipe ended); any other failed write (a full
+    disk) is one ``error: standard output: cannot write (...)`` line and exit code 2."""
     import gc
     import sys
 
+    from vramcalc.cli.output import StreamError, flush_streams, guard_streams, stream_failed
+
     gc.freeze()  # what start-up imported lives until exit: the collector need not scan it again
+    guard_streams()
     usage_error = typer.BadParameter.__mro__[1]  # typer's vendored UsageError (never import click)
     try:
-        code = _app_for(sys.argv[1:])(standalone_mode=False)
-    except usage_error as exc:  # type: ignore[misc]  # an exception class, found at run time
-        message = " ".join(exc.format_message().split())
-        if message:  # no message: `vramcalc` alone, whose help was already printed
-            echo_err(f"error: {message}")
-        sys.exit(EXIT_BAD_INPUT)
-    except typer.Abort:
-        typer.echo("error: aborted", err=True)
-        sys.exit(1)
+        try:
+            code = _app_for(sys.argv[1:])(standalone_mode=False)
+        except usage_error as exc:  # type: ignore[misc]  # an exception class, found at run time
+            message = " ".join(exc.format_message().split())
+            if message:  # no message: `vramcalc` alone, whose help was already printed
+                echo_err(f"error: {message}")
+            code = EXIT_BAD_INPUT
+        except typer.Abort:
+            typer.echo("error: aborted", err=True)
+            code = 1
+        flush_streams()
+    except StreamError as exc:
+        code = stream_failed(exc)
     sys.exit(code if isinstance(code, int) else 0)

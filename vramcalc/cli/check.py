@@ -1,9 +1,10 @@
 """CI gate and planning commands: `vramcalc check`, `fit`, `max-batch`, `max-seq`, `sweep`.
 
-Imported when the CLI starts, so the top level imports only typer, typing, enum and pathlib; the
-planning core and the formatters are imported inside the commands. Command bodies parse options, call
-the core (:mod:`vramcalc.planning.check`, :mod:`vramcalc.planning.limits`, :mod:`vramcalc.planning.fit`) and hand a
-formatter's string to :func:`emit`, the only place output is written.
+Imported when the CLI starts, so the top level imports only typer, typing, enum, pathlib and the
+output sink (:mod:`vramcalc.cli.output`); the planning core and the formatters are imported inside
+the commands. Command bodies parse options, call the core (:mod:`vramcalc.planning.check`,
+:mod:`vramcalc.planning.limits`, :mod:`vramcalc.planning.fit`) and hand a formatter's string to :func:`emit`,
+the only place output is written.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Annotated
 import typer
 
 from vramcalc.cli._common import echo_err, load_with_budget, notes_to_stderr, reserve_flag
+from vramcalc.cli.output import OutputFile, output_file, refuse_inputs, write_text
 
 
 class CheckFormat(StrEnum):
@@ -41,7 +43,23 @@ ReserveOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (int bytes).")]
 OutputOpt = Annotated[
-    Path | None, typer.Option("--output", "-o", dir_okay=False, help="Write the report to FILE instead of stdout.")
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to FILE instead of stdout ('-': stdout), atomically; never over one of the inputs, "
+        "a FIFO or a device.",
+    ),
+]
+CheckOutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the report to FILE instead of stdout ('-': stdout), atomically; never over one of the specs "
+        "checked, a FIFO or a device. Written with exit code 2 too: the report then lists the specs that "
+        "could not be checked (an error testcase in junit).",
+    ),
 ]
 MaxGpusOpt = Annotated[
     int,
@@ -54,19 +72,13 @@ MaxGpusOpt = Annotated[
 ]
 
 
-def emit(text: str, output: Path | None = None) -> None:
-    """Write a formatter's string to stdout, or to ``output`` (only then is a file written)."""
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        echo_err(f"error: --output: {output}: cannot write ({exc.strerror})")
-        raise typer.Exit(2) from None
+def emit(text: str, output: OutputFile | None = None) -> None:
+    """Write a formatter's string to stdout, or to the checked ``--output`` file (only then is a file
+    written; see :mod:`vramcalc.cli.output`)."""
+    write_text(output, text)
 
 
-def _table_style(output: Path | None) -> tuple[bool, int]:
+def _table_style(output: OutputFile | None) -> tuple[bool, int]:
     """(colour, width) for a table: colour and the terminal's width only on an interactive stdout."""
     from vramcalc.cli._common import stdout
 
@@ -92,7 +104,7 @@ def check(
     max_gpus: MaxGpusOpt = 64,
     fmt: Annotated[CheckFormat, typer.Option("--format", help="Output format.")] = CheckFormat.table,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
-    output: OutputOpt = None,
+    output: CheckOutputOpt = None,
 ) -> None:
     """Check that specs fit their GPU: a gate for CI and pre-commit.
 
@@ -110,14 +122,16 @@ def check(
     from vramcalc.planning.check import TargetFlags, run_check
     from vramcalc.render.check import format_check
 
+    sink = output_file(output, specs)
     with user_errors():
         report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve)), max_gpus)
+    refuse_inputs(sink, [*(row.source for row in report.rows), *(error.source for error in report.errors)])
     for error in report.errors:
         for line in error.messages:
             echo_err(f"error: {line}")
     notes_to_stderr(report.notes)
-    color, width = _table_style(output)
-    emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), output)
+    color, width = _table_style(sink)
+    emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), sink)
     raise typer.Exit(report.exit_code)
 
 
@@ -212,11 +226,12 @@ def sweep(
     from vramcalc.planning.sweep import sweep as run_sweep
     from vramcalc.render.planning import format_sweep
 
+    sink = output_file(output, [spec])
     loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False)
     with user_errors(str(spec)):
         seqs = parse_values(seq_len, "--seq-len") if seq_len else None
         grid = run_sweep(loaded, parse_values(batch_size, "--batch-size"), seqs, budget)
-    emit(format_sweep(str(spec), grid, "json" if json_out else fmt.value, _table_style(output)[1]), output)
+    emit(format_sweep(str(spec), grid, "json" if json_out else fmt.value, _table_style(sink)[1]), sink)
 
 
 def add_commands(app: typer.Typer) -> None:

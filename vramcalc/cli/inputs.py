@@ -65,24 +65,25 @@ def import_command(
     config: Annotated[Path, typer.Argument(help="A transformers config.json.", show_default=False)],
     *,
     output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write the spec here (default: stdout).")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Write the spec here (default or '-': stdout), atomically; never over the config, a FIFO or a device.",
+        ),
     ] = None,
 ) -> None:
     """Convert a Hugging Face config.json into a vramcalc spec (offline); the workload is an example to edit."""
     from vramcalc.cli._common import echo_err, user_errors
+    from vramcalc.cli.output import output_file, write_text
     from vramcalc.spec.hf_import import import_yaml
 
+    sink = output_file(output, [config])
     with user_errors(str(config)):
         text = import_yaml(config)
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    with user_errors(str(output)):
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise SpecError(f"{output}: cannot write ({exc.strerror})") from None
-    echo_err(f"wrote {output}")
+    write_text(sink, text)
+    if sink is not None:
+        echo_err(f"wrote {sink.given}")
 
 
 def add_commands(app: typer.Typer) -> None:

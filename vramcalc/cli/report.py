@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    from vramcalc.cli.output import OutputFile
     from vramcalc.core.estimate import Estimate
     from vramcalc.planning.budget import Budget
     from vramcalc.render.html_report import ReportEntry
@@ -50,19 +51,14 @@ def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntr
     return ReportEntry(source=str(path), spec=spec, estimate=result, timeline=timeline, budget=budget, fit=fit)
 
 
-def write_output(text: str, output: Path | None) -> None:
-    """Write ``text`` to ``output`` (a note on stderr), or to stdout when no file (or ``-``) is given."""
+def write_output(text: str, output: OutputFile | None) -> None:
+    """Write ``text`` to the checked ``--output`` file (a note on stderr), or to stdout when there is none."""
     from vramcalc.cli._common import echo_err
+    from vramcalc.cli.output import write_text
 
-    if output is None or str(output) == "-":
-        typer.echo(text, nl=False)
-        return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        echo_err(f"error: {output}: cannot write ({exc.strerror or exc})")
-        raise typer.Exit(2) from None
-    echo_err(f"wrote {output} ({len(text.encode('utf-8')):,} bytes)")
+    written = write_text(output, text)
+    if output is not None:
+        echo_err(f"wrote {output.given} ({written:,} bytes)")
 
 
 def report(
@@ -72,7 +68,13 @@ def report(
     ],
     *,
     output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="HTML file to write (default: standard output).")
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="HTML file to write (default or '-': standard output), atomically; never over one of the specs, "
+            "a FIFO or a device.",
+        ),
     ] = None,
     gpu: GpuOpt = None,
     reserve: Annotated[
@@ -82,6 +84,7 @@ def report(
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
     assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
     from vramcalc.cli._common import user_errors
+    from vramcalc.cli.output import output_file
     from vramcalc.errors import UnitError
     from vramcalc.render.html_report import render_report
     from vramcalc.version import VERSION as __version__
@@ -89,8 +92,9 @@ def report(
     if reserve is not None and not gpu:
         with user_errors():
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
+    sink = output_file(output, specs)
     entries = [report_entry(path, gpu, reserve) for path in specs]
-    write_output(render_report(entries, version=__version__), output)
+    write_output(render_report(entries, version=__version__), sink)
 
 
 def compare(

@@ -7,7 +7,6 @@ Pure: reads spec files, writes nothing, imports neither typer nor rich.
 
 from __future__ import annotations
 
-import glob
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 from vramcalc.errors import SpecError, VramcalcError
 from vramcalc.hardware.catalog import GPU, ambiguity_note
 from vramcalc.hardware.lookup import resolve_gpu
+from vramcalc.paths import is_pattern, spec_files_matching, spec_files_under
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
 from vramcalc.spec.load import load_spec
 from vramcalc.spec.models import Spec
@@ -80,32 +80,40 @@ def _error(source: str, exc: VramcalcError) -> CheckError:
 
 def expand_paths(args: list[str]) -> tuple[list[str], list[CheckError]]:
     """Files as given; directories -> their *.yaml/*.yml files (recursively, hidden ones skipped);
-    unquoted-glob leftovers such as 'configs/*.yaml' -> their matches. Duplicates are dropped."""
+    unquoted-glob leftovers such as 'configs/*.yaml' -> their matches. Duplicates are dropped.
+
+    Directory and pattern searches are bounded (depth, entries looked at, spec files found; see
+    :mod:`vramcalc.paths`): beyond a bound the argument becomes one error naming it and the bound."""
     paths: list[str] = []
+    listed: set[str] = set()
     errors: list[CheckError] = []
     for arg in args:
-        path = Path(arg)
         try:
-            is_dir, exists = path.is_dir(), path.exists()
-        except (OSError, ValueError):  # a name too long for the file system, or an embedded NUL
-            is_dir, exists = False, True  # left to the spec reader, which reports it in one line
-        if is_dir:
-            found = [str(p) for p in sorted(path.rglob("*")) if _is_spec_file(p, path)]
-            what = "no *.yaml or *.yml files in this directory"
-        elif not exists and glob.has_magic(arg):
-            found = [p for p in sorted(glob.glob(arg, recursive=True)) if Path(p).suffix in SPEC_SUFFIXES]
-            what = "no spec files match this pattern"
-        else:
-            found, what = [arg], ""
+            found, what = _spec_files(arg)
+        except SpecError as exc:
+            errors.append(CheckError(arg, (str(exc),)))
+            continue
         if not found:
             errors.append(CheckError(arg, (f"{arg}: {what}",)))
-        paths += [p for p in found if p not in paths]
+        for path in found:
+            if path not in listed:
+                listed.add(path)
+                paths.append(path)
     return paths, errors
 
 
-def _is_spec_file(path: Path, root: Path) -> bool:
-    hidden = any(part.startswith(".") for part in path.relative_to(root).parts)
-    return path.suffix in SPEC_SUFFIXES and path.is_file() and not hidden
+def _spec_files(arg: str) -> tuple[list[str], str]:
+    """The spec files one argument names, and what to say when there are none."""
+    path = Path(arg)
+    try:
+        is_dir, exists = path.is_dir(), path.exists()
+    except (OSError, ValueError):  # a name too long for the file system, or an embedded NUL
+        is_dir, exists = False, True  # left to the spec reader, which reports it in one line
+    if is_dir:
+        return spec_files_under(arg, SPEC_SUFFIXES), "no *.yaml or *.yml files in this directory"
+    if not exists and is_pattern(arg):
+        return spec_files_matching(arg, SPEC_SUFFIXES), "no spec files match this pattern"
+    return [arg], ""
 
 
 def resolve_flag_gpus(flags: TargetFlags) -> tuple[list[GPU], list[str]]:
