@@ -1,4 +1,4 @@
-"""Reading user files and YAML: bounded, non-blocking, safe (no Python object tag is ever built).
+"""Reading user files, YAML and JSON: bounded, non-blocking, safe (no Python object tag is ever built).
 
 Every reader of user files (spec files, config.json, memory_stats dumps, flag values holding YAML)
 goes through here, so all refuse hostile input the same way: one :class:`SpecError` line.
@@ -7,12 +7,15 @@ goes through here, so all refuse hostile input the same way: one :class:`SpecErr
 from __future__ import annotations
 
 import errno
+import itertools
+import math
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
 from vramcalc.errors import SpecError
+from vramcalc.units import quoted
 
 #: Spec files larger than this are rejected before parsing (a real spec is a few hundred bytes).
 MAX_SPEC_BYTES = 1_000_000
@@ -158,3 +161,136 @@ def parse_yaml(text: str, source: str) -> Any:
     except (ValueError, LookupError, TypeError, AttributeError, ArithmeticError, RecursionError) as exc:
         # what construct_object cannot catch: a failure inside a collection's deferred construction
         raise SpecError(f"{source}: invalid YAML: a value could not be read ({type(exc).__name__})") from None
+
+
+#: Nesting levels allowed in a JSON file (a config.json needs 3; bounds the decoder's recursion).
+MAX_JSON_DEPTH = 64
+#: Digits allowed in one JSON integer: every size and count vramcalc accepts has fewer (2**60 has 19).
+MAX_JSON_INT_DIGITS = 30
+#: Bytes of JSON scanned at a time for brackets outside strings (bounds the scan's memory).
+_SCAN_CHUNK = 1 << 16
+_NOT_BRACKETS = bytes(byte for byte in range(256) if byte not in b"[]{}")
+#: How each byte changes the nesting depth: +1 for [ and {, -1 for ] and }.
+_DEPTH_STEP = tuple((byte in b"[{") - (byte in b"]}") for byte in range(256))
+
+
+class _Refused:
+    """A value the JSON reader refuses, left in its place so that the error can name its key."""
+
+    __slots__ = ("problem",)
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+
+
+class _JsonHooks:
+    """The decoder's hooks for numbers, constants and objects; they never raise, they mark."""
+
+    def __init__(self) -> None:
+        self.refused = False
+
+    def _refuse(self, problem: str) -> _Refused:
+        self.refused = True
+        return _Refused(problem)
+
+    def integer(self, text: str) -> int | _Refused:
+        digits = len(text.lstrip("-"))
+        if digits > MAX_JSON_INT_DIGITS:
+            return self._refuse(f"an integer of {digits:,} digits is out of range (at most {MAX_JSON_INT_DIGITS})")
+        return int(text)
+
+    def real(self, text: str) -> float | _Refused:
+        value = float(text)
+        return value if math.isfinite(value) else self._refuse(f"{quoted(text)} is out of range (not a finite number)")
+
+    def constant(self, name: str) -> _Refused:
+        return self._refuse(f"{name} is not a finite number")
+
+    def mapping(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        mapping: dict[str, Any] = {}
+        for key, value in pairs:
+            mapping[key] = self._refuse("duplicate key") if key in mapping else value
+        return mapping
+
+
+def _brackets_outside_strings(data: bytes) -> bytes:
+    """The brackets of JSON text that lie outside its strings (linear time, bounded memory)."""
+    # Without its escaped backslashes and quotes (backslashes first: a run of them pairs up from its
+    # start, as the decoder reads it), every quote left opens or closes a string.
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    kept: list[bytes] = []
+    inside = False
+    for start in range(0, len(data), _SCAN_CHUNK):
+        parts = data[start : start + _SCAN_CHUNK].split(b'"')
+        kept.append(b"".join(parts[int(inside) :: 2]).translate(None, _NOT_BRACKETS))
+        inside ^= len(parts) % 2 == 0  # an odd number of quotes in this chunk
+    return b"".join(kept)
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of JSON text, found without decoding it (which recurses once per level): the
+    largest running count of open brackets. Exact for valid JSON; where the text stops being valid, the
+    decoder stops too, and no further bracket can take it deeper."""
+    brackets = _brackets_outside_strings(text.encode("utf-8", "surrogatepass"))
+    return max(itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
+
+
+def _show_key(key: object) -> str:
+    """A key as an error line shows it: quoted when empty, padded, unprintable or long."""
+    text = str(key)
+    if text and text.isprintable() and text == text.strip() and len(text) <= 80:
+        return text
+    return quoted(text)
+
+
+def _first_refused(document: Any) -> tuple[str, str]:
+    """The dotted key path and problem of the first refused value, in document order."""
+    stack: list[tuple[tuple[str, ...], Any]] = [((), document)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, _Refused):
+            return ".".join(path), value.problem
+        if isinstance(value, dict):
+            children = [((*path, _show_key(k)), v) for k, v in value.items()]
+        elif isinstance(value, list):
+            children = [((*path, str(i)), v) for i, v in enumerate(value)]
+        else:
+            continue
+        stack.extend(reversed(children))
+    raise AssertionError("no refused value in a document that had one")  # pragma: no cover
+
+
+def parse_json(text: str, source: str) -> Any:
+    """Decode JSON text with bounded nesting and numbers: no NaN or Infinity, no integer longer than
+    MAX_JSON_INT_DIGITS, no duplicate key. Every problem is one :class:`SpecError` line naming
+    ``source`` and, for a refused value, its key."""
+    import json
+
+    if _nesting_depth(text) > MAX_JSON_DEPTH:
+        raise SpecError(f"{source}: invalid JSON: nested more than {MAX_JSON_DEPTH} levels deep")
+    hooks = _JsonHooks()
+    try:
+        document = json.loads(
+            text,
+            parse_int=hooks.integer,
+            parse_float=hooks.real,
+            parse_constant=hooks.constant,
+            object_pairs_hook=hooks.mapping,
+        )
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{source}: invalid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+    if hooks.refused:
+        key, problem = _first_refused(document)
+        raise SpecError(f"{source}: {key}: {problem}" if key else f"{source}: {problem}")
+    return document
+
+
+def read_json(path: Path, limit: int, what: str) -> Any:
+    """Read one JSON file of at most ``limit`` bytes (``what`` names such files in the size error) as
+    :func:`parse_json` decodes text; every problem is one :class:`SpecError` line naming the file."""
+    data = read_regular_file(path, limit, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not UTF-8 text") from None
+    return parse_json(text, str(path))

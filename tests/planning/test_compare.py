@@ -60,31 +60,47 @@ def test_parse_flat_and_nested() -> None:
     assert parse_memory_stats(nested, "n.json") == MeasuredStats(7, 9, {})
 
 
+#: The start of an error about the allocated peak of a dump named s.json (a regular expression).
+ALLOCATED = r"^s\.json: allocated_bytes\.all\.peak: "
+
+
+def peaks(allocated: str, reserved: str = "5") -> str:
+    """A dump's two peaks as JSON text, written out (NaN and duplicates included)."""
+    return f'{{"allocated_bytes.all.peak": {allocated}, "reserved_bytes.all.peak": {reserved}}}'
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("{", r"s\.json: not valid JSON \(Expecting property name enclosed in double quotes, line 1 column 2\)"),
-        ("[1, 2]", r"s\.json: expected the JSON object torch\.cuda\.memory_stats\(\) returns, got list"),
-        ('{"reserved_bytes.all.peak": 5}', r"s\.json: missing key 'allocated_bytes\.all\.peak'"),
-        ('{"allocated_bytes.all.peak": 4.5, "reserved_bytes.all.peak": 5}', r"must be a whole number, got 4\.5"),
-        ('{"allocated_bytes.all.peak": true, "reserved_bytes.all.peak": 5}', r"must be a whole number, got True"),
-        ('{"allocated_bytes.all.peak": -4, "reserved_bytes.all.peak": 5}', r"must not be negative"),
-        ('{"allocated_bytes.all.peak": NaN, "reserved_bytes.all.peak": 5}', r"NaN is not a byte count"),
-        ('{"allocated_bytes.all.peak": 4, "allocated_bytes.all.peak": 5}', r"duplicate key"),
-        (stats_text(6, 5), r"reserved_bytes\.all\.peak \(5\) is below allocated_bytes\.all\.peak \(6\)"),
-        (stats_text(0, 0), r"allocated_bytes\.all\.peak is 0"),
-        ('{"allocated_bytes.all.peak": 4, "reserved_bytes.all.peak": 5, "num_ooms": "x"}', r"'num_ooms' must be"),
+        ("{", r"^s\.json: invalid JSON \(line 1, column 2\): Expecting property name enclosed in double quotes$"),
+        ("[1, 2]", r"^s\.json: expected the JSON object torch\.cuda\.memory_stats\(\) returns, got list$"),
+        ('{"reserved_bytes.all.peak": 5}', ALLOCATED + "missing"),
+        (peaks("4.5"), ALLOCATED + r"must be a whole number, got 4\.5$"),
+        (peaks("true"), ALLOCATED + "must be a whole number, got True$"),
+        (peaks('"4"'), ALLOCATED + "must be a whole number, got '4'$"),
+        (peaks("-4"), ALLOCATED + r"-4 is out of range \(0 to 2\*\*60 bytes, 1 EiB\)$"),
+        (peaks(str(2**60 + 1)), ALLOCATED + "1152921504606846977 is out of range"),
+        (peaks("1" + "0" * 400), ALLOCATED + r"an integer of 401 digits is out of range \(at most 30\)$"),
+        (peaks("NaN"), ALLOCATED + "NaN is not a finite number$"),
+        (peaks("1e999"), ALLOCATED + "'1e999' is out of range"),
+        ('{"allocated_bytes.all.peak": 4, "allocated_bytes.all.peak": 5}', ALLOCATED + "duplicate key$"),
+        (stats_text(6, 5), r"^s\.json: reserved_bytes\.all\.peak: 5 is below allocated_bytes\.all\.peak \(6\)"),
+        (stats_text(0, 0), ALLOCATED + "is 0"),
+        (stats_text(4, 5, num_ooms=-1), r"^s\.json: num_ooms: -1 is out of range"),
+        (peaks("4")[:-1] + ', "num_ooms": "x"}', r"^s\.json: num_ooms: must be a whole number, got 'x'$"),
+        ("[" * 100_000 + "]" * 100_000, r"^s\.json: invalid JSON: nested more than 64 levels deep$"),
     ],
 )
 def test_bad_stats(text: str, message: str) -> None:
-    with pytest.raises(MeasuredStatsError, match=message):
+    with pytest.raises(MeasuredStatsError, match=message) as caught:
         parse_memory_stats(text, "s.json")
+    assert "\n" not in str(caught.value)
 
 
-def test_string_peak_is_rejected() -> None:
-    text = json.dumps({"allocated_bytes.all.peak": "4", "reserved_bytes.all.peak": 5})
-    with pytest.raises(MeasuredStatsError, match=r"'allocated_bytes\.all\.peak' must be a whole number, got '4'"):
-        parse_memory_stats(text, "s.json")
+def test_nested_peaks_are_checked_under_their_dotted_key() -> None:
+    nested = json.dumps({"allocated_bytes": {"all": {"peak": 2**61}}, "reserved_bytes": {"all": {"peak": 9}}})
+    with pytest.raises(MeasuredStatsError, match=r"^n\.json: allocated_bytes\.all\.peak: 2305843009213693952 is out"):
+        parse_memory_stats(nested, "n.json")
 
 
 def test_load_errors(tmp_path: Path) -> None:
@@ -150,8 +166,8 @@ def test_cli_exit_1_when_off(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "flags", "message"),
     [
-        ("{not json", [], "stats.json: not valid JSON"),
-        ('{"reserved_bytes.all.peak": 1}', [], "stats.json: missing key 'allocated_bytes.all.peak'"),
+        ("{not json", [], "stats.json: invalid JSON (line 1, column 2)"),
+        ('{"reserved_bytes.all.peak": 1}', [], "stats.json: allocated_bytes.all.peak: missing"),
         (stats_text(5, 6), ["--tolerance", "ten"], "--tolerance: expected a percentage"),
         (stats_text(5, 6), ["--nvidia-smi-used", "23"], "--nvidia-smi-used: expected a size with a unit"),
         (stats_text(5, 6), ["--gpu", "no-such-card"], "unknown GPU 'no-such-card'"),
@@ -165,6 +181,33 @@ def test_cli_bad_input_exit_2(tmp_path: Path, content: str, flags: list[str], me
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested more than 64 levels deep"),
+        (
+            peaks(str(10**400), str(10**400)),
+            "allocated_bytes.all.peak: an integer of 401 digits is out of range (at most 30)",
+        ),
+        (stats_text(5, 2**60 + 1), "reserved_bytes.all.peak: 1152921504606846977 is out of range (0 to 2**60 bytes"),
+        (stats_text(5, 6, num_alloc_retries=-1), "num_alloc_retries: -1 is out of range"),
+        (stats_text(5, 6)[:-1] + ', "x": ' + "9" * 5000 + "}", "x: an integer of 5,000 digits is out of range"),
+        (peaks('"' + "4" * 900_000 + '"'), "allocated_bytes.all.peak: must be a whole number, got '4444"),
+    ],
+)
+def test_cli_bad_stats_file_is_one_line_naming_file_and_key(tmp_path: Path, content: str, problem: str) -> None:
+    stats = tmp_path / "stats.json"
+    stats.write_text(content, encoding="utf-8")
+    for extra in ([], ["--json"]):
+        result = runner.invoke(app, ["compare", BERT, "--measured", str(stats), *extra])
+        assert result.exit_code == 2, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {stats}: {problem}"), result.stderr[:500]
+        assert len(lines[0]) < len(f"error: {stats}: ") + 200  # a quoted value is truncated
+        assert result.stdout == ""
 
 
 @pytest.mark.skipif(not (CALIBRATION / "tracer_cases.json").exists(), reason="../shared/calibration not present")

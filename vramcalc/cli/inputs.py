@@ -26,13 +26,14 @@ def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
     if text is None:
         return None
     from vramcalc.files import parse_yaml
+    from vramcalc.units import quoted
 
     if len(text) > MAX_FLAG_CHARS:
         raise SpecError(f"{flag}: longer than {MAX_FLAG_CHARS} characters")
     try:
         value = parse_yaml(text, flag)  # the spec files' bounded safe loader (aliases, depth, duplicates)
     except SpecError:
-        raise SpecError(f"{flag}: not a name or a YAML mapping such as '{{{name_key}: ...}}': {text!r}") from None
+        raise SpecError(f"{flag}: not a name or a YAML mapping such as '{{{name_key}: ...}}': {quoted(text)}") from None
     if isinstance(value, str):
         return {name_key: value}
     if not isinstance(value, dict):
@@ -42,7 +43,7 @@ def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
 
 def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str, Any]) -> tuple[Spec, str]:
     """The spec of ``estimate``: a spec file with flag overrides, or a config.json with flag workload."""
-    from vramcalc.spec.load import load_spec, override_workload, parse_spec
+    from vramcalc.spec.load import load_spec, override_workload
 
     flags = {
         **flags,
@@ -53,12 +54,12 @@ def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str
         raise SpecError("give a SPEC file or --hf-config config.json (one of the two)")
     if spec is not None:
         return override_workload(load_spec(spec), str(spec), **flags), str(spec)
-    from vramcalc.spec.hf_import import read_config, spec_from_config
+    from vramcalc.spec.hf_import import read_config, validated_spec
 
     assert hf_config is not None  # exactly one of the two, checked above
     source = str(hf_config)
     workload = {key: value for key, value in flags.items() if value is not None}
-    return parse_spec(spec_from_config(read_config(hf_config), source, workload), source), source
+    return validated_spec(read_config(hf_config), source, workload), source
 
 
 def import_command(

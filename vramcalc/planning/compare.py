@@ -20,14 +20,16 @@ estimate (12 % and 512 MiB by default), shown next to the measurement but not he
 
 from __future__ import annotations
 
-import json
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from vramcalc.core.estimate import Estimate
-from vramcalc.errors import MeasuredStatsError
+from vramcalc.errors import MeasuredStatsError, SpecError
+from vramcalc.units import MAX_BYTES, quoted
 
 ALLOCATED_PEAK = "allocated_bytes.all.peak"
 RESERVED_PEAK = "reserved_bytes.all.peak"
@@ -80,40 +82,33 @@ class Comparison:
 
 
 def load_memory_stats(path: str | Path) -> MeasuredStats:
-    """Read and check a memory_stats JSON file (bounded size, UTF-8)."""
-    from vramcalc.files import read_regular_file
+    """Read and check a memory_stats JSON file (bounded size, nesting and numbers; UTF-8)."""
+    from vramcalc.files import read_json
 
-    source = str(path)
-    raw = read_regular_file(Path(path), MAX_STATS_BYTES, "memory_stats() dumps")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise MeasuredStatsError(f"{source}: not UTF-8 text (expected JSON from json.dump)") from None
-    return parse_memory_stats(text, source)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate key {key!r}")
-        seen[key] = value
-    return seen
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a byte count")
+    with _as_stats_error():
+        data = read_json(Path(path), MAX_STATS_BYTES, "memory_stats() dumps")
+    return memory_stats_from(data, str(path))
 
 
 def parse_memory_stats(text: str, source: str = "<stats>") -> MeasuredStats:
     """Check the JSON text of ``torch.cuda.memory_stats()`` and take its peaks (int bytes)."""
+    from vramcalc.files import parse_json
+
+    with _as_stats_error():
+        data = parse_json(text, source)
+    return memory_stats_from(data, source)
+
+
+@contextmanager
+def _as_stats_error() -> Iterator[None]:
     try:
-        data = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise MeasuredStatsError(f"{source}: not valid JSON ({exc.msg}, {where})") from None
-    except ValueError as exc:
-        raise MeasuredStatsError(f"{source}: {exc}") from None
+        yield
+    except SpecError as exc:
+        raise MeasuredStatsError(str(exc)) from None
+
+
+def memory_stats_from(data: Any, source: str) -> MeasuredStats:
+    """The peaks (int bytes) and counters of a decoded ``torch.cuda.memory_stats()`` dump."""
     if not isinstance(data, dict):
         raise MeasuredStatsError(
             f"{source}: expected the JSON object torch.cuda.memory_stats() returns, got {type(data).__name__}"
@@ -121,10 +116,10 @@ def parse_memory_stats(text: str, source: str = "<stats>") -> MeasuredStats:
     allocated = _byte_count(data, ALLOCATED_PEAK, source)
     reserved = _byte_count(data, RESERVED_PEAK, source)
     if allocated == 0:
-        raise MeasuredStatsError(f"{source}: {ALLOCATED_PEAK} is 0: dump the stats after the training steps ran")
+        raise MeasuredStatsError(f"{source}: {ALLOCATED_PEAK}: is 0 (dump the stats after the training steps ran)")
     if reserved < allocated:
         raise MeasuredStatsError(
-            f"{source}: {RESERVED_PEAK} ({reserved}) is below {ALLOCATED_PEAK} ({allocated}); "
+            f"{source}: {RESERVED_PEAK}: {reserved:,} is below {ALLOCATED_PEAK} ({allocated:,}); "
             "the allocator never holds less than it hands out"
         )
     counters = {key: _byte_count(data, key, source) for key in COUNTERS if _lookup(data, key) is not None}
@@ -144,15 +139,16 @@ def _lookup(data: dict[str, Any], key: str) -> Any:
 
 
 def _byte_count(data: dict[str, Any], key: str, source: str) -> int:
+    """A whole number in [0, MAX_BYTES] (the counters too: a count is never larger than the bytes)."""
     value = _lookup(data, key)
     if value is None:
         raise MeasuredStatsError(
-            f"{source}: missing key {key!r} (dump torch.cuda.memory_stats(); see 'vramcalc compare --help')"
+            f"{source}: {key}: missing (dump torch.cuda.memory_stats(); see 'vramcalc compare --help')"
         )
     if isinstance(value, bool) or not isinstance(value, int):
-        raise MeasuredStatsError(f"{source}: {key!r} must be a whole number, got {value!r}")
-    if value < 0:
-        raise MeasuredStatsError(f"{source}: {key!r} must not be negative, got {value}")
+        raise MeasuredStatsError(f"{source}: {key}: must be a whole number, got {quoted(value)}")
+    if not 0 <= value <= MAX_BYTES:
+        raise MeasuredStatsError(f"{source}: {key}: {quoted(value)} is out of range (0 to 2**60 bytes, 1 EiB)")
     return value
 
 
