@@ -1,5 +1,5 @@
-"""Docs are tests: every `console` block of the README is what the command prints now, and every
-command is documented in the README and has help text."""
+"""Docs are tests: every `console` block of the README and of docs/*.md is what the command prints now,
+and every command is documented in the README and has help text."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from vramcalc.cli import app
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"```console\n\$ vramcalc (?P<args>[^\n]+)\n(?P<body>.*?)```", re.S)
 
 
 def _blocks() -> list[tuple[str, str]]:
-    return [(m["args"], m["body"]) for m in BLOCK.finditer(README.read_text(encoding="utf-8"))]
+    return [(m["args"], m["body"]) for doc in DOCS for m in BLOCK.finditer(doc.read_text(encoding="utf-8"))]
 
 
 def test_readme_has_console_examples() -> None:
