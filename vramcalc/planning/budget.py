@@ -97,6 +97,12 @@ def fit_of(result: Estimate, budget: Budget) -> Fit:
     pool = result.llm.kv_pool if result.llm is not None else None
     if pool is None:
         return Fit(result.total_bytes, budget.available_bytes)
+    return fit_of_pool(pool, budget)
+
+
+def fit_of_pool(pool: kvcache.KvPool, budget: Budget) -> Fit:
+    """The verdict of a vLLM serving spec, from its KV pool alone: the profile's non-KV peak plus the
+    batch's KV cache against the share of the card vLLM manages."""
     capacity = kvcache.capacity(
         budget.available_bytes,
         pool.memory_utilization,

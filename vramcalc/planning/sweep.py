@@ -5,11 +5,12 @@ would give it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramcalc.errors import SpecError
+from vramcalc.llm.kvcache import KvPool
 from vramcalc.planning.batch_totals import BatchTotals
-from vramcalc.planning.budget import Budget, fit_on
+from vramcalc.planning.budget import Budget, estimate_on, fit_of_pool, fit_on
 from vramcalc.planning.limits import MAX_SPEC_COUNT, check_seq_is_free, with_workload
 from vramcalc.spec.models import Spec
 from vramcalc.units import parse_count
@@ -89,9 +90,16 @@ def grid_fits(
     probe = fit_on(spec, budget)
     if probe.kv_pool is None:
         return [total <= probe.available_bytes for total in totals]
-    points = [(b, s) for b in batch_sizes for s in seqs]
-    return [fit_on(with_workload(spec, **_keys(b, s)), budget).fits for b, s in points]
+    columns = []
+    for seq in seqs:  # one estimate per length: the pool's profile and per-sequence KV do not depend on the batch
+        pool = _kv_pool(spec if seq is None else with_workload(spec, seq_len=seq), budget)
+        columns.append(
+            [fit_of_pool(replace(pool, kv_bytes=b * pool.bytes_per_sequence), budget).fits for b in batch_sizes]
+        )
+    return [column[i] for i in range(len(batch_sizes)) for column in columns]
 
 
-def _keys(batch: int, seq: int | None) -> dict[str, int]:
-    return {"batch_size": batch} if seq is None else {"batch_size": batch, "seq_len": seq}
+def _kv_pool(spec: Spec, budget: Budget) -> KvPool:
+    result = estimate_on(spec, budget)
+    assert result.llm is not None and result.llm.kv_pool is not None  # a serving spec at every length
+    return result.llm.kv_pool
