@@ -41,7 +41,7 @@ for _var in ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS"):
 
 import typer  # noqa: E402
 import typer.testing  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from spec_texts import TINY_SPEC  # noqa: E402
 
 from vramcalc.cli.app import app  # noqa: E402
@@ -106,20 +106,30 @@ def match_known(first_line: str, exc: BaseException | None) -> KnownIssue | None
     return None
 
 
-def ci_settings(max_examples: int) -> settings:
-    """Hypothesis settings for CI: bounded, reproducible (derandomized, no example database)."""
+def ci_settings(max_examples: int, *, shrink: bool = True) -> settings:
+    """Hypothesis settings for CI: bounded, reproducible (derandomized, no example database).
+
+    ``shrink=False``: a failing example is reported as generated, without searching for a smaller one
+    (for targets whose inputs start processes or run into time limits, where each try costs seconds).
+    """
+    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
     return settings(
         max_examples=max_examples,
         deadline=None,
         derandomize=True,
         database=None,
+        phases=phases,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
     )
 
 
 @contextmanager
 def time_limit(seconds: float = TIME_LIMIT_S) -> Iterator[None]:
-    """Raise :class:`Hang` in the main thread after ``seconds`` (no-op where SIGALRM is unavailable)."""
+    """Raise :class:`Hang` in the main thread after ``seconds`` (no-op where SIGALRM is unavailable).
+
+    The alarm repeats every half second until the block ends: a Hang raised where Python ignores
+    exceptions (a garbage-collector callback, a ``__del__``) is followed by another.
+    """
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -128,7 +138,7 @@ def time_limit(seconds: float = TIME_LIMIT_S) -> Iterator[None]:
         raise Hang(f"still running after {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, _raise)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.5)
     try:
         yield
     finally:
@@ -216,15 +226,16 @@ def command_names() -> list[str]:
     return sorted(command().commands)
 
 
-def invoke(args: list[str], cwd: Path | None = None) -> Any:
-    """``CliRunner().invoke(app, args)`` in ``cwd``, with the command cached and a time limit."""
+def invoke(args: list[str], cwd: Path | None = None, limit: float | None = None) -> Any:
+    """``CliRunner().invoke(app, args)`` in ``cwd``, with the command cached and a time limit (``limit``
+    seconds, else :data:`TIME_LIMIT_S`, or :data:`SPECIAL_FILE_LIMIT_S` for a FIFO or a device)."""
     runner = typer.testing.CliRunner()
     original, here = typer.testing._get_command, os.getcwd()
     typer.testing._get_command = lambda _app: command()
     os.chdir(cwd or workspace().cwd)
     special = any(a.endswith(("fifo.yaml", "/dev/zero")) for a in args)
     try:
-        with time_limit(SPECIAL_FILE_LIMIT_S if special else TIME_LIMIT_S):
+        with time_limit(limit or (SPECIAL_FILE_LIMIT_S if special else TIME_LIMIT_S)):
             return runner.invoke(app, args, catch_exceptions=True)
     finally:
         os.chdir(here)
@@ -276,13 +287,13 @@ def violation(why: str, detail: str = "", exc: BaseException | None = None, *, k
     raise Tolerated(issue.summary)
 
 
-def tolerating_known_issues(check: Callable[[Any], None]) -> Callable[[Any], None]:
+def tolerating_known_issues(check: Callable[..., None]) -> Callable[..., None]:
     """A target's check that returns quietly when the input hit a known issue."""
 
     @functools.wraps(check)
-    def run(example: Any) -> None:
+    def run(example: Any, *args: Any, **kwargs: Any) -> None:
         try:
-            check(example)
+            check(example, *args, **kwargs)
         except Tolerated:
             return
 

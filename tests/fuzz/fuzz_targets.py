@@ -1,6 +1,5 @@
-"""Fuzz targets: a hypothesis strategy and a check each (tests/fuzz runs them bounded in CI,
-``benchmarks/fuzz.py`` runs them long). Commands are enumerated at run time
-(``typer.main.get_command(app).commands``), so a new command is fuzzed without touching this file.
+"""Fuzz targets of the spec reader: random YAML, mutated specs, astronomically large specs (a
+hypothesis strategy and a check each; fuzz_registry.py lists every target).
 """
 
 from __future__ import annotations
@@ -8,13 +7,11 @@ from __future__ import annotations
 import copy
 import functools
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from fuzz_argv import argv, check_argv
 from fuzz_support import (
     CONFIGS,
     TINY_SPEC,
@@ -372,26 +369,3 @@ def check_sweep_matches_estimate(path: Path) -> None:
             continue
         if alone.exit_code != 0 or json.loads(alone.stdout)["total_bytes"] != point["total_bytes"]:
             raise FuzzFailure(f"sweep total {point} differs from estimate\n" + describe(single, alone))
-
-
-# --------------------------------------------------------------------------------------------------
-# The registry.
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    strategy: Callable[[], st.SearchStrategy[Any]]
-    check: Callable[[Any], None]
-    ci_examples: int  # examples per CI run (bounded so tests/fuzz stays under about a minute)
-
-
-TARGETS = [
-    Target("yaml-library", yaml_documents, check_yaml_library, 500),
-    Target("yaml-cli", yaml_documents, check_yaml_cli, 150),
-    Target("mutated-spec", mutated_specs, check_mutated_spec, 300),
-    Target("argv", argv, check_argv, 400),
-    Target("extreme-spec", extreme_specs, check_extreme_spec, 60),
-]
-TARGETS_BY_NAME = {target.name: target for target in TARGETS}

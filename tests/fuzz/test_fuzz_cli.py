@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fuzz_argv import Argv, argv, check_argv, param_info
+from fuzz_registry import TARGETS_BY_NAME
 from fuzz_support import (
     ROOT,
     check_json,
@@ -28,7 +29,7 @@ from fuzz_support import (
     listing,
     workspace,
 )
-from fuzz_targets import TARGETS_BY_NAME, check_extreme_spec, extreme_specs
+from fuzz_targets import check_extreme_spec, extreme_specs
 from hypothesis import given
 
 from vramcalc.units import allocation_bytes, dtype_bytes

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from fuzz_registry import TARGETS_BY_NAME
 from fuzz_support import ci_settings, error_lines, invoke
 from fuzz_targets import (
-    TARGETS_BY_NAME,
     MutatedSpec,
     check_mutated_spec,
     check_yaml_cli,
