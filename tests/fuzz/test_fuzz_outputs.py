@@ -27,26 +27,9 @@ from hypothesis import given
 
 OUTPUT_FORMATS = TARGETS_BY_NAME["output-formats"].ci_examples
 STDOUT_FAILURES = TARGETS_BY_NAME["stdout-failures"].ci_examples
-#: Runs that fail on some input today: expected failures until the output is fixed (then remove the mark).
-CONTROL = "a control character in a file name or key reaches the terminal"
-FAILING_RUNS = {
-    "check-table": CONTROL,
-    "check-json": CONTROL,
-    "check-github": CONTROL,
-    "check-junit": "U+FFFE/U+FFFF or a control character in a path: JUnit output is not well-formed XML",
-    "check-markdown": CONTROL,
-    "estimate-json": CONTROL,
-    "report": CONTROL,
-}
 
 
-def _marked(values: list[str], failing: dict[str, str]) -> list[object]:
-    return [
-        pytest.param(v, marks=pytest.mark.xfail(strict=False, reason=failing[v])) if v in failing else v for v in values
-    ]
-
-
-@pytest.mark.parametrize("run", _marked(RUNS, FAILING_RUNS))
+@pytest.mark.parametrize("run", RUNS)
 def test_hostile_names_paths_and_keys_through(run: str) -> None:
     @ci_settings(max(4, OUTPUT_FORMATS // len(RUNS)), shrink=False)
     @given(output_cases(runs_from=(run,)))
@@ -56,7 +39,6 @@ def test_hostile_names_paths_and_keys_through(run: str) -> None:
     one()
 
 
-@pytest.mark.xfail(strict=False, reason="stdout to /dev/full or an ASCII-only stdout gives a traceback")
 @ci_settings(STDOUT_FAILURES, shrink=False)
 @given(sink_cases())
 def test_a_failing_stdout_is_one_error_line(case: SinkCase) -> None:

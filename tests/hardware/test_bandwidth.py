@@ -389,7 +389,7 @@ def test_decode_step_with_kv_cache(write_spec) -> None:  # type: ignore[no-untyp
 
 
 def test_batch_must_be_positive() -> None:
-    with pytest.raises(UnitError, match="at least 1"):
+    with pytest.raises(UnitError, match="expected 1 to 10,000,000 sequences"):
         on_card("t4", weights_from_flags("7B", None, None), batch=0)
 
 

@@ -123,6 +123,7 @@ def check(
     from vramcalc.render.check import format_check
 
     sink = output_file(output, specs)
+    _refuse_spec_in_search(sink, specs)
     with user_errors():
         report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve)), max_gpus)
     refuse_inputs(sink, [*(row.source for row in report.rows), *(error.source for error in report.errors)])
@@ -133,6 +134,25 @@ def check(
     color, width = _table_style(sink)
     emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), sink)
     raise typer.Exit(report.exit_code)
+
+
+def _refuse_spec_in_search(sink: OutputFile | None, specs: list[str]) -> None:
+    """Refuse an ``--output`` spec file (.yaml/.yml) inside a directory or pattern being searched: it
+    would be one of the inputs, even when the search stops at one of its bounds before reaching it."""
+    import os
+
+    from vramcalc.paths import is_pattern
+    from vramcalc.planning.check import SPEC_SUFFIXES
+
+    if sink is None or not sink.target.endswith(SPEC_SUFFIXES):
+        return
+    for arg in specs:
+        root = arg.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0] if is_pattern(arg) else arg
+        root = root if os.path.isdir(root) else os.path.dirname(root)
+        if is_pattern(arg) or os.path.isdir(arg):
+            real = os.path.realpath(root or ".")
+            if sink.target.startswith(real.rstrip("/") + "/"):
+                refuse_inputs(sink, [sink.target])  # one refusal wording: "is an input of this command"
 
 
 def fit(

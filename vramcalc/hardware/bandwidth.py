@@ -81,6 +81,8 @@ def custom_card(
     return MemoryBus(width, rate, kind, memory_clock_mhz=clock, clock_source=source)
 
 
+#: The largest decode batch (the spec's own bound on batch_size).
+MAX_BATCH = 10**7
 #: The lowest efficiency accepted: below 1% of peak no memory system runs, and every time derived
 #: from the efficiency stays finite.
 MIN_EFFICIENCY = 0.01
@@ -312,8 +314,8 @@ def analyse(
 
     ``batch`` defaults to the spec's batch size, else 1.
     """
-    if batch is not None and batch < 1:
-        raise UnitError(f"batch: must be at least 1, got {batch}")
+    if batch is not None and not 1 <= batch <= MAX_BATCH:
+        raise UnitError(f"batch: expected 1 to {MAX_BATCH:,} sequences, got {quoted(batch)}")
     if weights is None:
         return Report(bus=bus, gpu=gpu, efficiency=efficiency)
     notes = list(weights.notes)
