@@ -74,11 +74,12 @@ def test_format_bytes_labels_unit() -> None:
         (parse_fraction, "1e-320%"),
         (parse_count, "9" * 400),
         (parse_count, 10**5000),  # an int past Python's 4,300-digit repr limit
+        (parse_fraction, -(10**400)),  # a YAML int too large for a float (found by the fuzz campaign)
     ],
-    ids=["count", "count-suffix", "size-huge", "size-tiny", "percent-huge", "percent-tiny", "400-nines", "int"],
+    ids=["count", "count-suffix", "size-huge", "size-tiny", "pct-huge", "pct-tiny", "400-nines", "int", "share"],
 )
 def test_huge_and_tiny_numerals_are_out_of_range(parse: object, text: object) -> None:
-    with pytest.raises(UnitError, match="out of range|longer than any number"):
+    with pytest.raises(UnitError, match="out of range|longer than any number|below 100%"):
         parse(text, "field")  # type: ignore[operator]
 
 

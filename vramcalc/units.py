@@ -206,8 +206,10 @@ def parse_fraction(value: object, what: str = "fraction") -> float:
         if not match:
             raise UnitError(f"{what}: expected a percentage such as '10%', got {quoted(value)}")
         fraction = float(parse_decimal(match.group(1), what) / 100)
-    elif isinstance(value, (int, float)):
-        fraction = float(value)
+    elif isinstance(value, int):  # only 0 is a fraction below 1; a huge int never becomes a float
+        fraction = 0.0 if value == 0 else math.inf
+    elif isinstance(value, float):
+        fraction = value
     else:
         raise UnitError(f"{what}: expected a percentage such as '10%', got {quoted(value)}")
     if not math.isfinite(fraction) or not 0 <= fraction < 1:

@@ -59,6 +59,10 @@ def broken(reason: str, case: object) -> object:
 
 REPORTED = [
     # numbers
+    broken(
+        "allocator_reserve: a 400-digit int overflowed a float",
+        field("overhead.allocator_reserve", "-" + "9" * 400),
+    ),
     broken("batch_size: 1e999999999 raises decimal.Overflow", field("workload.batch_size", "1e999999999")),
     broken(
         "check --reserve 1e999999999GiB raises decimal.Overflow",
