@@ -219,7 +219,10 @@ def test_spec_table_shows_kv_line(write_spec) -> None:  # type: ignore[no-untype
         (["bandwidth", "--data-rate", "21GB/s", "--bus-width", "384"], "bytes per second"),
         (["bandwidth"], "give --gpu NAME"),
         (["bandwidth", "--gpu", "h100", "--bus-width", "256"], "drop --bus-width"),
-        (["bandwidth", "--gpu", "h100", "--params", "70B", "--batch", "0"], "batch: must be at least 1"),
+        (
+            ["bandwidth", "--gpu", "h100", "--params", "70B", "--batch", "0"],
+            "batch: expected 1 to 10,000,000 sequences, got 0",
+        ),
         (["bandwidth", "--gpu", "t4", "--efficiency", "150%"], "efficiency"),
         (["bandwidth", "--gpu", "t4", "--weights", "140"], "with a unit"),
         (["bandwidth", "--gpu", "t4", "missing.yaml"], "missing.yaml"),
