@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: The exit codes of every command (a public contract): ok; does not fit (check commands); bad input.
+EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
+
 
 class VramcalcError(Exception):
     """Base of every error vramcalc reports to a user (exit code 2 at the CLI)."""

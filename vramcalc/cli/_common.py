@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from vramcalc.errors import SpecError, VramcalcError
+from vramcalc.errors import EXIT_BAD_INPUT, SpecError, VramcalcError
 from vramcalc.render.escape import terminal_line
 
 if TYPE_CHECKING:
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from vramcalc.planning.budget import Budget
     from vramcalc.spec.models import Spec
     from vramcalc.spec.target import Reserve
-
-EXIT_BAD_INPUT = 2
 
 
 def echo_err(line: str) -> None:

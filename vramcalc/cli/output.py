@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from vramcalc.errors import EXIT_BAD_INPUT
+
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
-EXIT_BAD_INPUT = 2
 #: Exit code after a closed pipe (``vramcalc gpus | head -1``): 128 + SIGPIPE, what a shell reports
 #: for a program that a closed pipe ended; it cannot be mistaken for 0 (ok), 1 or 2.
 EXIT_BROKEN_PIPE = 141

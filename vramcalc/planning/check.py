@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vramcalc.errors import SpecError, VramcalcError
+from vramcalc.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_OK, SpecError, VramcalcError
 from vramcalc.hardware.catalog import GPU, ambiguity_note
 from vramcalc.hardware.lookup import resolve_gpu
 from vramcalc.paths import is_pattern, spec_files_matching, spec_files_under
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from vramcalc.planning.fit import CardFit
 
 SPEC_SUFFIXES = (".yaml", ".yml")
-EXIT_OK, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT = 0, 1, 2
 
 
 @dataclass(frozen=True)
