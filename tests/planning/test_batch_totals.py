@@ -236,8 +236,8 @@ def test_grid_totals_equal_a_full_estimate_at_every_point() -> None:
 
 
 def test_readme_quotes_the_gpt2_polynomials() -> None:
-    # README "Speed" shows configs/gpt2.yaml's prepared peak; keep the quoted coefficients current
-    readme = (CONFIGS.parent / "README.md").read_text(encoding="utf-8")
+    # docs/planning.md "Speed" shows configs/gpt2.yaml's prepared peak; keep the quoted coefficients current
+    readme = (CONFIGS.parent / "docs" / "planning.md").read_text(encoding="utf-8")
     peak = BatchTotals.of(load_spec(CONFIGS / "gpt2.yaml"), hopper_or_newer=True).peak
     terms = [f"{coefs[0]:,}" if len(coefs) == 1 else f"{coefs[0]:,} + {coefs[1]:,} b" for coefs in peak]
     assert f"`max({', '.join(terms)})`" in readme.replace("\n", " ")
