@@ -40,7 +40,7 @@ def run_json(args: list[str]) -> dict:  # type: ignore[type-arg]
 def test_gpus_table() -> None:
     result = runner.invoke(app, ["gpus"])
     assert result.exit_code == 0, result.output
-    assert "54 GPUs" in result.stdout
+    assert "72 GPUs" in result.stdout
     assert re.search(r"a100-80gb-sxm\s.*80 GB\s.*80\.00\s.*HBM2e", result.stdout)
     assert "GiB: the DRAM" in result.stdout
     assert result.stderr == ""
@@ -50,7 +50,7 @@ def test_gpus_json_lists_every_entry_with_catalog_fields() -> None:
     result = runner.invoke(app, ["gpus", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
-    assert len(rows) == 54
+    assert len(rows) == 72
     needed = {
         "id",
         "name",

@@ -41,8 +41,10 @@ def entry(**changes: Any) -> dict[str, Any]:
 # --- every entry ---------------------------------------------------------------------------------
 
 
-def test_catalog_has_all_54_entries() -> None:
-    assert len(GPUS) == 54
+def test_catalog_has_all_72_entries() -> None:
+    # 54 original entries plus 18 added (A800 x3, L20, H800 x2, B300, GB200, RTX PRO 6000 Blackwell,
+    # RTX 3080 12GB, RTX 4060, RTX 4060 Ti 8GB, RTX 5060, RTX 5060 Ti 8/16GB, RTX 5070, RTX 5070 Ti, MI300A).
+    assert len(GPUS) == 72
 
 
 @pytest.mark.parametrize("gpu", GPUS, ids=[g.id for g in GPUS])
@@ -248,7 +250,8 @@ def test_min_memory_compares_nominal_capacity() -> None:
 
 def test_sort_largest_first() -> None:
     by_memory = select_gpus(GPUS, sort="memory")
-    assert by_memory[0].id == "mi355x"  # 288 GB, the largest in the catalog
+    # B300 and MI355X both hold 288 GB, the largest in the catalog; ties sort by id.
+    assert [g.id for g in by_memory[:2]] == ["b300", "mi355x"]
     rates = [g.bandwidth_bytes_per_s for g in select_gpus(GPUS, sort="bandwidth")]
     assert rates == sorted(rates, reverse=True)
 

@@ -2,8 +2,9 @@
 
 Capacity semantics: ``capacity`` is what the vendor prints. Memory chips are binary, so a card sold
 as "80 GB" carries 80 GiB of DRAM (``capacity_is_binary``); the driver exposes somewhat less
-(``driver_total_mib``, as nvidia-smi prints it, where a public source shows it). ``usable_bytes``
-is the driver figure when known, else the nominal capacity.
+(``driver_total_mib``, as nvidia-smi prints it, where a public source shows it). On Apple silicon
+macOS lets the GPU wire only part of the unified memory (``gpu_wired_limit_mib``). ``usable_bytes``
+is the driver figure when known, else the GPU wired limit, else the nominal capacity.
 
 Name resolution (:func:`resolve_gpu`): lookups ignore case and punctuation (``A100-80GB`` =
 ``a100_80gb``). An entry's ``aliases`` name it alone; its ``default_for`` lists short names that
@@ -41,8 +42,18 @@ HOPPER_OR_NEWER = {
     "h20",
     "gh200-96gb",
     "gh200-144gb",
+    "h800-sxm",
+    "h800-pcie",
     "b100",
     "b200",
+    "b300",
+    "gb200",
+    "rtx-pro-6000-blackwell",
+    "rtx-5060",
+    "rtx-5060-ti-8gb",
+    "rtx-5060-ti-16gb",
+    "rtx-5070",
+    "rtx-5070-ti",
     "rtx-5080",
     "rtx-5090",
 }
@@ -94,6 +105,10 @@ class GPU(BaseModel):
     capacity_is_binary: bool
     driver_total_mib: int | None = Field(default=None, gt=0)
     driver_total_source: str | None = None
+    #: Apple silicon: the most unified memory macOS lets the GPU wire by default (Metal's
+    #: ``recommendedMaxWorkingSetSize``; raised with ``sysctl iogpu.wired_limit_mb``).
+    gpu_wired_limit_mib: int | None = Field(default=None, gt=0)
+    gpu_wired_limit_source: str | None = None
     bus_width_bits: int = Field(gt=0)
     data_rate_gbps: float = Field(gt=0)
     bandwidth_gb_s: float = Field(gt=0)
@@ -110,6 +125,8 @@ class GPU(BaseModel):
     def _check(self) -> GPU:
         if self.driver_total_mib is not None and not self.driver_total_source:
             raise ValueError("driver_total_source is required with driver_total_mib")
+        if self.gpu_wired_limit_mib is not None and not self.gpu_wired_limit_source:
+            raise ValueError("gpu_wired_limit_source is required with gpu_wired_limit_mib")
         off = self.computed_bandwidth_bytes_per_s / self.bandwidth_bytes_per_s - 1
         if self.bandwidth_differs and not self.bandwidth_vendor_rounded:
             raise ValueError(
@@ -131,10 +148,13 @@ class GPU(BaseModel):
     @property
     def usable_bytes(self) -> int:
         """The free memory of a card read through NVML; else what the driver exposes (nvidia-smi's
-        total) when known; else the nominal capacity."""
+        total) when known; else, on Apple silicon, what macOS lets the GPU wire; else the nominal
+        capacity."""
         if self.free_bytes is not None:
             return self.free_bytes
-        return self.driver_total_mib * MiB if self.driver_total_mib else self.capacity_bytes
+        if self.driver_total_mib:
+            return self.driver_total_mib * MiB
+        return self.gpu_wired_limit_mib * MiB if self.gpu_wired_limit_mib else self.capacity_bytes
 
     @property
     def usable_basis(self) -> str:
@@ -144,6 +164,12 @@ class GPU(BaseModel):
         if self.driver_total_mib:
             dram = f"{self.capacity:g} {self.capacity_unit} DRAM"
             return f"driver total {self.driver_total_mib:,} MiB (nvidia-smi memory.total; {dram})"
+        if self.gpu_wired_limit_mib:
+            unified = f"{self.capacity:g} {self.capacity_unit} unified memory"
+            return (
+                f"GPU wired limit {self.gpu_wired_limit_mib:,} MiB (macOS default, Metal "
+                f"recommendedMaxWorkingSetSize; {unified}; raise with sysctl iogpu.wired_limit_mb)"
+            )
         unit = "GiB" if self.capacity_is_binary or self.capacity_unit == "GiB" else "GB"
         nominal = f"nominal {self.capacity:g} {self.capacity_unit} read as {unit}"
         return f"{nominal} (no driver total in the catalog; it is a little less)"
