@@ -7,6 +7,7 @@ Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per
 # otherwise parse each option's annotation string on every start.
 
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -64,6 +65,16 @@ GpuOpt = Annotated[
 ]
 
 
+def _one_of(choices: type[Enum]) -> str:
+    """'fp32, fp16 or bf16': the values of a choice, for help text (the metavar is kept short)."""
+    values = [str(choice.value) for choice in choices]
+    return ", ".join(values[:-1]) + " or " + values[-1]
+
+
+#: Help metavars of the override flags: short, so the help table fits an 80-column terminal.
+N, NAME = "N", "NAME"
+
+
 @app.command()
 def estimate(
     spec: OptSpecArg = None,
@@ -72,39 +83,57 @@ def estimate(
     gpu: GpuOpt = None,
     reserve: ReserveFlag = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
-    batch_size: Annotated[int | None, typer.Option(min=1, help="Override workload.batch_size.")] = None,
-    seq_len: Annotated[int | None, typer.Option(min=1, help="Override workload.seq_len.")] = None,
-    precision: Annotated[Precision | None, typer.Option(help="Override workload.precision.")] = None,
-    optimizer: Annotated[Optimizer | None, typer.Option(help="Override workload.optimizer.")] = None,
+    batch_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.batch_size.")] = None,
+    seq_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.seq_len.")] = None,
+    precision: Annotated[
+        Precision | None, typer.Option(metavar=NAME, help=f"Override workload.precision: {_one_of(Precision)}.")
+    ] = None,
+    optimizer: Annotated[
+        Optimizer | None, typer.Option(metavar=NAME, help=f"Override workload.optimizer: {_one_of(Optimizer)}.")
+    ] = None,
     hf_config: Annotated[
         Path | None, typer.Option(help="A transformers config.json instead of SPEC.", rich_help_panel=LLM)
     ] = None,
-    mode: Annotated[Mode | None, typer.Option(help="workload.mode.")] = None,
-    target_len: Annotated[int | None, typer.Option(min=1, help="workload.target_len.")] = None,
-    optimizer_impl: Annotated[OptimizerImpl | None, typer.Option(help="workload.optimizer_impl.")] = None,
-    gradient_checkpointing: Annotated[
-        Checkpointing | None, typer.Option(help="workload.gradient_checkpointing.")
+    mode: Annotated[Mode | None, typer.Option(metavar=NAME, help=f"workload.mode: {_one_of(Mode)}.")] = None,
+    target_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.target_len.")] = None,
+    optimizer_impl: Annotated[
+        OptimizerImpl | None,
+        typer.Option(metavar=NAME, help=f"workload.optimizer_impl: {_one_of(OptimizerImpl)}."),
     ] = None,
-    attention: Annotated[Attention | None, typer.Option(help="workload.attention.")] = None,
-    image_size: Annotated[int | None, typer.Option(min=1, help="workload.image_size (vision).")] = None,
-    channels: Annotated[int | None, typer.Option(min=1, help="workload.channels (vision).")] = None,
-    prompt_len: Annotated[int | None, typer.Option(min=1, help="workload.prompt_len.", rich_help_panel=LLM)] = None,
+    gradient_checkpointing: Annotated[
+        Checkpointing | None,
+        typer.Option(metavar=NAME, help=f"The workload's gradient_checkpointing: {_one_of(Checkpointing)}."),
+    ] = None,
+    attention: Annotated[
+        Attention | None, typer.Option(metavar=NAME, help=f"workload.attention: {_one_of(Attention)}.")
+    ] = None,
+    image_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.image_size (vision).")] = None,
+    channels: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.channels (vision).")] = None,
+    prompt_len: Annotated[
+        int | None, typer.Option(min=1, metavar=N, help="workload.prompt_len.", rich_help_panel=LLM)
+    ] = None,
     max_new_tokens: Annotated[
-        int | None, typer.Option(min=0, help="workload.max_new_tokens.", rich_help_panel=LLM)
+        int | None, typer.Option(min=0, metavar=N, help="The workload's max_new_tokens.", rich_help_panel=LLM)
     ] = None,
     use_cache: Annotated[bool | None, typer.Option(help="workload.use_cache.", rich_help_panel=LLM)] = None,
-    runtime: Annotated[Runtime | None, typer.Option(help="workload.runtime.", rich_help_panel=LLM)] = None,
+    runtime: Annotated[
+        Runtime | None,
+        typer.Option(metavar=NAME, help=f"workload.runtime: {_one_of(Runtime)}.", rich_help_panel=LLM),
+    ] = None,
     kv_cache_dtype: Annotated[
-        KvCacheDtype | None, typer.Option(help="workload.kv_cache_dtype.", rich_help_panel=LLM)
+        KvCacheDtype | None,
+        typer.Option(metavar=NAME, help=f"workload.kv_cache_dtype: {_one_of(KvCacheDtype)}.", rich_help_panel=LLM),
     ] = None,
     kv_block_size: Annotated[
-        int | None, typer.Option(min=1, help="workload.kv_block_size.", rich_help_panel=LLM)
+        int | None, typer.Option(min=1, metavar=N, help="workload.kv_block_size.", rich_help_panel=LLM)
     ] = None,
     memory_utilization: Annotated[
-        float | None, typer.Option(help="workload.memory_utilization (0-1].", rich_help_panel=LLM)
+        float | None,
+        typer.Option(help="The workload's memory_utilization, in (0, 1].", rich_help_panel=LLM),
     ] = None,
     quantization: Annotated[
-        str | None, typer.Option(help="workload.quantization: nf4 or '{method: gptq, bits: 4}'.", rich_help_panel=LLM)
+        str | None,
+        typer.Option(help="workload.quantization: nf4 or '{method: gptq, bits: 4}'.", rich_help_panel=LLM),
     ] = None,
     adapter: Annotated[
         str | None, typer.Option(help="workload.adapter: '{rank: 16, targets: all-linear}'.", rich_help_panel=LLM)

@@ -79,12 +79,14 @@ def emit(text: str, output: OutputFile | None = None) -> None:
 
 
 def _table_style(output: OutputFile | None) -> tuple[bool, int]:
-    """(colour, width) for a table: colour and the terminal's width only on an interactive stdout."""
+    """(colour, width) for a table: colour only on an interactive stdout; the terminal's width (COLUMNS
+    included) on stdout, a fixed width in a file."""
     from vramcalc.cli._common import stdout
+    from vramcalc.render.text import DEFAULT_WIDTH, terminal_width
 
     console = stdout()
     terminal = console.is_terminal and output is None
-    return terminal, (console.width if terminal else 120)
+    return terminal, (terminal_width() if output is None else DEFAULT_WIDTH)
 
 
 def check(

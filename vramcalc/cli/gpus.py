@@ -37,6 +37,9 @@ def gpus(
     ] = None,
     sort: Annotated[SortKey | None, typer.Option(help="Sort by capacity or bandwidth, largest first.")] = None,
     json_out: JsonOpt = False,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="Show every column, even when the table is wider than the terminal.")
+    ] = False,
 ) -> None:
     """List the bundled GPU catalog: memory, bus width, data rate, bandwidth, TFLOPS, host link."""
     from vramcalc.cli._common import print_json, stdout, user_errors
@@ -54,7 +57,7 @@ def gpus(
     if json_out:
         print_json([gpu_dict(gpu) for gpu in rows])
     else:
-        render_gpus(rows, stdout())
+        render_gpus(rows, stdout(), wide=wide)
 
 
 def bandwidth(

@@ -21,12 +21,17 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.check import CheckReport, CheckRow
 from vramcalc.planning.suggest import Suggestion
 from vramcalc.render.escape import github_data, github_property, markdown_text, terminal_line, xml_text
+from vramcalc.render.text import narrow_table, table_width, terminal_width, wrap_text
 from vramcalc.units import GiB
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 NEEDED = "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve"
 AVAILABLE = "available = the card's usable memory (below) minus the reserve"
@@ -196,46 +201,56 @@ def format_markdown(report: CheckReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def format_table(report: CheckReport, *, color: bool = False, width: int = 120) -> str:
-    """The rich table, rendered to text (ANSI colours only when ``color``)."""
-    from rich.console import Console
+def _check_table(report: CheckReport, *, stacked: bool) -> Table:
+    """The rows as a rich table; ``stacked`` puts the GPU under the spec (one column fewer)."""
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title="vramcalc check", title_justify="left")
-    for name, justify in (
-        ("spec", "left"),
-        ("GPU", "left"),
-        ("needed GiB", "right"),
-        ("available GiB", "right"),
-        ("headroom GiB", "right"),
-        ("verdict", "left"),
-    ):
+    columns = [("spec", "left"), ("GPU", "left"), ("needed GiB", "right"), ("available GiB", "right")]
+    columns += [("headroom GiB", "right"), ("verdict", "left")]
+    if stacked:
+        columns = [("spec on GPU", "left"), *columns[2:]]
+    for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row in report.rows:
         b, style = row.fit.budget, ("green" if row.fit.fits else "bold red")
-        table.add_row(
-            Text(terminal_line(row.source)),
-            b.gpu_id,
-            gib(row.fit.needed_bytes),
-            gib(row.fit.available_bytes),
-            gib(row.fit.headroom_bytes),
-            f"[{style}]{verdict(row)}[/]",
-        )
+        where = [Text(terminal_line(row.source)), Text(b.gpu_id)]
+        if stacked:
+            where = [Text("\n").join([where[0], Text(f"on {b.gpu_id}")])]
+        figures = (gib(row.fit.needed_bytes), gib(row.fit.available_bytes), gib(row.fit.headroom_bytes))
+        table.add_row(*where, *figures, f"[{style}]{verdict(row)}[/]")
     for error in report.errors:
-        table.add_row(Text(terminal_line(error.source)), "-", "", "", "", "[yellow]bad input (see stderr)[/]")
+        where = [Text(terminal_line(error.source))] + ([] if stacked else [Text("-")])
+        table.add_row(*where, "", "", "", "[yellow]bad input (see stderr)[/]")
+    return table
+
+
+def format_table(report: CheckReport, *, color: bool = False, width: int | None = None) -> str:
+    """The rich table, rendered to text ``width`` columns wide (default: the terminal's; the GPU goes
+    under the spec when the table is wider), ANSI colours only when ``color``."""
+    from rich.console import Console
+    from rich.text import Text
+
+    width = width or terminal_width()
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
+    table = _check_table(report, stacked=False)
+    if table_width(table, console, natural=True) > width:
+        table = _check_table(report, stacked=True)
+        narrow_table(table, flexible=0, wrapping=(4,))
     console.print(table)
+
+    def say(line: str) -> None:
+        console.print(wrap_text(Text(terminal_line(line)), width), soft_wrap=True)
+
     for row in report.rows:
         if not row.fit.fits:
-            console.print(
-                Text(terminal_line(f"{row.source} on {row.fit.budget.gpu_id} would fit with:")), soft_wrap=True
-            )
+            say(f"{row.source} on {row.fit.budget.gpu_id} would fit with:")
             for line in fixes(row):
-                console.print(Text(terminal_line(f"  - {line}")), soft_wrap=True)
+                say(f"  - {line}")
     for line in [*legend(report), *basis_lines(report), summary(report)]:
-        console.print(Text(terminal_line(line)), soft_wrap=True)
+        say(line)
     return buffer.getvalue()
 
 
@@ -249,7 +264,7 @@ FORMATTERS: dict[str, Callable[[CheckReport], str]] = {
 }
 
 
-def format_check(report: CheckReport, fmt: str, *, color: bool = False, width: int = 120) -> str:
+def format_check(report: CheckReport, fmt: str, *, color: bool = False, width: int | None = None) -> str:
     """The report in format ``fmt`` (a key of :data:`FORMATTERS`; ``color`` and ``width`` apply to the table)."""
     if fmt == "table":
         return format_table(report, color=color, width=width)

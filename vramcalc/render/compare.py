@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vramcalc.planning.compare import ALLOCATED_PEAK, RESERVED_PEAK, Comparison, Row
-from vramcalc.render.text import gib
+from vramcalc.render.text import gib, print_wrapped
 
 ROW_LABELS = {
     "peak_allocated": "peak allocated",
@@ -52,17 +52,17 @@ def render_comparison(comparison: Comparison, console: Console) -> None:
         label = ROW_LABELS.get(row.key, row.key)
         table.add_row(label, gib(row.estimated_bytes), gib(row.measured_bytes), _percent(row), verdict)
     console.print(table)
-    console.print(SOURCES, markup=False)
+    print_wrapped(console, SOURCES)
     if any(row.key == "total" for row in comparison.rows):
-        console.print(SMI_SOURCES, markup=False)
+        print_wrapped(console, SMI_SOURCES)
     for key, count in comparison.counters.items():
         if count:
-            console.print(f"note: {key} = {count}: {COUNTER_NOTES.get(key, '')}", markup=False)
+            print_wrapped(console, f"note: {key} = {count}: {COUNTER_NOTES.get(key, '')}")
     word = "within" if comparison.within_tolerance else "NOT within"
-    console.print(
+    print_wrapped(
+        console,
         f"peak allocated is {word} the {comparison.tolerance:.0%} tolerance "
         f"(exit {0 if comparison.within_tolerance else 1}); only that row is gated",
-        markup=False,
     )
 
 

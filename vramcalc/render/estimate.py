@@ -12,18 +12,34 @@ from rich.markup import escape
 from rich.table import Table
 
 from vramcalc.core.estimate import COMPONENTS, Estimate
-from vramcalc.render.text import LABELS, gib
+from vramcalc.render.text import LABELS, gib, print_wrapped
 from vramcalc.units import GB
 
 if TYPE_CHECKING:  # the planning modules load only when a card is named
     from vramcalc.planning.budget import Budget, Fit
 
+#: Widest share bar; narrower when the terminal is (never under MIN_BAR_WIDTH).
 BAR_WIDTH = 24
+MIN_BAR_WIDTH = 8
+#: Widest text of the share column besides the bar ("max_memory_allocated()").
+SHARE_TEXT = 22
+#: Columns the component table spends on borders and padding (4 columns).
+TABLE_FRAME = 13
 
 
-def _bar(n_bytes: int, total: int) -> str:
-    filled = round(BAR_WIDTH * n_bytes / total) if total else 0
-    return "█" * filled + "·" * (BAR_WIDTH - filled)
+def _bar(n_bytes: int, total: int, width: int = BAR_WIDTH) -> str:
+    filled = round(width * n_bytes / total) if total else 0
+    return "█" * filled + "·" * (width - filled)
+
+
+def _bar_width(result: Estimate, console_width: int) -> int:
+    """The share bar's width: BAR_WIDTH, less what the console lacks for the other columns."""
+    labels = [LABELS[key] for key in COMPONENTS if result.components[key] or result.component_peaks[key]]
+    labels += [f"+ {LABELS[key]}" for key in result.overhead] + ["peak allocated"]
+    figures = [gib(v) for v in (*result.components.values(), *result.component_peaks.values(), result.total_bytes)]
+    number = max(len("own max GiB"), *map(len, figures))
+    spare = console_width - TABLE_FRAME - max(map(len, labels)) - 2 * number
+    return max(MIN_BAR_WIDTH, min(BAR_WIDTH, spare))
 
 
 def render_estimate(result: Estimate, console: Console, budget: Budget | None = None, fit: Fit | None = None) -> None:
@@ -32,15 +48,16 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
     per_gpu = f", per GPU of {result.parallel.plan.gpus}" if result.parallel and result.parallel.plan.gpus > 1 else ""
     title = f"{escape(result.name)}: {result.params:,} parameters, {result.mode}{per_gpu}"
     table = Table(title=title, title_justify="left")
+    bar_width = _bar_width(result, console.width)
     table.add_column("component")
     table.add_column("at peak GiB", justify="right")
     table.add_column("own max GiB", justify="right")
-    table.add_column(f"share of peak ({result.peak_phase})")
+    table.add_column(f"share of peak ({result.peak_phase})", min_width=min(bar_width, SHARE_TEXT))
     for key in COMPONENTS:
         at_peak, own = result.components[key], result.component_peaks[key]
         if at_peak == 0 and own == 0:
             continue
-        table.add_row(LABELS[key], gib(at_peak), gib(own), _bar(at_peak, peak))
+        table.add_row(LABELS[key], gib(at_peak), gib(own), _bar(at_peak, peak, bar_width))
     table.add_section()
     table.add_row("[bold]peak allocated[/]", f"[bold]{gib(peak)}[/]", "", "max_memory_allocated()")
     for key, value in result.overhead.items():
@@ -48,11 +65,12 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
     table.add_row("[bold]total[/]", f"[bold]{gib(result.total_bytes)}[/]", "", f"{result.total_bytes / GB:,.2f} GB")
     console.print(table)
     phases = ", ".join(f"{name} {gib(value)} GiB" for name, value in result.phases.items())
-    console.print(f"peak phase: [bold]{result.peak_phase}[/] (phases: {phases})")
+    print_wrapped(console, f"peak phase: [bold]{result.peak_phase}[/] (phases: {phases})", markup=True)
     if result.component_peaks["gradients"] > result.components["gradients"]:
-        console.print(
+        print_wrapped(
+            console,
             f"note: gradients are {gib(result.component_peaks['gradients'])} GiB once allocated; "
-            f"at the {result.peak_phase} peak only {gib(result.components['gradients'])} GiB of them exist."
+            f"at the {result.peak_phase} peak only {gib(result.components['gradients'])} GiB of them exist.",
         )
     if result.llm is not None:
         from vramcalc.render.llm import render_llm
@@ -63,9 +81,9 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
 
         render_parallel(result, console)
     if result.assumptions:
-        console.print("assumptions: " + escape("; ".join(result.assumptions)))
+        print_wrapped(console, "assumptions: " + "; ".join(result.assumptions))
     if budget is not None and fit is not None:
-        console.print(verdict_line(budget, fit))
+        print_wrapped(console, verdict_line(budget, fit), markup=True)
 
 
 def verdict_line(budget: Budget, fit: Fit) -> str:

@@ -16,6 +16,7 @@ from rich.table import Table
 from vramcalc.hardware.bandwidth import Report
 from vramcalc.hardware.catalog import GPU
 from vramcalc.hardware.memory_bus import GPUZ_CLOCK_DIVISOR, NVIDIA_SMI_CLOCK_DIVISOR, MemoryBus
+from vramcalc.render.text import print_wrapped, table_width
 from vramcalc.units import GB, KB, MB, GiB, KiB, MiB
 
 GPUS_CAPTION = (
@@ -58,36 +59,70 @@ def _tflops(value: float | None) -> str:
     return f"{value:,g}" if value else "-"
 
 
-def render_gpus(gpus: list[GPU], console: Console) -> None:
-    """The catalog as one table, one row per entry (names and sources are in ``--json``)."""
+#: Columns of the catalog table, and the order they are left out in when the console is too narrow.
+GPU_COLUMNS = ("memory", "GiB", "type", "bus bit", "Gbps", "GB/s", "computed", "FP16", "FP8", "host link")
+#: The narrowest the wrapped host link column gets ("PCIe4 x16,").
+HOST_LINK_MIN = 10
+DROP_ORDER = ("host link", "computed", "FP8", "bus bit", "GiB", "Gbps", "type")
+
+
+def _gpu_cells(gpu: GPU) -> dict[str, str]:
+    computed = f"{gpu.computed_bandwidth_bytes_per_s / GB:,.1f}" + ("*" if gpu.bandwidth_differs else "")
+    return {
+        "memory": f"{gpu.capacity:g} {gpu.capacity_unit}",
+        "GiB": f"{gpu.capacity_bytes / GiB:,.2f}",
+        "type": gpu.memory_type,
+        "bus bit": f"{gpu.bus_width_bits:,}",
+        "Gbps": f"{gpu.data_rate_gbps:g}",
+        "GB/s": f"{gpu.bandwidth_gb_s:,g}",
+        "computed": computed,
+        "FP16": _tflops(gpu.fp16_tflops_dense),
+        "FP8": _tflops(gpu.fp8_tflops_dense),
+        "host link": host_link(gpu),
+    }
+
+
+def _gpus_table(gpus: list[GPU], columns: tuple[str, ...], caption: str) -> Table:
     table = Table(
         title=f"{len(gpus)} GPUs",
         title_justify="left",
-        caption=GPUS_CAPTION,
+        caption=caption,
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         collapse_padding=True,
     )
     table.add_column("id", no_wrap=True)
-    for header in ("memory", "GiB", "type", "bus bit", "Gbps", "GB/s", "computed", "FP16", "FP8"):
-        table.add_column(header, justify="left" if header == "type" else "right", no_wrap=True)
-    table.add_column("host link")
+    for header in columns:
+        justify = "left" if header in ("type", "host link") else "right"
+        wraps = header == "host link"  # wraps at its spaces, down to HOST_LINK_MIN characters
+        table.add_column(header, justify=justify, no_wrap=not wraps, min_width=HOST_LINK_MIN if wraps else None)  # type: ignore[arg-type]
     for gpu in gpus:
-        computed = f"{gpu.computed_bandwidth_bytes_per_s / GB:,.1f}" + ("*" if gpu.bandwidth_differs else "")
-        table.add_row(
-            gpu.id,
-            f"{gpu.capacity:g} {gpu.capacity_unit}",
-            f"{gpu.capacity_bytes / GiB:,.2f}",
-            gpu.memory_type,
-            f"{gpu.bus_width_bits:,}",
-            f"{gpu.data_rate_gbps:g}",
-            f"{gpu.bandwidth_gb_s:,g}",
-            computed,
-            _tflops(gpu.fp16_tflops_dense),
-            _tflops(gpu.fp8_tflops_dense),
-            host_link(gpu),
-        )
+        cells = _gpu_cells(gpu)
+        table.add_row(gpu.id, *(cells[header] for header in columns))
+    return table
+
+
+def render_gpus(gpus: list[GPU], console: Console, *, wide: bool = False) -> None:
+    """The catalog as one table, one row per entry (names and sources are in ``--json``). Columns are
+    left out, in :data:`DROP_ORDER`, until the table fits the console; ``wide`` keeps every column,
+    however wide the table."""
+    columns: tuple[str, ...] = GPU_COLUMNS
+    table = _gpus_table(gpus, columns, GPUS_CAPTION)
+    if wide:
+        console.width = max(console.width, table_width(table, console, natural=True))
+    dropped: list[str] = []
+
+    def narrowest() -> int:  # every column at its natural width but the host link, which wraps
+        links = [len(host_link(gpu)) for gpu in gpus] if "host link" in columns else []
+        return table_width(table, console, natural=True) - max(0, max(links, default=0) - HOST_LINK_MIN)
+
+    while narrowest() > console.width and len(dropped) < len(DROP_ORDER):
+        dropped.append(DROP_ORDER[len(dropped)])
+        columns = tuple(header for header in GPU_COLUMNS if header not in dropped)
+        shown = ", ".join(header for header in GPU_COLUMNS if header in dropped)
+        caption = f"{GPUS_CAPTION} Left out at this width: {shown} (--wide shows every column)."
+        table = _gpus_table(gpus, columns, caption)
     console.print(table)
 
 
@@ -205,4 +240,4 @@ def render_bandwidth(report: Report, console: Console) -> None:
         _weight_rows(report, table)
     console.print(table)
     for note in report.notes:
-        console.print(f"note: {note}", markup=False)
+        print_wrapped(console, f"note: {note}")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from vramcalc.core.estimate import Estimate
+from vramcalc.render.text import print_wrapped
 from vramcalc.units import GiB
 
 if TYPE_CHECKING:
@@ -24,26 +25,31 @@ def render_llm(result: Estimate, console: Console, budget: Budget | None, fit: F
     if info.trainable_params is not None:
         total = result.params + info.trainable_params
         share = 100 * info.trainable_params / total
-        console.print(
-            f"trainable params: {info.trainable_params:,} || all params: {total:,} || trainable%: {share:.4f}"
+        print_wrapped(
+            console, f"trainable params: {info.trainable_params:,} || all params: {total:,} || trainable%: {share:.4f}"
         )
     if info.active_params is not None:
-        console.print(f"experts: {result.params:,} parameters in total, {info.active_params:,} active per token")
+        print_wrapped(
+            console, f"experts: {result.params:,} parameters in total, {info.active_params:,} active per token"
+        )
     if info.quantization is not None:
         q = info.quantization
-        console.print(
+        print_wrapped(
+            console,
             f"quantized weights: {q['quantized_params']:,} params at {q['bits_per_weight']:g} bits "
-            f"({q['method']}); {q['kept_params']:,} kept at the model dtype"
+            f"({q['method']}); {q['kept_params']:,} kept at the model dtype",
         )
     if info.kv_cache_bytes_per_token:
-        console.print(
+        print_wrapped(
+            console,
             f"KV cache: {info.kv_cache_bytes_per_token:,} B/token; {(info.kv_cache_bytes or 0) / GiB:,.3f} GiB "
-            f"for this batch at {info.context_tokens:,} tokens of context"
+            f"for this batch at {info.context_tokens:,} tokens of context",
         )
         cap = fit.kv_pool if fit is not None else None
         if cap is not None and budget is not None:
-            console.print(
+            print_wrapped(
+                console,
                 f"{budget.gpu_name} at memory_utilization {cap.memory_utilization:g}: KV budget "
                 f"{cap.budget_bytes / GiB:,.3f} GiB -> GPU KV cache size: {cap.tokens:,} tokens; "
-                f"maximum concurrency for {cap.context_tokens:,} tokens per request: {cap.max_concurrency:.2f}x"
+                f"maximum concurrency for {cap.context_tokens:,} tokens per request: {cap.max_concurrency:.2f}x",
             )

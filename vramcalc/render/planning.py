@@ -16,20 +16,23 @@ from vramcalc.planning.limits import Limit
 from vramcalc.planning.sweep import Sweep
 from vramcalc.render.check import AVAILABLE, NEEDED, SERVING, gib, suggestion_text
 from vramcalc.render.escape import terminal_line
+from vramcalc.render.text import narrow_table, table_width, terminal_width, wrap
 from vramcalc.units import GiB
 
 if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
     from vramcalc.planning.fit import CardFit, ShardSearch
 
 
-def _render(*items: Any, width: int = 120) -> str:
+def _render(*items: Any, width: int) -> str:
+    """Rich tables and plain lines as text ``width`` columns wide (each line wrapped with a hanging indent)."""
     from rich.console import Console
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False)
     for item in items:
         if isinstance(item, str):
-            console.print(item, markup=False, soft_wrap=True)
+            for line in wrap(item, width):
+                console.print(line, markup=False, soft_wrap=True)
         else:
             console.print(item)
     return buffer.getvalue()
@@ -67,9 +70,10 @@ def cards_needed(card: CardFit, search: ShardSearch) -> str:
 
 
 def fit_table(
-    source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch, width: int = 120
+    source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch, width: int | None = None
 ) -> str:
-    """Every card: available, needed, headroom, fits, cards needed; then what would fit the target."""
+    """Every card: available, needed, headroom, fits, cards needed; then what would fit the target
+    (``width``: the terminal's, see :func:`~vramcalc.render.text.terminal_width`)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -81,12 +85,21 @@ def fit_table(
     for card in cards:
         row = (gib(card.available_bytes), gib(card.needed_bytes), gib(card.headroom_bytes))
         table.add_row(card.budget.gpu_id, *row, "yes" if card.fits else "no", cards_needed(card, search))
+    width = width or terminal_width()
+    if _natural_width(table, width) > width:
+        narrow_table(table, flexible=5)
     notes = [
         NEEDED,
         AVAILABLE + ": the driver total (nvidia-smi) where the catalog has it, else the nominal size.",
         sharding_note(search) + ".",
     ]
     return _render(table, *notes, *target_lines(target), width=width)
+
+
+def _natural_width(table: Any, width: int) -> int:
+    from rich.console import Console
+
+    return table_width(table, Console(file=io.StringIO(), width=width), natural=True)
 
 
 def target_lines(target: CardFit | None) -> list[str]:
@@ -123,7 +136,8 @@ def _managed(limit: Limit) -> str:
     return f"; vLLM manages {gib(limit.available_bytes)} GiB of it (memory_utilization x available)"
 
 
-def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None]) -> str:
+def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None], width: int | None = None) -> str:
+    """The largest value that fits, the memory there and at the next one; lines wrapped at ``width``."""
     others = ", ".join(f"{k} {v:,}" for k, v in fixed.items() if v is not None)
     lines = [
         terminal_line(f"{name} ({source}) on {limit.budget.gpu_id}: {available_text(limit.budget)}" + _managed(limit)),
@@ -138,7 +152,8 @@ def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None
     if limit.peak_by_batch:
         lines.append(f"  formula: {peak_formula(limit.peak_by_batch)}")
     lines.append(f"({limit.n_estimates} estimates; {SERVING if _managed(limit) else NEEDED})")
-    return "\n".join(lines) + "\n"
+    width = width or terminal_width()
+    return "".join(f"{part}\n" for line in lines for part in wrap(line, width))
 
 
 def peak_formula(polynomials: tuple[tuple[int, ...], ...]) -> str:
@@ -172,33 +187,49 @@ def sweep_csv(sweep: Sweep) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep_table(source: str, sweep: Sweep, width: int = 120) -> str:
-    """Rows: batch sizes; columns: sequence lengths; cells: total GiB, marked when it does not fit."""
+#: Columns a sweep table spends on each column's borders and padding.
+_COLUMN_FRAME = 3
+
+
+def sweep_table(source: str, sweep: Sweep, width: int | None = None) -> str:
+    """Rows: batch sizes; columns: sequence lengths; cells: total GiB, marked when it does not fit. A grid
+    wider than ``width`` (default: the terminal's) is split into several tables of fewer columns."""
     from rich.table import Table
 
+    width = width or terminal_width()
     where = f" on {sweep.budget.gpu_id} ({gib(sweep.budget.available_bytes)} GiB available)" if sweep.budget else ""
     title = terminal_line(f"{sweep.name} ({source}): total GiB{where}")
-    table = Table()
-    table.add_column("batch \\ seq")
-    for seq in sweep.seq_lens:
-        table.add_column("spec's" if seq is None else f"{seq:,}", justify="right")
+    headers = ["spec's" if seq is None else f"{seq:,}" for seq in sweep.seq_lens]
+    rows: list[list[str]] = []
     points = iter(enumerate(sweep.totals))
-    for batch in sweep.batch_sizes:
+    for _ in sweep.batch_sizes:
         cells = []
         for _ in sweep.seq_lens:
             i, total = next(points)
             fits = _fits(sweep, i)
             cells.append(gib(total) + ("" if fits is None else (" ok" if fits else " NO")))
-        table.add_row(f"{batch:,}", *cells)
+        rows.append(cells)
+    first = max(len("batch \\"), *(len(f"{batch:,}") for batch in sweep.batch_sizes))
+    cell = max(map(len, [*headers, *(c for row in rows for c in row)]))
+    per_table = max(1, (width - 1 - first - _COLUMN_FRAME) // (cell + _COLUMN_FRAME))
+    tables = []
+    for start in range(0, len(headers), per_table):
+        table = Table()
+        table.add_column("batch \\ seq")
+        for header in headers[start : start + per_table]:
+            table.add_column(header, justify="right", no_wrap=True)
+        for batch, cells in zip(sweep.batch_sizes, rows, strict=True):
+            table.add_row(f"{batch:,}", *cells[start : start + per_table])
+        tables.append(table)
     legend = "ok: fits; NO: does not fit. " if sweep.budget else "Give --gpu (or target.gpu) to mark what fits. "
-    return _render(title, table, legend + NEEDED + ".", width=width)
+    return _render(title, *tables, legend + NEEDED + ".", width=width)
 
 
 #: Format names of `vramcalc sweep --format`.
 SWEEP_FORMATS = ("table", "json", "csv")
 
 
-def format_sweep(source: str, sweep: Sweep, fmt: str, width: int = 120) -> str:
+def format_sweep(source: str, sweep: Sweep, fmt: str, width: int | None = None) -> str:
     """The grid as ``table``, ``json`` or ``csv``."""
     if fmt == "json":
         return sweep_json(source, sweep)

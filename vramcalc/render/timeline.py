@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vramcalc.core.timeline import Timeline
-from vramcalc.render.text import LABELS, gib
+from vramcalc.render.text import LABELS, gib, print_wrapped
 
 #: Widest bar; narrower when the terminal is (never under MIN_BAR_WIDTH).
 BAR_WIDTH = 48
@@ -78,16 +78,29 @@ def render_timeline(timeline: Timeline, console: Console, budget_bytes: int | No
 
 def _footer(timeline: Timeline, console: Console, budget_bytes: int | None, card: str) -> None:
     """Legend (glyph per component), the peak and its reason, the budget line, notes."""
-    legend = Text("legend: ")
-    for key in timeline.series:
-        glyph, style = GLYPHS.get(key, ("?", "white"))
-        legend.append(glyph, style=style).append(f" {LABELS.get(key, key)}  ")
-    console.print(legend)
-    console.print(f"peak {gib(timeline.peak_bytes)} GiB at {timeline.peak_reason}", markup=False)
+    console.print(_legend(timeline, console.width), soft_wrap=True)
+    print_wrapped(console, f"peak {gib(timeline.peak_bytes)} GiB at {timeline.peak_reason}")
     if budget_bytes is not None:
-        console.print(
+        print_wrapped(
+            console,
             f"{BUDGET_MARK} {card}: {gib(budget_bytes)} GiB for tensors (usable - CUDA context - allocator reserve)",
-            markup=False,
         )
     for note in timeline.notes:
-        console.print(f"note: {note}", markup=False)
+        print_wrapped(console, f"note: {note}")
+
+
+def _legend(timeline: Timeline, width: int) -> Text:
+    """'legend: ' and a glyph and label per component, a line broken only between two entries."""
+    head = "legend: "
+    legend, column = Text(head), len(head)
+    for key in timeline.series:
+        glyph, style = GLYPHS.get(key, ("?", "white"))
+        entry = f" {LABELS.get(key, key)}"
+        if column > len(head) and column + 1 + len(entry) > width:
+            legend.rstrip()
+            legend.append("\n" + " " * len(head))
+            column = len(head)
+        legend.append(glyph, style=style).append(entry + "  ")
+        column += 1 + len(entry) + 2
+    legend.rstrip()
+    return legend
