@@ -119,7 +119,7 @@ def exclude_patterns(patterns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """``--exclude`` values, checked: an empty one (or one with a NUL) is refused; a trailing ``/`` is
     dropped (``configs/old/`` names the directory ``configs/old``), and each is also kept normalised
     (``./configs/old`` as ``configs/old``)."""
-    kept = []
+    kept: list[str] = []
     for pattern in patterns:
         if not pattern.strip() or "\x00" in pattern:
             raise SpecError(f"--exclude: {pattern!r} is not a pattern (e.g. 'configs/legacy/*' or 'accelerate*.yaml')")
