@@ -79,10 +79,8 @@ def fixes(row: CheckRow) -> list[str]:
     if row.fit.fits:
         return []
     if not row.fit.suggestions:
-        return [
-            "no single change makes it fit (tried: smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, "
-            "Adafactor); more GPUs: " + row.fit.sharding
-        ]
+        tried = row.fit.tried or "smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, Adafactor"
+        return [f"no single change makes it fit (tried: {tried}); more GPUs: {row.fit.sharding}"]
     return [suggestion_text(item) for item in row.fit.suggestions]
 
 
