@@ -13,7 +13,8 @@ search never runs away, whatever it is pointed at (``/``, a deep tree, a symlink
   and cannot loop; a ``*`` in a pattern may match a symlinked directory that stays inside it;
 * hidden names (a leading dot) are skipped, unless a pattern's own component starts with a dot;
 * only regular files (directly, or behind a symlink) are listed: FIFOs, devices, sockets and broken
-  links are not specs.
+  links are not specs;
+* ``--exclude`` patterns (:func:`excluded`) drop files, and a directory they match is not entered.
 
 Standard library (and vramcalc.errors) only; nothing here reads a file's contents.
 """
@@ -114,9 +115,33 @@ def _is_real_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def spec_files_under(directory: str, suffixes: tuple[str, ...]) -> list[str]:
-    """The files named ``*<suffix>`` in ``directory`` and below it (hidden names skipped), sorted
-    as paths; raises :class:`SpecError` naming ``directory`` beyond a bound."""
+def exclude_patterns(patterns: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``--exclude`` values, checked: an empty one (or one with a NUL) is refused; a trailing ``/`` is
+    dropped (``configs/old/`` names the directory ``configs/old``), and each is also kept normalised
+    (``./configs/old`` as ``configs/old``)."""
+    kept: list[str] = []
+    for pattern in patterns:
+        if not pattern.strip() or "\x00" in pattern:
+            raise SpecError(f"--exclude: {pattern!r} is not a pattern (e.g. 'configs/legacy/*' or 'accelerate*.yaml')")
+        pattern = pattern.rstrip("/") or "/"
+        kept += dict.fromkeys((pattern, os.path.normpath(pattern)))
+    return tuple(kept)
+
+
+def excluded(path: str, patterns: tuple[str, ...]) -> bool:
+    """Whether an ``--exclude`` pattern matches ``path`` (fnmatch rules, case-sensitive, ``*`` matching
+    ``/`` too): the path as given or found, the path normalised (no ``./``, no doubled ``/``), or its
+    last component (the file or directory name alone)."""
+    if not patterns:
+        return False
+    forms = {path, os.path.normpath(path), os.path.basename(os.path.normpath(path))}
+    return any(fnmatch.fnmatchcase(form, pattern) for form in forms for pattern in patterns)
+
+
+def spec_files_under(directory: str, suffixes: tuple[str, ...], exclude: tuple[str, ...] = ()) -> list[str]:
+    """The files named ``*<suffix>`` in ``directory`` and below it (hidden names skipped, directories
+    ``exclude`` matches not entered), sorted as paths; raises :class:`SpecError` naming ``directory``
+    beyond a bound."""
     search = _Search(directory)
     stack: list[tuple[tuple[str, ...], str]] = [((), search.root(directory))]
     found: list[tuple[str, ...]] = []
@@ -128,7 +153,7 @@ def spec_files_under(directory: str, suffixes: tuple[str, ...]) -> list[str]:
                 continue
             if _is_real_dir(entry):
                 child = os.path.join(real, name)
-                if not _is_system(child):
+                if not _is_system(child) and not excluded(str(Path(directory, *parts, name)), exclude):
                     search.descend(len(parts) + 1)
                     stack.append(((*parts, name), child))
             elif name.endswith(suffixes) and _is_regular(entry):

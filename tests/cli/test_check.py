@@ -459,9 +459,15 @@ def test_pre_commit_hook_entry(tmp_path: Path) -> None:
     (tmp_path / ".github" / "ci.yml").write_text("on: push\n")  # not a spec: the hook's filter skips it
     env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", "")}
     cmd = _as_pre_commit_would(hook, tmp_path, ["configs/a.yaml", ".github/ci.yml", "README.md"])
-    assert cmd == ["vramcalc", "check", "configs/a.yaml"]
+    assert cmd == ["vramcalc", "check", "--skip-non-specs", "configs/a.yaml"]
     ok = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
+    # pre-commit names every changed YAML file under configs/: an accelerate config there is skipped, not bad input
+    (tmp_path / "configs" / "accelerate.yaml").write_text("compute_environment: LOCAL_MACHINE\nnum_processes: 2\n")
+    cmd = _as_pre_commit_would(hook, tmp_path, ["configs/a.yaml", "configs/accelerate.yaml"])
+    ok = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert "note: skipped configs/accelerate.yaml: an accelerate config, not a vramcalc spec" in ok.stderr
     shutil.copy(TOO_BIG, tmp_path / "configs" / "b.yml")
     cmd = _as_pre_commit_would(hook, tmp_path, ["configs/a.yaml", "configs/b.yml"])
     blocked = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, check=False)

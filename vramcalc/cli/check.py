@@ -107,6 +107,23 @@ def check(
     fmt: Annotated[CheckFormat, typer.Option("--format", help="Output format.")] = CheckFormat.table,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     output: CheckOutputOpt = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            metavar="GLOB",
+            help="Leave out paths matching GLOB (repeatable; fnmatch rules, '*' crosses '/'): matched against "
+            "the path as given or found and against the file name alone; a matching directory is not searched.",
+        ),
+    ] = None,
+    skip_non_specs: Annotated[
+        bool,
+        typer.Option(
+            "--skip-non-specs",
+            help="Skip YAML files that are not vramcalc specs even when named on the command line (for "
+            "pre-commit, which names every changed YAML file); found by a directory or pattern they always are.",
+        ),
+    ] = False,
 ) -> None:
     """Check that specs fit their GPU: a gate for CI and pre-commit.
 
@@ -116,6 +133,10 @@ def check(
     reserve. A spec that does not fit is listed with the single changes that would make it fit, sharding
     over more GPUs included (ZeRO-3/FSDP for a one-GPU spec; the spec's own framework for a spec with a
     [bold]parallel:[/] section, whose GPU count --gpus and target.count must match).
+
+    A directory or pattern search skips YAML files that are not vramcalc specs (accelerate, DeepSpeed
+    and Hugging Face configs, lists, several documents, mappings without model, workload or name),
+    with one note each on stderr; a file named explicitly is checked unless --skip-non-specs.
 
     Exit codes: 0 = every spec fits; 1 = at least one spec does not fit; 2 = bad input (one error line
     per problem on stderr; the other specs are still reported, but nothing is reported as passing).
@@ -127,7 +148,8 @@ def check(
     sink = output_file(output, specs)
     _refuse_spec_in_search(sink, specs)
     with user_errors():
-        report = run_check(specs, TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve)), max_gpus)
+        flags = TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve))
+        report = run_check(specs, flags, max_gpus, exclude=tuple(exclude or ()), skip_non_specs=skip_non_specs)
     refuse_inputs(sink, [*(row.source for row in report.rows), *(error.source for error in report.errors)])
     for error in report.errors:
         for line in error.messages:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from vramcalc.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_OK, SpecError, VramcalcError
 from vramcalc.hardware.catalog import GPU, ambiguity_note
 from vramcalc.hardware.lookup import resolve_gpu
-from vramcalc.paths import is_pattern, spec_files_matching, spec_files_under
+from vramcalc.paths import exclude_patterns, excluded, is_pattern, spec_files_matching, spec_files_under
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
-from vramcalc.spec.load import load_spec
+from vramcalc.planning.nonspec import not_a_spec, read_document, refused
+from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
@@ -52,6 +53,14 @@ class CheckError:
     messages: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A YAML file found by a search (or, with ``--skip-non-specs``, named) that is not a vramcalc spec."""
+
+    source: str
+    reason: str  # what it is instead, e.g. "an accelerate config"
+
+
 @dataclass
 class CheckReport:
     """Everything one `vramcalc check` run found."""
@@ -59,6 +68,7 @@ class CheckReport:
     rows: list[CheckRow] = field(default_factory=list)
     errors: list[CheckError] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -77,42 +87,64 @@ def _error(source: str, exc: VramcalcError) -> CheckError:
     return CheckError(source, tuple(line if line.startswith(source) else f"{source}: {line}" for line in lines))
 
 
-def expand_paths(args: list[str]) -> tuple[list[str], list[CheckError]]:
+def expand_paths(args: list[str], exclude: tuple[str, ...] = ()) -> tuple[list[str], list[CheckError]]:
     """Files as given; directories -> their *.yaml/*.yml files (recursively, hidden ones skipped);
-    unquoted-glob leftovers such as 'configs/*.yaml' -> their matches. Duplicates are dropped.
+    unquoted-glob leftovers such as 'configs/*.yaml' -> their matches. Duplicates are dropped, and so
+    is every path an ``exclude`` pattern matches (:func:`vramcalc.paths.excluded`).
 
     Directory and pattern searches are bounded (depth, entries looked at, spec files found; see
     :mod:`vramcalc.paths`): beyond a bound the argument becomes one error naming it and the bound."""
-    paths: list[str] = []
-    listed: set[str] = set()
+    found, errors = _expand(args, exclude)
+    return list(found), errors
+
+
+@dataclass
+class _Found:
+    """A file to check: whether it was named on the command line, and the searches that found it."""
+
+    explicit: bool = False
+    searches: list[str] = field(default_factory=list)
+
+
+def _expand(args: list[str], exclude: tuple[str, ...]) -> tuple[dict[str, _Found], list[CheckError]]:
+    """The files to check, in order, each with how it was found (see :func:`expand_paths`)."""
+    found: dict[str, _Found] = {}
     errors: list[CheckError] = []
     for arg in args:
         try:
-            found, what = _spec_files(arg)
+            paths, what, searched = _spec_files(arg, exclude)
         except SpecError as exc:
             errors.append(CheckError(arg, (str(exc),)))
             continue
-        if not found:
+        kept = [path for path in paths if not excluded(path, exclude)]
+        if not paths:
             errors.append(CheckError(arg, (f"{arg}: {what}",)))
-        for path in found:
-            if path not in listed:
-                listed.add(path)
-                paths.append(path)
-    return paths, errors
+        elif not kept and searched:
+            n = f"{len(paths)} file{'' if len(paths) == 1 else 's'}"
+            errors.append(CheckError(arg, (f"{arg}: --exclude matches every file found here ({n}); nothing to check",)))
+        for path in kept:
+            entry = found.setdefault(path, _Found())
+            if searched:
+                entry.searches.append(arg)
+            else:
+                entry.explicit = True
+    return found, errors
 
 
-def _spec_files(arg: str) -> tuple[list[str], str]:
-    """The spec files one argument names, and what to say when there are none."""
+def _spec_files(arg: str, exclude: tuple[str, ...] = ()) -> tuple[list[str], str, bool]:
+    """The spec files one argument names, what to say when there are none, and whether it was a
+    search (a directory or a pattern) rather than a file."""
     path = Path(arg)
     try:
         is_dir, exists = path.is_dir(), path.exists()
     except (OSError, ValueError):  # a name too long for the file system, or an embedded NUL
         is_dir, exists = False, True  # left to the spec reader, which reports it in one line
     if is_dir:
-        return spec_files_under(arg, SPEC_SUFFIXES), "no *.yaml or *.yml files in this directory"
+        none = "no *.yaml or *.yml files in this directory" + (" outside --exclude" if exclude else "")
+        return spec_files_under(arg, SPEC_SUFFIXES, exclude), none, True
     if not exists and is_pattern(arg):
-        return spec_files_matching(arg, SPEC_SUFFIXES), "no spec files match this pattern"
-    return [arg], ""
+        return spec_files_matching(arg, SPEC_SUFFIXES), "no spec files match this pattern", True
+    return [arg], "", False
 
 
 def resolve_flag_gpus(flags: TargetFlags) -> tuple[list[GPU], list[str]]:
@@ -183,7 +215,13 @@ def check_file(
     source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one spec file; raises :class:`VramcalcError` for bad input."""
-    spec = load_spec(source)
+    return check_spec(load_spec(source), source, flags, flag_gpus, max_gpus)
+
+
+def check_spec(
+    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+) -> tuple[list[CheckRow], list[str]]:
+    """Rows (and notes) for one loaded spec; raises :class:`VramcalcError` for bad input."""
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
     name = spec.name or Path(source).stem
     from vramcalc.planning.fit import ShardSearch, check_on
@@ -192,21 +230,59 @@ def check_file(
     return [CheckRow(source, name, check_on(spec, budget, search)) for budget in budgets], notes
 
 
-def run_check(args: list[str], flags: TargetFlags, max_gpus: int = DEFAULT_MAX_GPUS) -> CheckReport:
+def run_check(
+    args: list[str],
+    flags: TargetFlags,
+    max_gpus: int = DEFAULT_MAX_GPUS,
+    *,
+    exclude: tuple[str, ...] = (),
+    skip_non_specs: bool = False,
+) -> CheckReport:
     """Check every spec named by ``args``; sharded plans are searched up to ``max_gpus``. Bad ``--gpu``
-    names raise (nothing can be checked); a bad spec file is recorded and the others are still checked."""
+    names or ``--exclude`` patterns raise (nothing can be checked); a bad spec file is recorded and the
+    others are still checked.
+
+    Files found by a directory or pattern search that are not vramcalc specs
+    (:mod:`vramcalc.planning.nonspec`) are skipped with one note each; a file named on the command line
+    is checked, and is an error when it is not a spec, unless ``skip_non_specs``. A search whose every
+    file is skipped is an error: it checked nothing."""
+    exclude = exclude_patterns(exclude)
     flag_gpus, notes = resolve_flag_gpus(flags)
-    sources, errors = expand_paths(args)
+    found, errors = _expand(args, exclude)
     report = CheckReport(errors=errors, notes=notes)
-    for source in sources:
+    checked: set[str] = set()
+    for source, how in found.items():
         try:
-            rows, file_notes = check_file(source, flags, flag_gpus, max_gpus)
+            data, reason = read_document(source)
+            if reason is not None and (skip_non_specs or not how.explicit):
+                report.skipped.append(Skipped(source, reason))
+                report.notes.append(not_a_spec(source, reason))
+                continue
+            if reason is not None:
+                raise refused(source, reason)
+            rows, file_notes = check_spec(parse_spec(data, source), source, flags, flag_gpus, max_gpus)
         except VramcalcError as exc:
             report.errors.append(_error(source, exc))
-            continue
-        report.rows += rows
-        report.notes += file_notes
+        else:
+            report.rows += rows
+            report.notes += file_notes
+        checked.update(how.searches)
+    _searches_without_specs(report, found, checked)
+    if not report.rows and not report.errors:
+        report.notes.append("nothing checked: every file was excluded (--exclude) or is not a vramcalc spec")
     return report
+
+
+def _searches_without_specs(report: CheckReport, found: dict[str, _Found], checked: set[str]) -> None:
+    """An error for each directory or pattern whose files were all skipped as not specs."""
+    skipped = {item.source for item in report.skipped}
+    searches = dict.fromkeys(arg for how in found.values() for arg in how.searches)
+    for arg in searches:
+        if arg not in checked:
+            n = sum(arg in found[path].searches and path in skipped for path in found)
+            what = f"{n} YAML file{'' if n == 1 else 's'}"
+            message = f"{arg}: no vramcalc spec here ({what} skipped as not specs: see the notes); nothing to check"
+            report.errors.append(CheckError(arg, (message,)))
 
 
 def single_budget(

@@ -29,11 +29,11 @@ from vramcalc.choices import Mode, Precision
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.hardware.catalog import GPU
-from vramcalc.parallel.layout import check_supported
+from vramcalc.parallel.layout import LLM_KEYS, check_supported
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, fit_of, fit_on
 from vramcalc.planning.limits import with_workload
-from vramcalc.planning.plan_search import MAX_SEARCH_GPUS, Candidate, _order, _Search, combinations
-from vramcalc.planning.suggest import Suggestion, best_first, suggestions
+from vramcalc.planning.plan_search import MAX_SEARCH_GPUS, TP_LIMIT, Candidate, _order, _Search, combinations
+from vramcalc.planning.suggest import Suggestion, best_first, suggestions, tried
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import FsdpStrategy, ParallelSpec
 from vramcalc.spec.target import NO_RESERVE, Reserve
@@ -42,6 +42,11 @@ from vramcalc.spec.target import NO_RESERVE, Reserve
 DATA_PARALLEL = (
     "pure data parallelism does not reduce per-card memory: every replica holds the whole model, its "
     "gradients and optimizer states, and its own activations"
+)
+#: The same for an inference spec (no gradients or optimizer states).
+REPLICAS = (
+    "more replicas do not reduce per-card memory: every replica holds the whole model and its own "
+    "activations and KV cache"
 )
 MIXED = (Precision.mixed_fp16, Precision.mixed_bf16)
 
@@ -55,6 +60,7 @@ class CardFit:
     suggestions: tuple[Suggestion, ...] = ()
     sharding: str = DATA_PARALLEL  # what more cards of this kind would do (one line)
     plan: Candidate | None = None  # a sharded plan on fewer cards than the spec's own, when one is found
+    tried: str = ""  # the kinds of change tried, in words (for "no single change makes it fit")
 
     @property
     def needed_bytes(self) -> int:
@@ -110,7 +116,7 @@ def check_on(spec: Spec, budget: Budget, search: ShardSearch | None = None, *, f
         return _card(budget, verdict, search)
     sharded = search.suggestion(budget)
     found = best_first(suggestions(spec, budget) + ([sharded] if sharded else []))
-    return _card(budget, verdict, search, tuple(found))
+    return replace(_card(budget, verdict, search, tuple(found)), tried=tried(spec))
 
 
 def _card(budget: Budget, verdict: Fit, search: ShardSearch, found: tuple[Suggestion, ...] = ()) -> CardFit:
@@ -150,6 +156,12 @@ class _SharedSearch(_Search):
 def unsearchable(spec: Spec) -> str | None:
     """Why the multi-GPU model cannot search ``spec`` (one line), or None when it can."""
     if spec.workload.mode is not Mode.train:
+        given = [key for key in LLM_KEYS if getattr(spec.workload, key) is not None]
+        if given:
+            return (
+                f"vramcalc does not model several GPUs together with workload.{given[0]} (an LLM workload key); "
+                "tensor parallelism (vLLM's tensor_parallel_size) would split the weights and the KV cache"
+            )
         return "the plan search covers training only (it varies ZeRO/FSDP sharding)"
     section = spec.parallel or ParallelSpec()
     try:
@@ -235,11 +247,16 @@ class ShardSearch:
         return best
 
     def data_sharded(self, budget: Budget) -> Candidate | None:
-        """The fewer GPUs of ZeRO-3 and FSDP full_shard, with no tensor or pipeline parallelism."""
+        """The fewer GPUs of ZeRO-3 and FSDP full_shard, with no tensor or pipeline parallelism; when the
+        run is planned for several GPUs (``target.count`` or ``--gpus``), over exactly those."""
         if self.reason:
             return None
         search = _SharedSearch(self.base, budget, self.max_gpus, self._estimates)
-        found = [self._smallest_in(search, base) for base in filter(_fully_sharded_data_parallel, self.combinations())]
+        bases = list(filter(_fully_sharded_data_parallel, self.combinations()))
+        if budget.count > 1:
+            found = [search.try_plan(base, budget.count) for base in bases]
+        else:
+            found = [self._smallest_in(search, base) for base in bases]
         return min((c for c in found if c is not None and c.fits), key=_order, default=None)
 
     def _smallest_in(self, search: _SharedSearch, base: dict[str, Any]) -> Candidate | None:
@@ -262,15 +279,41 @@ class ShardSearch:
     def note(self, budget: Budget, plan: Candidate | None) -> str:
         """What more cards of this kind would do (one line): the plan, or why there is none."""
         if self.reason:
-            return f"not searched: {self.reason}; {DATA_PARALLEL}"
+            more = DATA_PARALLEL if self.spec.workload.mode is Mode.train else REPLICAS
+            return f"not searched: {self.reason}; {more}"
         if plan is None:
             return f"no sharded plan fits within {self.max_gpus} GPUs (--max-gpus); {DATA_PARALLEL}"
         if plan.gpus == 1:
             return f"1 x {budget.gpu_id}: one card holds it under the parallel section's framework"
         return f"{plan.gpus} x {budget.gpu_id} with {plan_text(plan)}"
 
+    def tensor_parallel(self, budget: Budget) -> Suggestion | None:
+        """For an inference spec with neither LLM keys nor a parallel section: the fewest GPUs of tensor
+        parallelism that fit (up to 8, one node), or when the run is planned for several GPUs exactly those."""
+        spec, wl = self.spec, self.spec.workload
+        if wl.mode is Mode.train or spec.parallel is not None or any(getattr(wl, k) is not None for k in LLM_KEYS):
+            return None
+        for t in [budget.count] if budget.count > 1 else range(2, min(TP_LIMIT, self.max_gpus) + 1):
+            changed = spec.model_copy(update={"parallel": ParallelSpec(tensor=t)})
+            try:
+                verdict = fit_of(estimate(changed, hopper_or_newer=budget.hopper_or_newer), budget)
+            except SpecError:  # a degree the shape does not allow (heads, kv_heads, ffn_size), or a ResNet
+                continue
+            if verdict.fits:
+                why = f"parallel: {{gpus: {t}, tensor: {t}}}; every figure is one GPU's (weights and activations split)"
+                return Suggestion(
+                    f"tensor parallelism over {t} GPUs",
+                    why,
+                    verdict.needed_bytes,
+                    verdict.headroom_bytes,
+                    {"tensor": t},
+                )
+        return None
+
     def suggestion(self, budget: Budget) -> Suggestion | None:
         """'shard over N GPUs (plan)' with its per-GPU total, when such a plan fits."""
+        if self.reason:
+            return self.tensor_parallel(budget)
         plan = self.smallest(budget) if self.spec.parallel is not None else self.data_sharded(budget)
         if plan is None:
             return None

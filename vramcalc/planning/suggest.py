@@ -1,5 +1,14 @@
 """What would make a spec fit a card: single workload changes and a smaller batch with gradient
-accumulation, best first.
+accumulation, best first, chosen by the kind of workload:
+
+* training: gradient checkpointing, sdpa, mixed or 16-bit precision, 8-bit AdamW or Adafactor, a
+  smaller batch with gradient accumulation; a LoRA spec also QLoRA (the frozen base in 4-bit NF4);
+* inference (serving): sdpa, 16-bit precision, 4-bit AWQ weights, an fp8 KV cache (vLLM generation
+  specs), the longest context that fits, a smaller batch; never a training setting.
+
+Each change is applied to the spec, validated as a spec file would be, and estimated on the card: only
+changes that make it fit are listed, each with its total. Sharding over more GPUs comes from
+:mod:`vramcalc.planning.fit`.
 """
 
 from __future__ import annotations
@@ -8,12 +17,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from vramcalc.choices import Attention, Checkpointing, Mode, Optimizer, Precision
+from vramcalc.choices import Attention, Checkpointing, KvCacheDtype, Mode, Optimizer, Precision, QuantMethod, Runtime
 from vramcalc.core.estimate import DEFAULT_ALLOCATOR_RESERVE, Estimate
 from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget, estimate_on, fit_of, fit_on
-from vramcalc.planning.limits import max_batch, with_workload
-from vramcalc.spec.models import Spec
+from vramcalc.planning.limits import largest_fitting, max_batch, with_workload
+from vramcalc.spec.models import Spec, is_generation
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,32 @@ OPTIMIZER_NOTES = {
 }
 
 
+SERVING_PRECISION_NOTES = {
+    Precision.bf16: "bf16 weights and activations: half the bytes of fp32 (bf16 needs an Ampere-class or newer GPU)",
+    Precision.fp16: "fp16 weights and activations: half the bytes of fp32",
+}
+#: QLoRA (Dettmers et al., 2023): the frozen base in 4-bit NormalFloat with double quantization.
+QLORA = {"method": QuantMethod.nf4, "double_quant": True}
+#: A 4-bit AWQ checkpoint as AutoAWQ writes it (group size 128); GPTQ's 4-bit layout is about the same size.
+AWQ_4BIT = {"method": QuantMethod.awq, "bits": 4, "group_size": 128}
+#: Weight formats of more than 4 bits, for which 4-bit weights are suggested.
+WIDE_QUANT = (QuantMethod.int8, QuantMethod.fp8, QuantMethod.q8_0)
+#: KV cache dtypes wider than fp8.
+WIDE_KV = (None, KvCacheDtype.auto, KvCacheDtype.fp32, KvCacheDtype.fp16, KvCacheDtype.bf16)
+
+#: What check and fit try, by kind of workload (one line, for "no single change makes it fit").
+TRIED_TRAINING = "smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, Adafactor"
+TRIED_LORA = TRIED_TRAINING + ", QLoRA (nf4 base)"
+TRIED_SERVING = "smaller batch, sdpa, 16-bit precision, 4-bit AWQ weights, fp8 KV cache (vLLM), shorter context"
+
+
+def tried(spec: Spec) -> str:
+    """The kinds of change tried for ``spec``, in words."""
+    if spec.workload.mode is not Mode.train:
+        return TRIED_SERVING
+    return TRIED_LORA if spec.workload.adapter is not None else TRIED_TRAINING
+
+
 def _candidates(spec: Spec, budget: Budget) -> list[tuple[str, str, dict[str, Any]]]:
     """Single workload changes that may reduce memory: (label, why, workload keys)."""
     wl = spec.workload
@@ -52,11 +87,28 @@ def _candidates(spec: Spec, budget: Budget) -> list[tuple[str, str, dict[str, An
         why = "fused attention kernels keep no heads x seq^2 score matrices"
         out.append(("attention: sdpa", why, {"attention": Attention.sdpa}))
     if wl.precision is Precision.fp32:
-        usable = [p for p in PRECISION_NOTES if budget.bf16 or p not in (Precision.bf16, Precision.amp_bf16)]
-        out += [(f"precision: {p.value}", PRECISION_NOTES[p], {"precision": p}) for p in usable]
+        notes = PRECISION_NOTES if training else SERVING_PRECISION_NOTES
+        usable = [p for p in notes if budget.bf16 or p not in (Precision.bf16, Precision.amp_bf16)]
+        out += [(f"precision: {p.value}", notes[p], {"precision": p}) for p in usable]
     optimizer = wl.optimizer or (Optimizer.adamw if training else Optimizer.none)
     if training and optimizer in (Optimizer.adam, Optimizer.adamw):
         out += [(f"optimizer: {o.value}", why, {"optimizer": o}) for o, why in OPTIMIZER_NOTES.items()]
+    if training and wl.adapter is not None and (wl.quantization is None or wl.quantization.method in WIDE_QUANT):
+        why = "QLoRA: the frozen base model in 4-bit NF4 with double quantization; the adapters train as before"
+        out.append(("quantization: {method: nf4, double_quant: true} (QLoRA)", why, {"quantization": QLORA}))
+    return out + ([] if training else _serving_candidates(spec))
+
+
+def _serving_candidates(spec: Spec) -> list[tuple[str, str, dict[str, Any]]]:
+    """Changes for an inference spec: 4-bit weights and, for a vLLM generation spec, an fp8 KV cache."""
+    wl = spec.workload
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    if wl.quantization is None or wl.quantization.method in WIDE_QUANT:
+        why = "a 4-bit AWQ checkpoint, group size 128 (a 4-bit GPTQ one is about the same size)"
+        out.append(("quantization: {method: awq, bits: 4, group_size: 128}", why, {"quantization": AWQ_4BIT}))
+    if is_generation(wl) and (wl.runtime or Runtime.vllm) is Runtime.vllm and wl.kv_cache_dtype in WIDE_KV:
+        why = "vLLM --kv-cache-dtype fp8: one byte per cached key and value, twice the tokens in the same memory"
+        out.append(("kv_cache_dtype: fp8", why, {"kv_cache_dtype": KvCacheDtype.fp8}))
     return out
 
 
@@ -66,16 +118,47 @@ def suggestions(spec: Spec, budget: Budget) -> list[Suggestion]:
     found = []
     for change, why, keys in _candidates(spec, budget):
         try:
-            changed = with_workload(spec, **keys)
-        except SpecError:  # a change the spec's other keys do not allow is not suggested
+            verdict = fit_on(with_workload(spec, **keys), budget)
+        except SpecError:  # a change the spec's other keys (or its model) do not allow is not suggested
             continue
-        verdict = fit_on(changed, budget)
         if verdict.fits:
             found.append(Suggestion(change, why, verdict.needed_bytes, verdict.headroom_bytes))
-    smaller = _smaller_batch(spec, budget)
-    if smaller is not None:
-        found.append(smaller)
-    return best_first(found)
+    extra = [_smaller_batch(spec, budget)]
+    if spec.workload.mode is not Mode.train:
+        extra.append(shorter_context(spec, budget))
+    return best_first(found + [item for item in extra if item is not None])
+
+
+def shorter_context(spec: Spec, budget: Budget) -> Suggestion | None:
+    """The longest context that fits an inference spec: ``seq_len``, or with ``prompt_len`` the prompt
+    (the tokens generated stay as they are). None when even one prompt token does not fit."""
+    wl = spec.workload
+    if wl.seq_len is None:
+        return None
+    new = wl.seq_len - wl.prompt_len if wl.prompt_len is not None else 0
+    key, now = ("prompt_len", wl.prompt_len) if wl.prompt_len is not None else ("seq_len", wl.seq_len)
+
+    def changed(n: int) -> Spec:
+        keys: dict[str, Any] = {key: n}
+        if key == "prompt_len" and wl.max_new_tokens is None:
+            keys["seq_len"] = n + new  # seq_len was given: the generated tokens stay seq_len - prompt_len
+        return with_workload(spec, **keys)
+
+    def misses(n: int) -> float:
+        """0 when ``n`` fits (the one verdict: for vLLM, against memory_utilization x available), else inf."""
+        try:
+            return 0 if fit_on(changed(n), budget).fits else math.inf
+        except SpecError:  # a length the model cannot take (a position table derived from params)
+            return math.inf
+
+    value, _ = largest_fitting(misses, 0, cap=now - 1)
+    if value == 0:
+        return None
+    verdict = fit_on(changed(value), budget)
+    context = value + new
+    change = f"{key}: {value}" + (f" (context {context} with {new} new tokens)" if key == "prompt_len" else "")
+    why = f"the longest {'prompt' if key == 'prompt_len' else 'context'} that fits (now {now})"
+    return Suggestion(change, why, verdict.needed_bytes, verdict.headroom_bytes)
 
 
 def best_first(found: list[Suggestion]) -> list[Suggestion]:

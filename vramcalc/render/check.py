@@ -3,12 +3,13 @@
 * ``table``: a rich table (spec, GPU, needed, available, headroom, verdict) with the fixes below it;
 * ``json``: a list, one object per spec and card (``spec``, ``gpu``, ``needed_bytes``,
   ``available_bytes``, ``headroom_bytes``, ``fits`` first: a public contract); a bad spec is an
-  object with ``fits: null`` and its ``errors``;
+  object with ``fits: null`` and its ``errors``; a file skipped as not a spec, ``fits: null`` and
+  ``skipped`` (what it is) but no ``errors``;
 * ``github``: workflow commands (``::error file=...,title=...::``) that mark the failing spec in a
   pull request, exactly one per finding, and a plain line per spec that fits (no other line can be
   read as a command);
 * ``junit``: XML, one testcase per spec/GPU pair, a ``failure`` for a spec that does not fit and an
-  ``error`` for a spec that could not be checked;
+  ``error`` for a spec that could not be checked, ``skipped`` for a file that is not a spec;
 * ``markdown``: a table for a pull-request comment.
 
 Memory is shown in GiB (2^30 bytes), labelled; JSON carries int bytes (strict RFC 8259 JSON). What a
@@ -67,6 +68,8 @@ def summary(report: CheckReport) -> str:
     parts = [f"{n_fit} fit{'s' if n_fit == 1 else ''}", f"{n_not} {'does' if n_not == 1 else 'do'} not fit"]
     if report.errors:
         parts.append(f"{_count(len(report.errors), 'file')} could not be checked")
+    if report.skipped:
+        parts.append(f"{_count(len(report.skipped), 'file')} skipped (not vramcalc specs)")
     meaning = {0: "every spec fits", 1: "at least one spec does not fit", 2: "bad input, not a pass"}
     code = report.exit_code
     return f"{_count(len(report.rows), 'check')}: {', '.join(parts)} (exit {code}: {meaning[code]})"
@@ -81,10 +84,8 @@ def fixes(row: CheckRow) -> list[str]:
     if row.fit.fits:
         return []
     if not row.fit.suggestions:
-        return [
-            "no single change makes it fit (tried: smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, "
-            "Adafactor); more GPUs: " + row.fit.sharding
-        ]
+        tried = row.fit.tried or "smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, Adafactor"
+        return [f"no single change makes it fit (tried: {tried}); more GPUs: {row.fit.sharding}"]
     return [suggestion_text(item) for item in row.fit.suggestions]
 
 
@@ -110,10 +111,11 @@ def basis_lines(report: CheckReport) -> list[str]:
 def format_json(report: CheckReport) -> str:
     """The rows (:class:`~vramcalc.results.check.CheckResult`), then the specs that could not be checked
     (:class:`~vramcalc.results.check.CheckErrorResult`)."""
-    from vramcalc.results.check import CheckErrorResult, CheckResult
+    from vramcalc.results.check import CheckErrorResult, CheckResult, CheckSkippedResult
 
     docs = [CheckResult.of(row).to_dict() for row in report.rows]
     docs += [CheckErrorResult.of(error).to_dict() for error in report.errors]
+    docs += [CheckSkippedResult.of(item).to_dict() for item in report.skipped]
     return json.dumps(docs, indent=2, allow_nan=False) + "\n"
 
 
@@ -147,14 +149,14 @@ def format_junit(report: CheckReport) -> str:
     """JUnit XML: one testcase per spec/GPU pair; failures for specs that do not fit, errors for bad input."""
     n_fail = sum(not row.fit.fits for row in report.rows)
     counts = {
-        "tests": str(len(report.rows) + len(report.errors)),
+        "tests": str(len(report.rows) + len(report.errors) + len(report.skipped)),
         "failures": str(n_fail),
         "errors": str(len(report.errors)),
     }
     import xml.etree.ElementTree as ET  # noqa: N817 (only the junit format needs it)
 
     root = ET.Element("testsuites", {"name": "vramcalc check", **counts})
-    suite = ET.SubElement(root, "testsuite", {"name": "vramcalc check", **counts, "skipped": "0"})
+    suite = ET.SubElement(root, "testsuite", {"name": "vramcalc check", **counts, "skipped": str(len(report.skipped))})
     for row in report.rows:
         b, source = row.fit.budget, xml_text(row.source)
         name = xml_text(f"{row.name} on {b.gpu_id}")
@@ -169,6 +171,10 @@ def format_junit(report: CheckReport) -> str:
         source, messages = xml_text(error.source), [xml_text(m) for m in error.messages]
         case = ET.SubElement(suite, "testcase", {"name": source, "classname": source, "file": source})
         ET.SubElement(case, "error", {"type": "BadInput", "message": messages[0]}).text = "\n".join(messages)
+    for item in report.skipped:
+        source = xml_text(item.source)
+        case = ET.SubElement(suite, "testcase", {"name": source, "classname": source, "file": source})
+        ET.SubElement(case, "skipped", {"message": xml_text(f"{item.reason}, not a vramcalc spec")})
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 

@@ -2,7 +2,8 @@
 
 * :mod:`vramcalc.results.estimate`: ``vramcalc estimate --json`` (:class:`~vramcalc.results.estimate.EstimateResult`)
 * :mod:`vramcalc.results.check`: one row of ``vramcalc check --format json``
-  (:class:`~vramcalc.results.check.CheckResult`, :class:`~vramcalc.results.check.CheckErrorResult`)
+  (:class:`~vramcalc.results.check.CheckResult`, :class:`~vramcalc.results.check.CheckErrorResult`,
+  :class:`~vramcalc.results.check.CheckSkippedResult`)
 * :mod:`vramcalc.results.limits`: ``vramcalc max-batch --json`` and ``max-seq --json``
   (:class:`~vramcalc.results.limits.LimitResult`)
 * :mod:`vramcalc.results.bandwidth`: ``vramcalc bandwidth --json``

@@ -1,5 +1,6 @@
 """One entry of ``vramcalc check --format json`` as a model: :class:`CheckResult` for a spec checked on a
-card, :class:`CheckErrorResult` for a spec that could not be checked. The first six keys (``spec``,
+card, :class:`CheckErrorResult` for a spec that could not be checked, :class:`CheckSkippedResult` for a
+YAML file skipped as not a vramcalc spec. The first six keys (``spec``,
 ``gpu``, ``needed_bytes``, ``available_bytes``, ``headroom_bytes``, ``fits``) are on both. Int bytes.
 """
 
@@ -12,7 +13,7 @@ from pydantic import Field
 from vramcalc.results.base import Result
 
 if TYPE_CHECKING:
-    from vramcalc.planning.check import CheckError, CheckRow
+    from vramcalc.planning.check import CheckError, CheckRow, Skipped
     from vramcalc.planning.suggest import Suggestion
 
 
@@ -109,4 +110,29 @@ class CheckErrorResult(Result):
             headroom_bytes=None,
             fits=None,
             errors=list(error.messages),
+        )
+
+
+class CheckSkippedResult(Result):
+    """A YAML file that is not a vramcalc spec, skipped (found by a directory or pattern search, or
+    named with ``--skip-non-specs``): neither a pass nor a failure, and not bad input (no ``errors``)."""
+
+    spec: str = Field(description="The file skipped.")
+    gpu: None = Field(description="Always null: no card was checked.")
+    needed_bytes: None = Field(description="Always null.")
+    available_bytes: None = Field(description="Always null.")
+    headroom_bytes: None = Field(description="Always null.")
+    fits: None = Field(description="Always null: the file was not checked.")
+    skipped: str = Field(description="What the file is instead of a spec, e.g. 'an accelerate config'.")
+
+    @classmethod
+    def of(cls, item: Skipped) -> CheckSkippedResult:
+        return cls(
+            spec=item.source,
+            gpu=None,
+            needed_bytes=None,
+            available_bytes=None,
+            headroom_bytes=None,
+            fits=None,
+            skipped=item.reason,
         )
