@@ -14,39 +14,78 @@ import typer
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 
 
+#: The most GPUs a search may consider: vramcalc.planning.plan_search.MAX_SEARCH_GPUS (not imported: the CLI
+#: starts without the core).
+MAX_GPUS = 100_000
+
+
 def plan(
     spec: SpecArg,
     *,
     gpu: Annotated[
         str | None, typer.Option("--gpu", help="Catalog GPU (default: the spec's target.gpu; see 'vramcalc gpus').")
     ] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", min=1, help="Largest GPU count to consider.")] = 64,
+    gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--gpus",
+            min=1,
+            max=MAX_GPUS,
+            help="Plans on exactly this many GPUs, cheapest first (instead of the fewest GPUs up to --max-gpus).",
+            show_default=False,
+        ),
+    ] = None,
+    max_gpus: Annotated[
+        int | None,
+        typer.Option(
+            "--max-gpus",
+            min=1,
+            max=MAX_GPUS,
+            help="Largest GPU count to consider when --gpus is not given. [default: 64]",
+            show_default=False,
+        ),
+    ] = None,
     top: Annotated[int, typer.Option(min=1, help="How many fitting plans to list.")] = 10,
     reserve: Annotated[
         str | None, typer.Option(help="Memory kept free on each card: a share (10%) or a size (2GiB).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON (int bytes, per GPU).")] = False,
 ) -> None:
-    """The smallest multi-GPU plans (by GPU count) whose per-GPU peak fits the card.
+    """Multi-GPU plans whose per-GPU total fits the card: on exactly --gpus N GPUs, or the fewest GPUs.
 
     Searches ZeRO stage (or FSDP strategy / Megatron distributed optimizer, when SPEC's parallel
-    section names that framework), tensor parallelism (divisors of heads, kv_heads and ffn_size, within
-    a node), pipeline stages (divisors of layers) and the data-parallel degree. batch_size stays the
-    micro-batch per GPU. Every figure is one GPU's total: memory is never pooled across cards.
+    section names that framework; sharding only over two or more data-parallel ranks), tensor
+    parallelism (divisors of heads, kv_heads and ffn_size, within a node), pipeline stages (divisors of
+    layers), the data-parallel degree, and for training activation checkpointing (none, full; selective
+    with eager attention) and the micro-batch: the batch per data-parallel rank (batch_size x the spec's
+    micro-batches) is held, split into micro-batches of it and its divisors (gradient accumulation).
 
-    Exit codes: 0 = a plan fits within --max-gpus; 1 = none does; 2 = bad input.
+    Lists plans that fit (per-GPU total <= usable memory - reserve), one row per layout with its cheapest
+    checkpointing and micro-batch, ordered by: fewest GPUs (without --gpus); then a relative step-time
+    cost (1.00 = every GPU computing its share once at full speed: full checkpointing +33 %, selective
+    +3 %, a fixed cost per micro-batch, pipeline bubble (p-1)/(m+p-1), gradient sync, ZeRO-3/FSDP
+    parameter all-gathers, TP all-reduces); then the most headroom. Every figure is one GPU's total:
+    memory is never pooled across cards.
+
+    Exit codes: 0 = a plan fits; 1 = none does; 2 = bad input.
     """
     from vramcalc.cli._common import notes_to_stderr, print_json, reserve_flag, stdout, user_errors
+    from vramcalc.errors import VramcalcError
     from vramcalc.planning.check import reserve_for, single_budget
-    from vramcalc.planning.plan_search import search_plans
+    from vramcalc.planning.plan_layouts import best_plans
     from vramcalc.render.plan import render_plan_search
     from vramcalc.spec.load import load_spec
 
     with user_errors(str(spec)):
+        if gpus is not None and max_gpus is not None:
+            raise VramcalcError(
+                "--gpus and --max-gpus: give one (--gpus N: plans on exactly N GPUs; "
+                "--max-gpus M: the fewest GPUs up to M)"
+            )
         loaded = load_spec(spec)
         budget, notes = single_budget(loaded, str(spec), gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
-        search = search_plans(loaded, budget, max_gpus=max_gpus, top=top)
+        search = best_plans(loaded, budget, gpus=gpus, max_gpus=max_gpus or 64, top=top)
     notes_to_stderr(notes)
     if json_out:
         from vramcalc.results.planning import PlanResult

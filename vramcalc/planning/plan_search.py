@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramcalc.choices import Architecture
 from vramcalc.core.estimate import Estimate
@@ -32,6 +32,9 @@ from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
+
+if TYPE_CHECKING:
+    from vramcalc.planning.plan_cost import StepCost
 
 #: The most GPUs a search may consider (a bound on typos, like target.MAX_GPU_COUNT).
 MAX_SEARCH_GPUS = 100_000
@@ -49,6 +52,15 @@ class Candidate:
     peak_allocated_bytes: int
     host_bytes: int
     available_bytes: int
+    # set by the layout search of `vramcalc plan` (vramcalc.planning.plan_layouts), None elsewhere
+    checkpointing: str | None = None
+    micro_batch: int | None = None
+    grad_accumulation: int | None = None
+    cost: StepCost | None = None
+
+    @property
+    def relative_cost(self) -> float | None:
+        return None if self.cost is None else self.cost.total
 
     @property
     def fits(self) -> bool:
@@ -61,7 +73,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PlanSearch:
-    """The result of :func:`search_plans`: fitting plans, smallest GPU count first."""
+    """The result of :func:`search_plans` (fitting plans, smallest GPU count first) or of
+    :func:`vramcalc.planning.plan_layouts.best_plans` (ordered by ``criterion``)."""
 
     name: str
     budget: Budget
@@ -69,6 +82,9 @@ class PlanSearch:
     plans: tuple[Candidate, ...]
     closest: Candidate | None
     n_estimates: int
+    gpus: int | None = None  # the exact GPU count asked for (None: the fewest GPUs up to max_gpus)
+    criterion: str = "fewest GPUs, then the least tensor x pipeline parallelism, then the least memory per GPU"
+    batch_per_rank: int | None = None  # sequences per data-parallel rank per optimizer step, when held
 
     @property
     def min_gpus(self) -> int | None:
@@ -79,17 +95,22 @@ class PlanSearch:
 def search_plans(spec: Spec, budget: Budget, *, max_gpus: int, top: int = 10) -> PlanSearch:
     """The ``top`` smallest plans that fit one card of ``budget`` (per GPU); when none fits, the
     plan needing the least per GPU at the largest data degree tried."""
-    if not 1 <= max_gpus <= MAX_SEARCH_GPUS:
-        raise SpecError(f"--max-gpus: expected 1 to {MAX_SEARCH_GPUS:,}, got {max_gpus}")
-    if spec.model.architecture is Architecture.resnet:
-        raise SpecError("model.architecture: resnet has no multi-GPU model yet; plan searches transformers only")
-    # the spec as written must be valid: its own error, not "no plan fits" from every combination
-    estimate(spec, hopper_or_newer=budget.hopper_or_newer)
+    check_searchable(spec, budget, max_gpus, "--max-gpus")
     search = _Search(spec, budget, max_gpus)
     found = [c for c in (search.smallest(base) for base in combinations(spec, max_gpus)) if c is not None]
     fitting = sorted((c for c in found if c.fits), key=_order)
     closest = None if fitting else min(search.largest_tried(), key=lambda c: c.needed_bytes, default=None)
     return PlanSearch(spec.name or "unnamed", budget, max_gpus, tuple(fitting[:top]), closest, search.count)
+
+
+def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
+    """The GPU bound (``flag``) in range, a transformer, and the spec as written valid: its own error,
+    not "no plan fits" from every combination."""
+    if not 1 <= gpus <= MAX_SEARCH_GPUS:
+        raise SpecError(f"{flag}: expected 1 to {MAX_SEARCH_GPUS:,}, got {gpus}")
+    if spec.model.architecture is Architecture.resnet:
+        raise SpecError("model.architecture: resnet has no multi-GPU model yet; plan searches transformers only")
+    estimate(spec, hopper_or_newer=budget.hopper_or_newer)
 
 
 def _order(c: Candidate) -> tuple[int, int, int]:

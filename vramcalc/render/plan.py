@@ -4,11 +4,12 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from vramcalc.core.estimate import Estimate
-from vramcalc.planning.plan_search import PlanSearch
+from vramcalc.planning.plan_search import Candidate, PlanSearch
 from vramcalc.render.text import gib
 
 
@@ -36,33 +37,78 @@ def render_parallel(result: Estimate, console: Console) -> None:
 
 
 def render_plan_search(search: PlanSearch, console: Console) -> None:
-    """Fitting plans, fewest GPUs first, with the per-GPU total and headroom."""
+    """Fitting plans in the search's order (its ``criterion``), one row per layout; what the columns
+    mean and the order in lines below the table. Narrow terminals wrap the layout column; no cell is
+    cut short."""
     b = search.budget
+    where = f"on {search.gpus} GPUs" if search.gpus is not None else f"within {search.max_gpus} GPUs"
     if not search.plans:
         console.print(
-            f"{search.name}: no plan fits {b.gpu_name} ({gib(b.available_bytes)} GiB available per GPU) "
-            f"within {search.max_gpus} GPUs",
+            f"{search.name}: no plan fits {b.gpu_name} ({gib(b.available_bytes)} GiB available per GPU) {where}",
             highlight=False,
         )
         if search.closest is not None:
             c = search.closest
             console.print(f"closest: {c.label}: needs {gib(c.needed_bytes)} GiB per GPU", highlight=False)
         return
-    table = Table(
-        title=f"{search.name} on {b.gpu_name}: {gib(b.available_bytes)} GiB available per GPU", title_justify="left"
-    )
-    table.add_column("GPUs", justify="right")
-    table.add_column("plan")
-    table.add_column("per GPU GiB", justify="right")
-    table.add_column("headroom GiB", justify="right")
-    table.add_column("host GiB per GPU", justify="right")
+    title = f"{search.name} on {b.gpu_name}: {gib(b.available_bytes)} GiB available per GPU"
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    table.add_column("GPUs", justify="right", no_wrap=True)
+    table.add_column("layout", overflow="fold")
+    varied = search.plans[0].cost is not None
+    if varied:
+        table.add_column("ckpt", no_wrap=True)
+        table.add_column("mb x acc", justify="right", no_wrap=True)
+    table.add_column("GiB/GPU", justify="right", no_wrap=True)
+    table.add_column("free GiB", justify="right", no_wrap=True)
+    host = any(c.host_bytes for c in search.plans)
+    if host:
+        table.add_column("host GiB", justify="right", no_wrap=True)
+    if varied:
+        table.add_column("cost", justify="right", no_wrap=True)
     for c in search.plans:
-        label = c.label.split(", ", 1)[1] if ", " in c.label else c.label
-        dims = f"d{c.parallel['data']} t{c.parallel['tensor']} p{c.parallel['pipeline']}"
-        table.add_row(str(c.gpus), f"{dims}: {label}", gib(c.needed_bytes), gib(c.headroom_bytes), gib(c.host_bytes))
+        row = [str(c.gpus), layout_text(c)]
+        if varied:
+            row += [c.checkpointing or "", f"{c.micro_batch} x {c.grad_accumulation}"]
+        row += [gib(c.needed_bytes), gib(c.headroom_bytes)]
+        row += [gib(c.host_bytes)] if host else []
+        row += [f"{c.relative_cost:.2f}"] if c.relative_cost is not None else []
+        table.add_row(*row)
     console.print(table)
-    console.print(
-        f"smallest: {search.min_gpus} GPUs ({search.n_estimates} plans estimated; per-GPU totals include the "
-        "CUDA context and allocator reserve)",
-        highlight=False,
-    )
+    for line in _footer(search):
+        console.print(line, highlight=False, markup=False)
+
+
+def layout_text(c: Candidate) -> str:
+    """'d8 t1 p1 ZeRO-1', 'd2 t8 p1 FSDP full_shard +SP', 'd1 t1 p4 none'."""
+    p = c.parallel
+    dims = f"d{p['data']} t{p['tensor']} p{p['pipeline']}" + (f" c{p['context']}" if p["context"] > 1 else "")
+    scheme = c.label.split(", ")[1] if ", " in c.label else c.label
+    for long, short in SCHEMES.items():
+        scheme = scheme.replace(long, short)
+    return f"{dims} {scheme}".replace(" + SP", " +SP")
+
+
+#: Scheme names as a narrow table shows them.
+SCHEMES = {
+    "data parallel (no ZeRO)": "no ZeRO",
+    "no sharding": "none",
+    "Megatron distributed optimizer": "Megatron dist-opt",
+    "Megatron (no distributed optimizer)": "Megatron",
+}
+
+
+def _footer(search: PlanSearch) -> list[str]:
+    totals = "per-GPU totals include the CUDA context and allocator reserve"
+    if search.plans[0].cost is None:
+        return [f"smallest: {search.min_gpus} GPUs ({search.n_estimates} plans estimated; {totals})"]
+    n = search.batch_per_rank or 0
+    first = "" if search.gpus is not None else "fewest GPUs, then "
+    return [
+        f"order: {first}cost, then most free memory; cost: relative step time, 1.00 = every GPU computing "
+        "its share once at full speed (recomputation, per-micro-batch overhead, pipeline bubble, "
+        "communication; see --help)",
+        f"mb x acc: micro-batch x micro-batches per step (accumulated; the pipeline's when p > 1), "
+        f"{n:,} sequence{'s' if n != 1 else ''} per data-parallel rank per step; +SP: sequence parallelism",
+        f"{totals}; {search.n_estimates} plans estimated",
+    ]

@@ -152,6 +152,20 @@ class PlanCandidate(Result):
     available_bytes: int = Field(description="Bytes available on one card.")
     headroom_bytes: int = Field(description="available_bytes - needed_bytes.")
     fits: bool = Field(description="needed_bytes <= available_bytes.")
+    checkpointing: str | None = Field(description="Activation checkpointing of the plan: none, selective or full.")
+    micro_batch: int | None = Field(description="Sequences per micro-batch on one data-parallel rank.")
+    grad_accumulation: int | None = Field(
+        description="Micro-batches per optimizer step (gradient accumulation; the pipeline's micro-batches "
+        "when pipeline > 1): micro_batch x grad_accumulation = batch_per_data_rank."
+    )
+    relative_cost: float | None = Field(
+        description="Estimated step time relative to every GPU computing its share once at full speed "
+        "(1.0); lower is faster. See criterion."
+    )
+    cost_terms: dict[str, float] | None = Field(
+        description="The terms of relative_cost: compute x micro_batch x bubble + gradient_sync + "
+        "parameter_gathers + tensor_parallel."
+    )
 
     @classmethod
     def of(cls, c: Candidate) -> PlanCandidate:
@@ -165,6 +179,11 @@ class PlanCandidate(Result):
             available_bytes=c.available_bytes,
             headroom_bytes=c.headroom_bytes,
             fits=c.fits,
+            checkpointing=c.checkpointing,
+            micro_batch=c.micro_batch,
+            grad_accumulation=c.grad_accumulation,
+            relative_cost=None if c.cost is None else round(c.cost.total, 4),
+            cost_terms=None if c.cost is None else c.cost.as_dict(),
         )
 
 
@@ -178,15 +197,22 @@ class PlanCard(Result):
 
 
 class PlanResult(Result):
-    """The smallest multi-GPU plans whose per-GPU total fits the card (``vramcalc plan --json``)."""
+    """The multi-GPU plans whose per-GPU total fits the card, on exactly ``gpus`` GPUs or the fewest
+    first, then by relative step-time cost (``vramcalc plan --json``)."""
 
     name: str = Field(description="The spec's name.")
     gpu: PlanCard = Field(description="The card.")
-    max_gpus: int = Field(description="Largest GPU count searched.")
-    min_gpus: int | None = Field(description="The fewest GPUs any plan needs (null when none fits).")
-    plans: list[PlanCandidate] = Field(description="Plans that fit, fewest GPUs first.")
+    max_gpus: int = Field(description="Largest GPU count searched (with --gpus: that count).")
+    min_gpus: int | None = Field(description="The fewest GPUs any plan listed needs (null when none fits).")
+    plans: list[PlanCandidate] = Field(description="Plans that fit, one per layout, in the order of criterion.")
     closest: PlanCandidate | None = Field(description="When none fits, the plan needing the least per GPU.")
     n_estimates: int = Field(description="Estimates the search computed.")
+    gpus: int | None = Field(description="The exact GPU count asked for with --gpus (null: fewest GPUs first).")
+    criterion: str = Field(description="How plans are ordered (one line).")
+    batch_per_data_rank: int | None = Field(
+        description="Sequences per data-parallel rank per optimizer step, held by every plan "
+        "(micro_batch x grad_accumulation)."
+    )
 
     @classmethod
     def of(cls, search: PlanSearch) -> PlanResult:
@@ -199,4 +225,7 @@ class PlanResult(Result):
             plans=[PlanCandidate.of(c) for c in search.plans],
             closest=PlanCandidate.of(search.closest) if search.closest else None,
             n_estimates=search.n_estimates,
+            gpus=search.gpus,
+            criterion=search.criterion,
+            batch_per_data_rank=search.batch_per_rank,
         )

@@ -1,0 +1,236 @@
+"""`vramcalc plan`: the layouts that fit one card, cheapest first, on exactly N GPUs or on the fewest.
+
+Pure: neither typer nor rich, no I/O. On top of :mod:`vramcalc.planning.plan_search`'s combinations
+(sharding scheme of the spec's framework x tensor x pipeline, the spec's context parallelism) the
+search varies, for training specs:
+
+* activation checkpointing: none, full, and selective where it changes memory (attention: eager:
+  with SDPA/flash attention the scores are never saved, so selective recomputation would cost time
+  and save nothing);
+* the micro-batch: the batch per data-parallel rank ``N`` = ``batch_size`` x the spec's micro-batches
+  (its ``parallel.micro_batches``, or ``pipeline``, else 1) is held; the micro-batch runs over ``N``
+  and its divisors, each at most half the one before (``N, N/2, ..., 1`` for a power of two), the rest
+  being micro-batches per step: gradient accumulation, or the pipeline's micro-batches;
+* the data-parallel degree: with ``gpus`` the one that makes N GPUs; otherwise, as in
+  :func:`~vramcalc.planning.plan_search.search_plans`, the smallest that fits (bisection). ZeRO, FSDP
+  sharding and Megatron's distributed optimizer need a shard group (data x context) of two or more:
+  over one rank they are the same plan with more buffers.
+
+Each layout (scheme, degrees) is listed once, with its cheapest fitting checkpointing and micro-batch.
+Order: fewest GPUs first when no count is given; then :mod:`vramcalc.planning.plan_cost`'s relative
+step-time cost; then the most headroom.
+
+Speed: per combination, the two variants that need the least memory (full checkpointing with a
+micro-batch of 1, and with the whole batch, which needs no accumulated gradients) are estimated first,
+at the largest data degree (and at one rank: plain data parallelism adds its bucket from two on); when
+neither fits, nor does any other, and the combination is skipped. The smallest data degree they
+need is the lower end of every other variant's bisection. Without ``gpus``, combinations are taken
+fewest model-parallel ranks first and none larger than the ``top``-th plan found so far.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vramcalc.choices import Architecture, Attention, Checkpointing, Mode
+from vramcalc.core.resolve import resolve_model
+from vramcalc.planning.budget import Budget
+from vramcalc.planning.limits import with_workload
+from vramcalc.planning.plan_cost import CRITERION, step_cost
+from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations
+from vramcalc.spec.models import Spec
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The workload half of a plan: checkpointing and micro-batch (the spec, changed accordingly)."""
+
+    checkpointing: Checkpointing
+    micro_batch: int
+    micro_batches: int | None  # per step; None: the spec's own (inference)
+    spec: Spec
+    frugal: bool  # among the variants needing the least memory
+
+
+def best_plans(spec: Spec, budget: Budget, *, gpus: int | None = None, max_gpus: int = 64, top: int = 10) -> PlanSearch:
+    """The ``top`` cheapest layouts that fit one card of ``budget``: on exactly ``gpus`` GPUs, or the
+    fewest GPUs first up to ``max_gpus``. When none fits, the closest plan (least memory per GPU)."""
+    limit = gpus if gpus is not None else max_gpus
+    check_searchable(spec, budget, limit, "--gpus" if gpus is not None else "--max-gpus")
+    per_rank = batch_per_rank(spec)
+    variants = workload_variants(spec, per_rank)
+    shape, _ = resolve_model(spec.model, spec.workload)
+    tokens = _tokens_per_sequence(spec, shape.architecture)
+    search = _LayoutSearch(budget, variants, limit)
+    combos = sorted(combinations(spec, limit), key=_ranks)
+    if gpus is not None:
+        combos = [c for c in combos if gpus % _ranks(c) == 0]
+    rows: dict[str, Candidate] = {}
+    cap = None  # fewest-GPUs mode: the GPU count of the top-th plan so far
+    for combo in combos:
+        if cap is not None and _ranks(combo) > cap:
+            break
+        for cand, variant in search.layouts(combo, gpus, cap):
+            context = combo["context"]
+            cost = step_cost(
+                cand.parallel,
+                variant.checkpointing,
+                variant.micro_batch * -(-tokens // context),
+                variant.micro_batches or 1,
+                shape.hidden,
+            )
+            row = replace(
+                cand,
+                checkpointing=variant.checkpointing.value,
+                micro_batch=variant.micro_batch,
+                grad_accumulation=variant.micro_batches or 1,
+                cost=cost,
+            )
+            key = _layout_key(row)
+            if key not in rows or _rank(row, gpus) < _rank(rows[key], gpus):
+                rows[key] = row
+        if gpus is None and len(rows) >= top:
+            cap = sorted(rows.values(), key=lambda c: _rank(c, None))[top - 1].gpus
+    fitting = sorted(rows.values(), key=lambda c: _rank(c, gpus))
+    closest = None if fitting else min(search.tried, key=lambda c: c.needed_bytes, default=None)
+    return PlanSearch(
+        spec.name or "unnamed",
+        budget,
+        limit,
+        tuple(fitting[:top]),
+        closest,
+        search.count,
+        gpus=gpus,
+        criterion=("" if gpus is not None else "fewest GPUs; then ") + CRITERION,
+        batch_per_rank=per_rank,
+    )
+
+
+def batch_per_rank(spec: Spec) -> int:
+    """Sequences one data-parallel rank processes per optimizer step in the spec as written."""
+    section = spec.parallel
+    if section is None or spec.workload.mode is not Mode.train:
+        return spec.workload.batch_size
+    steps = section.micro_batches or (section.pipeline if section.pipeline > 1 else 1)
+    return spec.workload.batch_size * steps
+
+
+def micro_batch_sizes(n: int) -> list[int]:
+    """``n`` and its divisors, largest first, each at most half the one before; always ends with 1."""
+    out = [n]
+    for d in range(n // 2, 0, -1):
+        if n % d == 0 and 2 * d <= out[-1]:
+            out.append(d)
+    return out
+
+
+def workload_variants(spec: Spec, per_rank: int) -> list[Variant]:
+    """Checkpointing x micro-batch for training; the spec alone otherwise."""
+    wl = spec.workload
+    if wl.mode is not Mode.train:
+        return [Variant(wl.gradient_checkpointing, wl.batch_size, None, spec, True)]
+    modes = [Checkpointing.none, Checkpointing.full]
+    if wl.attention is Attention.eager:
+        modes.insert(1, Checkpointing.selective)
+    sizes = micro_batch_sizes(per_rank)
+    out = []
+    for mode in modes:
+        for size in sizes:
+            changed = with_workload(spec, batch_size=size, gradient_checkpointing=mode.value)
+            frugal = mode is Checkpointing.full and size in (1, per_rank)
+            out.append(Variant(mode, size, per_rank // size, changed, frugal))
+    return out
+
+
+class _LayoutSearch:
+    """One cached :class:`_Search` per workload variant; the data degrees of one combination."""
+
+    def __init__(self, budget: Budget, variants: list[Variant], limit: int) -> None:
+        self.variants = variants
+        self.searches = [_Search(v.spec, budget, limit) for v in variants]
+        self.tried: list[Candidate] = []
+
+    @property
+    def count(self) -> int:
+        return sum(s.count for s in self.searches)
+
+    def layouts(self, combo: dict[str, Any], gpus: int | None, cap: int | None) -> list[tuple[Candidate, Variant]]:
+        """Every variant of ``combo`` that fits, at its smallest data degree (``gpus``: the one degree)."""
+        ranks = _ranks(combo)
+        lo = 2 if _sharded(combo) and combo["context"] == 1 else 1
+        hi = (gpus or cap or self.searches[0].max_gpus) // ranks
+        if hi < lo:
+            return []
+        if gpus is not None:
+            lo = hi
+        pairs = list(zip(self.variants, self.searches, strict=True))
+        frugal = [(v, s) for v, s in pairs if v.frugal]
+        # one rank on its own too: plain data parallelism adds its all-reduce bucket only from two ranks on
+        degrees = {lo, hi} if lo == 1 else {hi}
+        screened = [s.try_plan(_with_steps(combo, v), d) for v, s in frugal for d in sorted(degrees)]
+        self.tried += [c for c in screened if c is not None]
+        if not any(c is not None and c.fits for c in screened):
+            return []
+        floor = min(d for d in (_smallest(s, _with_steps(combo, v), lo, hi) for v, s in frugal) if d is not None)
+        out = []
+        for v, s in pairs:
+            data = _smallest(s, _with_steps(combo, v), floor, hi)
+            cand = None if data is None else s.try_plan(_with_steps(combo, v), data)
+            if cand is not None:
+                out.append((cand, v))
+        return out
+
+
+def _smallest(search: _Search, base: dict[str, Any], lo: int, hi: int) -> int | None:
+    """The smallest data degree in ``lo..hi`` that fits (per-GPU bytes do not grow with it from two on)."""
+    first = search.try_plan(base, lo)
+    if first is not None and first.fits:
+        return lo
+    last = search.try_plan(base, hi)
+    if hi == lo or last is None or not last.fits:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        cand = search.try_plan(base, mid)
+        lo, hi = (lo, mid) if cand is not None and cand.fits else (mid, hi)
+    return hi
+
+
+def _with_steps(combo: dict[str, Any], variant: Variant) -> dict[str, Any]:
+    if variant.micro_batches is None:
+        return combo
+    return {**combo, "micro_batches": variant.micro_batches}
+
+
+def _sharded(combo: dict[str, Any]) -> bool:
+    """ZeRO >= 1, FSDP other than no_shard, Megatron's distributed optimizer: they need two ranks."""
+    return (
+        bool(combo.get("zero"))
+        or combo.get("fsdp") not in (None, "no_shard")
+        or bool(combo.get("distributed_optimizer"))
+    )
+
+
+def _ranks(combo: dict[str, Any]) -> int:
+    return int(combo["tensor"] * combo["pipeline"] * combo["context"])
+
+
+def _layout_key(c: Candidate) -> str:
+    keep = {k: v for k, v in c.parallel.items() if k != "micro_batches"}
+    return repr(sorted(keep.items()))
+
+
+def _rank(c: Candidate, gpus: int | None) -> tuple[int, float, int]:
+    """The stated order: fewest GPUs (only without ``gpus``), relative cost, most headroom."""
+    cost = round(c.relative_cost or 0.0, 9)
+    return (0 if gpus is not None else c.gpus), cost, -c.headroom_bytes
+
+
+def _tokens_per_sequence(spec: Spec, architecture: Architecture) -> int:
+    """Tokens of one sequence a GPU computes (source + target for an encoder-decoder)."""
+    from vramcalc.core.workload import tokens_for
+
+    shape, _ = resolve_model(spec.model, spec.workload)
+    tk = tokens_for(spec, shape, 1)
+    return tk.seq + (tk.target if architecture is Architecture.encoder_decoder else 0)
