@@ -36,14 +36,13 @@ def plan(
 
     Exit codes: 0 = a plan fits within --max-gpus; 1 = none does; 2 = bad input.
     """
-    from vramcalc.cli._common import notes_to_stderr, print_json, reserve_flag, stdout, user_errors
+    from vramcalc.cli._common import load_spec_file, notes_to_stderr, print_json, reserve_flag, stdout, user_errors
     from vramcalc.planning.check import reserve_for, single_budget
     from vramcalc.planning.plan_search import search_plans
     from vramcalc.render.plan import render_plan_search
-    from vramcalc.spec.load import load_spec
 
     with user_errors(str(spec)):
-        loaded = load_spec(spec)
+        loaded = load_spec_file(spec)
         budget, notes = single_budget(loaded, str(spec), gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
         search = search_plans(loaded, budget, max_gpus=max_gpus, top=top)

@@ -16,7 +16,7 @@ from vramcalc.hardware.catalog import GPU, ambiguity_note
 from vramcalc.hardware.lookup import resolve_gpu
 from vramcalc.paths import is_pattern, spec_files_matching, spec_files_under
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
-from vramcalc.spec.load import load_spec
+from vramcalc.spec.load import load_spec_arg
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
@@ -183,8 +183,9 @@ def check_file(
     source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one spec file; raises :class:`VramcalcError` for bad input."""
-    spec = load_spec(source)
+    spec, note = load_spec_arg(source)  # a bare name that is no file: the bundled example (noted)
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
+    notes = [note, *notes] if note else notes
     name = spec.name or Path(source).stem
     from vramcalc.planning.fit import ShardSearch, check_on
 
