@@ -93,15 +93,25 @@ def card_budget(spec: Spec, source: str, gpu: str | None, reserve: str | None, *
     return budget
 
 
+def load_spec_file(path: Path | str) -> Spec:
+    """The spec a SPEC argument names (a file, or the bundled example of that name, with a note on
+    stderr saying so; see :func:`vramcalc.spec.load.load_spec_arg`). Raises :class:`VramcalcError`."""
+    from vramcalc.spec.load import load_spec_arg
+
+    spec, note = load_spec_arg(path)
+    if note:
+        notes_to_stderr([note])
+    return spec
+
+
 def load_with_budget(
     spec: Path, gpu: str | None, reserve: str | None, *, required: bool
 ) -> tuple[Spec, Budget | None, Reserve]:
     """Load a spec, the card it is planned for and the reserve; bad input exits 2."""
     from vramcalc.planning.check import reserve_for
-    from vramcalc.spec.load import load_spec
 
     with user_errors(str(spec)):
-        loaded = load_spec(spec)
+        loaded = load_spec_file(spec)
         budget = card_budget(loaded, str(spec), gpu, reserve, required=required)
         flag = reserve_flag(reserve)
     return loaded, budget, reserve_for(loaded, flag)

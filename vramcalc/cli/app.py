@@ -209,6 +209,10 @@ from vramcalc.cli.plan import add_commands as _add_parallel_commands  # noqa: E4
 
 register(_add_parallel_commands)
 
+from vramcalc.cli.examples import add_commands as _add_example_commands  # noqa: E402
+
+register(_add_example_commands)
+
 
 def _app_for(args: list[str]) -> typer.Typer:
     """``app`` narrowed to the command that ``args`` name first: typer builds the parameters of every

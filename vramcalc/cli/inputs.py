@@ -43,7 +43,8 @@ def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
 
 def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str, Any]) -> tuple[Spec, str]:
     """The spec of ``estimate``: a spec file with flag overrides, or a config.json with flag workload."""
-    from vramcalc.spec.load import load_spec, override_workload
+    from vramcalc.cli._common import load_spec_file
+    from vramcalc.spec.load import override_workload
 
     flags = {
         **flags,
@@ -53,7 +54,7 @@ def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str
     if (spec is None) == (hf_config is None):
         raise SpecError("give a SPEC file or --hf-config config.json (one of the two)")
     if spec is not None:
-        return override_workload(load_spec(spec), str(spec), **flags), str(spec)
+        return override_workload(load_spec_file(spec), str(spec), **flags), str(spec)
     from vramcalc.spec.hf_import import read_config, validated_spec
 
     assert hf_config is not None  # exactly one of the two, checked above

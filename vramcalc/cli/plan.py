@@ -69,12 +69,11 @@ def plan(
 
     Exit codes: 0 = a plan fits; 1 = none does; 2 = bad input.
     """
-    from vramcalc.cli._common import notes_to_stderr, print_json, reserve_flag, stdout, user_errors
+    from vramcalc.cli._common import load_spec_file, notes_to_stderr, print_json, reserve_flag, stdout, user_errors
     from vramcalc.errors import VramcalcError
     from vramcalc.planning.check import reserve_for, single_budget
     from vramcalc.planning.plan_layouts import best_plans
     from vramcalc.render.plan import render_plan_search
-    from vramcalc.spec.load import load_spec
 
     with user_errors(str(spec)):
         if gpus is not None and max_gpus is not None:
@@ -82,7 +81,7 @@ def plan(
                 "--gpus and --max-gpus: give one (--gpus N: plans on exactly N GPUs; "
                 "--max-gpus M: the fewest GPUs up to M)"
             )
-        loaded = load_spec(spec)
+        loaded = load_spec_file(spec)
         budget, notes = single_budget(loaded, str(spec), gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
         search = best_plans(loaded, budget, gpus=gpus, max_gpus=max_gpus or 64, top=top)

@@ -30,12 +30,11 @@ SNIPPET = (
 def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tuple[Spec, Estimate, Budget | None]:
     """Load one spec (errors name the file), the card ``--gpu`` names with the spec's reserve (or
     ``--reserve``), and the estimate for that card's workspace size."""
-    from vramcalc.cli._common import card_budget, user_errors
+    from vramcalc.cli._common import card_budget, load_spec_file, user_errors
     from vramcalc.engine import estimate
-    from vramcalc.spec.load import load_spec
 
     with user_errors(str(path)):
-        spec = load_spec(path)
+        spec = load_spec_file(path)
         budget = card_budget(spec, str(path), gpu, reserve, required=True) if gpu else None
         return spec, estimate(spec, hopper_or_newer=budget.hopper_or_newer if budget else True), budget
 

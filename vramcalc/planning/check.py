@@ -215,14 +215,8 @@ def check_file(
     source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one spec file; raises :class:`VramcalcError` for bad input."""
-    return check_spec(load_spec(source), source, flags, flag_gpus, max_gpus)
-
-
-def check_spec(
-    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
-) -> tuple[list[CheckRow], list[str]]:
-    """Rows (and notes) for one loaded spec; raises :class:`VramcalcError` for bad input."""
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
+    notes = [note, *notes] if note else notes
     name = spec.name or Path(source).stem
     from vramcalc.planning.fit import ShardSearch, check_on
 

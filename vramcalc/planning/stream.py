@@ -19,15 +19,16 @@ def weights_from_spec(path: str | Path | Spec) -> Weights:
     from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
     from vramcalc.engine import estimate
-    from vramcalc.spec.load import load_spec
+    from vramcalc.spec.load import load_spec_arg
 
+    found = None
     if isinstance(path, str | Path):
-        spec, label = load_spec(path), Path(path).name
+        (spec, found), label = load_spec_arg(path), Path(path).name
     else:
         spec, label = path, "spec"
     result = estimate(spec)
     workload = spec.workload
-    per_token, notes = None, []
+    per_token, notes = None, [found] if found else []
     if workload.mode is not Mode.inference:
         notes.append("spec is a training workload: no KV cache read")
     else:
