@@ -7,6 +7,7 @@ Pure: reads spec files, writes nothing, imports neither typer nor rich.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ from vramcalc.hardware.lookup import resolve_gpu
 from vramcalc.paths import exclude_patterns, excluded, is_pattern, spec_files_matching, spec_files_under
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
 from vramcalc.planning.nonspec import not_a_spec, read_document, refused
-from vramcalc.spec.load import load_spec, parse_spec
+from vramcalc.spec.load import load_spec_arg, parse_spec
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
@@ -214,9 +215,18 @@ def reserve_for(spec: Spec, flag: Reserve | None) -> Reserve:
 def check_file(
     source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
-    """Rows (and notes) for one spec file; raises :class:`VramcalcError` for bad input."""
+    """Rows (and notes) for one spec file, or for the bundled example that a bare name which is no file
+    names; raises :class:`VramcalcError` for bad input."""
+    spec, note = load_spec_arg(source)
+    rows, notes = check_spec(spec, source, flags, flag_gpus, max_gpus)
+    return rows, [note, *notes] if note else notes
+
+
+def check_spec(
+    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+) -> tuple[list[CheckRow], list[str]]:
+    """Rows (and notes) for one loaded spec; raises :class:`VramcalcError` for bad input."""
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
-    notes = [note, *notes] if note else notes
     name = spec.name or Path(source).stem
     from vramcalc.planning.fit import ShardSearch, check_on
 
@@ -247,6 +257,12 @@ def run_check(
     checked: set[str] = set()
     for source, how in found.items():
         try:
+            if how.explicit and not os.path.lexists(source):  # a bare name may be a bundled example
+                rows, file_notes = check_file(source, flags, flag_gpus, max_gpus)
+                report.rows += rows
+                report.notes += file_notes
+                checked.update(how.searches)
+                continue
             data, reason = read_document(source)
             if reason is not None and (skip_non_specs or not how.explicit):
                 report.skipped.append(Skipped(source, reason))
