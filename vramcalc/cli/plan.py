@@ -1,6 +1,7 @@
 """Multi-GPU planning command: `vramcalc plan`.
 
-Imported when the CLI starts, so the top level imports only typer, typing and pathlib; the search,
+Imported when the CLI starts, so the top level imports only typer, typing, pathlib and the shared options of
+:mod:`vramcalc.cli._common`; the search,
 the catalog and rich tables are imported inside the command.
 """
 
@@ -11,15 +12,16 @@ from typing import Annotated
 
 import typer
 
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt
+
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 
 
 def plan(
     spec: SpecArg,
     *,
-    gpu: Annotated[
-        str | None, typer.Option("--gpu", help="Catalog GPU (default: the spec's target.gpu; see 'vramcalc gpus').")
-    ] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")] = None,
+    gpus_file: GpusFileOpt = None,
     max_gpus: Annotated[int, typer.Option("--max-gpus", min=1, help="Largest GPU count to consider.")] = 64,
     top: Annotated[int, typer.Option(min=1, help="How many fitting plans to list.")] = 10,
     reserve: Annotated[
