@@ -148,7 +148,9 @@ def estimate(
 ) -> None:
     """Estimate the peak memory of one step of SPEC (or of --hf-config), by component and phase."""
     flags = {
-        k: v for k, v in locals().items() if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config")
+        k: v
+        for k, v in locals().items()
+        if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config")
     }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.engine import estimate as run_estimate

@@ -1,8 +1,8 @@
 """Catalog and bandwidth commands (`vramcalc gpus`, `vramcalc bandwidth`).
 
 Imported when the CLI starts, so the top level imports only typer, typing and enum (which typer has
-already loaded); the catalog, the bandwidth maths and rich tables are imported inside the commands (the shared options of
-:mod:`vramcalc.cli._common` are loaded at start-up anyway).
+already loaded); the catalog, the bandwidth maths and rich tables are imported inside the commands
+(the shared options of :mod:`vramcalc.cli._common` are loaded at start-up anyway).
 """
 
 from __future__ import annotations
@@ -105,10 +105,11 @@ def bandwidth(
 
     Name a catalog card with --gpu, or describe one with --bus-width and --data-rate (or --memory-type
     and --memory-clock). A capacity as --gpu (48GiB) is a card with no bus: alone it shows the capacity
-    and the weights and says what it cannot compute; with the bus flags, they give its bandwidth. A memory clock is not the data rate: GPU-Z shows GDDR6 at rate / 8, GDDR6X
-    and GDDR7 at / 16, HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or
-    --weights): the weight-streaming floor on a decode step, the tokens/s bound, the host -> device
-    copy time and the roofline at --batch.
+    and the weights and says what it cannot compute; with the bus flags, they give its bandwidth.
+    A memory clock is not the data rate: GPU-Z shows GDDR6 at rate / 8, GDDR6X and GDDR7 at / 16,
+    HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or --weights): the
+    weight-streaming floor on a decode step, the tokens/s bound, the host -> device copy time and the
+    roofline at --batch.
     """
     from vramcalc.cli._common import notes_to_stderr, print_json, stdout, user_errors
     from vramcalc.hardware import bandwidth as bw

@@ -1,7 +1,8 @@
 """Seeing and measuring memory: `vramcalc report` (HTML) and `vramcalc compare` (memory_stats JSON).
 
 Also the helpers behind `vramcalc estimate --timeline`. Imported when the CLI starts, so the top
-level imports only typer, the standard library and the shared options of :mod:`vramcalc.cli._common`; everything else is imported inside the commands.
+level imports only typer, the standard library and the shared options of :mod:`vramcalc.cli._common`;
+everything else is imported inside the commands.
 """
 
 from __future__ import annotations

@@ -151,7 +151,11 @@ def select_card(
                 "--data-rate (or --memory-type and --memory-clock)"
             )
         bus = custom_card(
-            bus_width=bus_width, mem_type=mem_type, memory_clock=memory_clock, data_rate=data_rate, clock_source=clock_source
+            bus_width=bus_width,
+            mem_type=mem_type,
+            memory_clock=memory_clock,
+            data_rate=data_rate,
+            clock_source=clock_source,
         )
         return bus, None, note
     if given:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Literal
@@ -279,7 +278,9 @@ class Catalog:
             family = self.family(alias)
             if len(family) > 1:
                 others = ", ".join(g.id for g in family if g is not gpu)
-                raise CatalogError(f"{self.source}: alias {alias!r} of {gpu.id} also matches {others} (use default_for)")
+                raise CatalogError(
+                    f"{self.source}: alias {alias!r} of {gpu.id} also matches {others} (use default_for)"
+                )
         for short in gpu.default_for:
             family = self.family(short)
             if len(family) < 2 or gpu not in family:
@@ -313,7 +314,9 @@ class Catalog:
         found = self.candidates(name) if norm else []
         if len(found) == 1:
             only = found[0]
-            return Pick(only, [], f"{name!r} is not a catalog name; using {only.id} ({only.name}), the one card it matches")
+            return Pick(
+                only, [], f"{name!r} is not a catalog name; using {only.id} ({only.name}), the one card it matches"
+            )
         ids = {g.id for g in found}
         fitting = [(len(family), short, default) for short, default, family in self.defaults if ids <= family]
         fitting = [entry for entry in fitting if entry[2].id in ids]
@@ -339,7 +342,7 @@ class Catalog:
     def _suggest(self, norm: str) -> str:
         started = [g.id for g in self.gpus if norm and any(normalise(k).startswith(norm) for k in [g.id, *g.aliases])]
         close = difflib.get_close_matches(norm, list(self.index), n=5, cutoff=0.6)
-        ids = list(dict.fromkeys([*started, *(self.index[key].id for key in close)]))[:5 if started else 3]
+        ids = list(dict.fromkeys([*started, *(self.index[key].id for key in close)]))[: 5 if started else 3]
         return f"; did you mean {', '.join(ids)}?" if ids else ""
 
     def get(self, name: str) -> GPU:
