@@ -229,7 +229,7 @@ def test_name_notes_on_stderr(spec: str) -> None:
 
 
 def test_unknown_and_ambiguous_names_exit_2_in_one_line(spec: str) -> None:
-    for name, text in [("mi3", "matches several cards: mi300x, mi325x, mi355x"), ("4060", "did you mean rtx-4060")]:
+    for name, text in [("mi3", "matches several cards: mi300x, "), ("m4", "did you mean m4-max")]:
         result = runner.invoke(app, ["estimate", spec, "--gpu", name])
         assert result.exit_code == 2
         lines = result.stderr.strip().splitlines()

@@ -6,34 +6,29 @@ as "80 GB" carries 80 GiB of DRAM (``capacity_is_binary``); the driver exposes s
 macOS lets the GPU wire only part of the unified memory (``gpu_wired_limit_mib``). ``usable_bytes``
 is the driver figure when known, else the GPU wired limit, else the nominal capacity.
 
-Name resolution (:meth:`Catalog.lookup`) ignores case and punctuation (``A100-80GB`` = ``a100_80gb``
-= ``a10080gb``) and goes in this order:
+Name resolution (:meth:`Catalog.lookup`) ignores case and punctuation (``A100-80GB`` = ``a10080gb``):
 
-1. An exact id or alias names its entry, silently. A ``default_for`` name (``a100``: four A100s)
+1. An exact id or alias names its entry, silently; a ``default_for`` name (``a100``: four A100s)
    picks its documented default, with a note naming it and the other variants.
-2. Otherwise the name is compared with every entry's id, aliases and ``default_for`` names. It
-   *matches* an entry when (a) its tokens (split on punctuation) are among the tokens of a name and
-   every extra token only tells variants apart: a capacity (``80gb``), a form factor (``sxm4``,
-   ``pcie``, ``nvl``, ``oam``) or a memory generation (``hbm3``); or (b) it is the start of a name
-   (``a100-80`` of ``a100-80gb-sxm``, ``rtx-409`` of ``rtx-4090``). A start that ends on a whole
-   token may only be followed by such variant tokens: ``4060`` does not match ``rtx-4060-ti-16gb``
-   and ``3090`` does not match ``rtx-3090-ti`` (``ti`` is another product), while ``h100`` matches
-   the PCIe, SXM and NVL cards.
-3. One match: that card, with a note naming it. Several: the documented default of the smallest
-   ``default_for`` family that holds them all, when that default is one of them (``h100-80gb``
-   matches the H100 PCIe and SXM and picks ``h100-sxm``, the default for ``h100``), with a note.
-   Otherwise the name is ambiguous: an error lists the matches. No match: an error lists the
-   closest names.
+2. Otherwise a name *matches* an entry when (a) its tokens (split on punctuation) are among those of
+   one of the entry's names and every extra token only tells variants apart: a capacity (``80gb``),
+   a form factor (``sxm4``, ``pcie``, ``nvl``, ``oam``) or a memory generation (``hbm3``); or (b) it
+   starts one of them, ending inside a token (``rtx-409``) or where only such variant tokens follow
+   (``a100-80`` of ``a100-80gb-sxm``). So ``h100`` matches the PCIe, SXM and NVL cards, but ``3090``
+   never matches ``rtx-3090-ti``: ``ti`` is another product, not a variant.
+3. One match: that card, with a note. Several: the default of the smallest ``default_for`` family
+   that holds them all, when that default is among them (``h100-80gb`` matches the H100 PCIe and SXM
+   and picks ``h100-sxm``, the default for ``h100``), with a note; else an error listing them. None:
+   an error listing the closest names.
 
-Besides catalog names, ``--gpu`` takes ``local`` (:mod:`vramcalc.hardware.local`) and a size such as
-``48GiB`` (a capacity-only card, :mod:`vramcalc.hardware.custom`); see :mod:`vramcalc.hardware.lookup`.
+``--gpu`` also takes ``local`` and a size such as ``48GiB`` (a capacity-only card): see
+:mod:`vramcalc.hardware.lookup`.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Literal
 
@@ -42,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from vramcalc.errors import CatalogError, UnknownGPUError
 from vramcalc.hardware.memory_bus import MemoryBus, MemoryType
 from vramcalc.hardware.memory_bus import memory_type as canonical_memory_type
-from vramcalc.hardware.names import VARIANT_TOKEN, normalise, prefix_matches, tokens
+from vramcalc.hardware.names import VARIANT_TOKEN, Pick, ambiguity_note, normalise, prefix_matches, tokens
 from vramcalc.units import GB, GiB, MiB, parse_size
 
 #: NVIDIA cards of compute capability >= 9.0 (Hopper, Blackwell): PyTorch gives them 32 MiB cuBLAS
@@ -242,16 +237,6 @@ def matches(name: str, gpu: GPU) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Pick:
-    """What a name picks: the card, the other cards it could have meant, and a note when the name was
-    not an exact id or alias (None when it was)."""
-
-    gpu: GPU
-    others: list[str]
-    note: str | None = None
-
-
 class Catalog:
     """Validated entries with a name index (ids, aliases and default_for names, normalised).
     ``source`` names the file in errors (the user's file for a catalog merged with one)."""
@@ -303,7 +288,7 @@ class Catalog:
             if matches(name, gpu) or any(prefix_matches(norm, key) for key in [gpu.id, *gpu.aliases, *gpu.default_for])
         ]
 
-    def lookup(self, name: str) -> Pick:
+    def lookup(self, name: str) -> Pick[GPU]:
         """The card ``name`` picks (rules 1-3 of the module docstring); :class:`UnknownGPUError` when it
         names none or is ambiguous."""
         norm = normalise(name)
@@ -407,8 +392,3 @@ def select_gpus(
     elif sort is not None:
         raise UnknownGPUError(f"sort: unknown key {sort!r} (memory or bandwidth)")
     return rows
-
-
-def ambiguity_note(name: str, gpu: GPU, others: list[str]) -> str:
-    """One line for stderr: "'a100' is ambiguous; using a100-80gb-sxm (others: ...)"."""
-    return f"{name!r} is ambiguous; using {gpu.id} (others: {', '.join(others)})"

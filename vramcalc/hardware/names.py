@@ -4,6 +4,19 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+
+class Named(Protocol):
+    """A card, as far as names go: its id."""
+
+    @property
+    def id(self) -> str: ...
+
+
+#: The card type a :class:`Pick` holds (the catalog's ``GPU``).
+C = TypeVar("C", bound=Named)
 
 #: Name tokens that only tell variants of one product apart (see :mod:`vramcalc.hardware.catalog`).
 VARIANT_TOKEN = re.compile(r"^(?:\d+gb?|sxm\d?|pcie\d?|nvl|oam|hbm\d?e?)$")
@@ -38,3 +51,18 @@ def prefix_matches(norm: str, key: str) -> bool:
         if used >= len(norm):
             return all(VARIANT_TOKEN.match(t) for t in rest)
     return False
+
+
+@dataclass(frozen=True)
+class Pick(Generic[C]):
+    """What a name picks: the card, the other cards it could have meant, and a note when the name was
+    not an exact id or alias (None when it was)."""
+
+    gpu: C
+    others: list[str]
+    note: str | None = None
+
+
+def ambiguity_note(name: str, gpu: Named, others: list[str]) -> str:
+    """One line for stderr: "'a100' is ambiguous; using a100-80gb-sxm (others: ...)"."""
+    return f"{name!r} is ambiguous; using {gpu.id} (others: {', '.join(others)})"

@@ -230,7 +230,7 @@ def check_file(
 
 
 def check_spec(
-    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[Card], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one loaded spec; raises :class:`VramcalcError` for bad input."""
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
