@@ -5,7 +5,8 @@ its result is the model of that document (:mod:`vramcalc.results`), so ``result.
 command prints. Sizes are int bytes, rates bytes per second, times seconds.
 
 A spec is a :class:`~vramcalc.spec.models.Spec`, a path to a YAML spec file, or a mapping with the same
-keys as the file. A card is a catalog name (``"a100"``, ``"h100-sxm"``, ``"local"`` for the installed card)
+keys as the file. A card is a catalog name (``"a100"``, ``"h100-sxm"``, ``"local"`` for the installed card),
+a size such as ``"48GiB"`` (a card known only by its usable memory: :mod:`vramcalc.hardware.custom`)
 or a :class:`~vramcalc.hardware.catalog.GPU`. The reserve kept free on the card is the spec's
 ``target.reserve`` unless ``reserve`` (``"10%"`` or ``"2GiB"``) is given. Bad input raises a
 :class:`~vramcalc.errors.VramcalcError` (:class:`~vramcalc.errors.SpecError` for a spec, naming the key;
@@ -24,6 +25,8 @@ from vramcalc.errors import SpecError
 
 if TYPE_CHECKING:
     from vramcalc.hardware.catalog import GPU
+    from vramcalc.hardware.custom import CustomCard
+    from vramcalc.hardware.lookup import Card
     from vramcalc.planning.budget import Budget
     from vramcalc.results.bandwidth import BandwidthResult
     from vramcalc.results.check import CheckResult
@@ -33,8 +36,8 @@ if TYPE_CHECKING:
 
     #: A spec: a loaded one, a path to a YAML file, or a mapping with the file's keys.
     SpecInput: TypeAlias = Spec | str | os.PathLike[str] | Mapping[str, Any]
-    #: A card: a catalog name (or ``"local"``) or a catalog entry.
-    CardInput: TypeAlias = str | GPU
+    #: A card: a catalog name, ``"local"``, a size such as ``"48GiB"`` (a capacity-only card), or a card.
+    CardInput: TypeAlias = str | GPU | CustomCard
 
 #: What results and errors call a spec that was not read from a file.
 NOT_A_FILE = "<spec>"
@@ -79,10 +82,18 @@ def gpu(name: str) -> GPU:
     return get_gpu(name)
 
 
-def _card(card: CardInput) -> GPU:
+def _card(card: CardInput) -> Card:
+    """A card input as the planning functions take it: a name may also be a size (``"48GiB"``, a
+    capacity-only card) or ``"local"``."""
     from vramcalc.hardware.catalog import GPU
+    from vramcalc.hardware.custom import CustomCard
+    from vramcalc.hardware.lookup import find_card
 
-    return card if isinstance(card, GPU) else gpu(card)
+    if isinstance(card, GPU | CustomCard):
+        return card
+    if not isinstance(card, str):
+        raise TypeError(f"gpu: expected a card name, got {type(card).__name__}")
+    return find_card(card, "gpu")[0]
 
 
 def _budget(spec: Spec, source: str, card: CardInput | None, reserve: str | None) -> Budget:
@@ -204,6 +215,7 @@ def bandwidth(
     ``decode_tokens_per_s_upper_bound``, ``host_transfer_s`` and ``roofline``."""
     from vramcalc.hardware import bandwidth as bw
     from vramcalc.hardware.catalog import GPU
+    from vramcalc.hardware.custom import CustomCard
     from vramcalc.planning.stream import select_weights
     from vramcalc.results.bandwidth import BandwidthResult
 
@@ -221,7 +233,8 @@ def bandwidth(
             raise SpecError(f"gpu describes the card already; drop {', '.join(given)}")
         bus, card = gpu.memory_bus, gpu
     else:
-        bus, card, _ = bw.select_card(gpu, **custom)
+        name = gpu.label if isinstance(gpu, CustomCard) else gpu  # a capacity-only card: its bus from the flags
+        bus, card, _ = bw.select_card(name, **custom)
     source: str | Path | Spec | None
     if spec is None or isinstance(spec, str):
         source = spec

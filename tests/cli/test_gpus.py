@@ -209,7 +209,7 @@ def test_spec_table_shows_kv_line(write_spec) -> None:  # type: ignore[no-untype
     ("args", "message"),
     [
         (["bandwidth", "--gpu", "a100-80gb-smx"], "unknown GPU 'a100-80gb-smx'; did you mean a100-80gb-sxm"),
-        (["bandwidth", "--gpu", "a100 sxm"], "matches several cards"),
+        (["bandwidth", "--gpu", "a100 pcie"], "matches several cards"),  # 40 and 80 GB, no default among them
         (["bandwidth", "--data-rate", "21Gbps", "--bus-width", "-384"], "bus width: expected a positive"),
         (["bandwidth", "--memory-type", "gddr6", "--memory-clock", "1750", "--bus-width", "256"], "has no unit"),
         (

@@ -199,8 +199,9 @@ def test_unambiguous_names_are_case_and_punctuation_insensitive(name: str, expec
 
 
 def test_undeclared_ambiguous_name_lists_the_candidates() -> None:
-    with pytest.raises(UnknownGPUError, match="matches several cards: a100-40gb-sxm, a100-80gb-sxm"):
-        resolve_gpu("a100 sxm")
+    # the two A100 PCIe cards (40 and 80 GB); the a100 default is an SXM card, so no default applies
+    with pytest.raises(UnknownGPUError, match="matches several cards: a100-40gb-pcie, a100-80gb-pcie"):
+        resolve_gpu("a100 pcie")
 
 
 def test_unknown_name_suggests_close_matches_and_the_gpus_command() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -55,6 +55,46 @@ def user_errors(source: str | None = None) -> Iterator[None]:
         for line in error_lines(str(exc), source, prefix=isinstance(exc, SpecError)):
             echo_err(f"error: {line}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+#: The help of every ``--gpu`` option: what a card name may be.
+GPU_HELP = (
+    "Card: a catalog name or any unambiguous start of one (see 'vramcalc gpus'), 'local' (NVML, free memory), "
+    "or a capacity such as 48GiB or 24GB (a custom card with that much usable memory and no other figures)."
+)
+
+
+def _use_gpus_file(ctx: typer.Context, value: Path | None) -> Path | None:
+    """``--gpus-file`` / ``VRAMCALC_GPUS``: load the user's catalog before the command runs (a bad file is
+    one ``error:`` line naming it, exit 2) and drop it when the command ends. Without the option this
+    imports nothing but the small lookup module."""
+    from vramcalc.hardware import lookup
+
+    if value is None or not str(value):
+        lookup.use_gpus_file(None)
+        return None
+    try:
+        notes = lookup.use_gpus_file(value)
+    except VramcalcError as exc:
+        for line in error_lines(str(exc), str(value)):
+            echo_err(f"error: {line}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    ctx.call_on_close(lambda: lookup.use_gpus_file(None))
+    notes_to_stderr(notes)
+    return value
+
+
+GpusFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--gpus-file",
+        envvar="VRAMCALC_GPUS",
+        callback=_use_gpus_file,
+        show_default=False,
+        help="Your own GPU catalog: a YAML list of entries with the fields of the bundled gpus.yaml. Its cards are "
+        "added to the catalog; one with a bundled id replaces that entry.",
+    ),
+]
 
 
 def stdout() -> Console:

@@ -23,7 +23,16 @@ from vramcalc.choices import (
     Precision,
     Runtime,
 )
-from vramcalc.cli._common import EXIT_BAD_INPUT, card_budget, echo_err, print_json, stdout, user_errors
+from vramcalc.cli._common import (
+    EXIT_BAD_INPUT,
+    GPU_HELP,
+    GpusFileOpt,
+    card_budget,
+    echo_err,
+    print_json,
+    stdout,
+    user_errors,
+)
 from vramcalc.errors import UnitError
 from vramcalc.version import VERSION as __version__
 
@@ -59,10 +68,7 @@ ReserveFlag = Annotated[
     str | None,
     typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB' (default: target.reserve)."),
 ]
-GpuOpt = Annotated[
-    str | None,
-    typer.Option("--gpu", help="Catalog GPU to compare against (see 'vramcalc gpus'), or 'local' (NVML, free memory)."),
-]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
 
 
 def _one_of(choices: type[Enum]) -> str:
@@ -81,6 +87,7 @@ def estimate(
     *,
     json_out: JsonOpt = False,
     gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
     reserve: ReserveFlag = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
     batch_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.batch_size.")] = None,
@@ -141,7 +148,9 @@ def estimate(
 ) -> None:
     """Estimate the peak memory of one step of SPEC (or of --hf-config), by component and phase."""
     flags = {
-        k: v for k, v in locals().items() if k not in ("spec", "json_out", "gpu", "reserve", "timeline", "hf_config")
+        k: v
+        for k, v in locals().items()
+        if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config")
     }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.engine import estimate as run_estimate

@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from vramcalc.cli._common import echo_err, load_with_budget, notes_to_stderr, reserve_flag
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt, echo_err, load_with_budget, notes_to_stderr, reserve_flag
 from vramcalc.cli.output import OutputFile, output_file, refuse_inputs, write_text
 
 
@@ -34,9 +34,7 @@ class SweepFormat(StrEnum):
 
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
-GpuOpt = Annotated[
-    str | None, typer.Option("--gpu", help="Catalog GPU (default: the spec's target.gpu; see 'vramcalc gpus').")
-]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")]
 ReserveOpt = Annotated[
     str | None,
     typer.Option(help="Memory kept free on the card: a share of it (10%) or a size (2GiB). Overrides target.reserve."),
@@ -96,8 +94,9 @@ def check(
     ],
     *,
     gpu: Annotated[
-        list[str] | None, typer.Option("--gpu", help="Check on this card instead of target.gpu (repeatable).")
+        list[str] | None, typer.Option("--gpu", help=f"{GPU_HELP} Instead of target.gpu; repeatable.")
     ] = None,
+    gpus_file: GpusFileOpt = None,
     gpus: Annotated[
         int | None,
         typer.Option("--gpus", min=1, help="GPUs the run is planned for (must match a spec's parallel section)."),
@@ -183,6 +182,7 @@ def fit(
     spec: SpecArg,
     *,
     gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
     max_gpus: MaxGpusOpt = 64,
     json_out: JsonOpt = False,
@@ -199,14 +199,14 @@ def fit(
     2 = bad input.
     """
     from vramcalc.cli._common import user_errors
-    from vramcalc.hardware.catalog import load_catalog
+    from vramcalc.hardware.lookup import active_catalog
     from vramcalc.planning.fit import ShardSearch, check_on, fit_cards
     from vramcalc.render.planning import fit_json, fit_table
 
     loaded, budget, kept = load_with_budget(spec, gpu, reserve, required=False)
     with user_errors(str(spec)):
         search = ShardSearch(loaded, max_gpus)
-        cards = fit_cards(loaded, load_catalog().gpus, kept, search)
+        cards = fit_cards(loaded, active_catalog().gpus, kept, search)
         target = check_on(loaded, budget, search, fewest=True) if budget else None
     name, source = loaded.name or spec.stem, str(spec)
     emit((fit_json if json_out else fit_table)(source, name, cards, target, search))
@@ -230,7 +230,14 @@ def _limit_command(spec: Path, gpu: str | None, reserve: str | None, json_out: b
     raise typer.Exit(0 if limit.value else 1)
 
 
-def max_batch(spec: SpecArg, *, gpu: GpuOpt = None, reserve: ReserveOpt = None, json_out: JsonOpt = False) -> None:
+def max_batch(
+    spec: SpecArg,
+    *,
+    gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
+    reserve: ReserveOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """The largest batch size of SPEC that fits the card, with the memory there and at the next one.
 
     Exact: a search over the estimate (doubling, then bisection). JSON keys: max_batch_size (0 when
@@ -240,7 +247,14 @@ def max_batch(spec: SpecArg, *, gpu: GpuOpt = None, reserve: ReserveOpt = None, 
     _limit_command(spec, gpu, reserve, json_out, "batch_size")
 
 
-def max_seq(spec: SpecArg, *, gpu: GpuOpt = None, reserve: ReserveOpt = None, json_out: JsonOpt = False) -> None:
+def max_seq(
+    spec: SpecArg,
+    *,
+    gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
+    reserve: ReserveOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     """The largest sequence length of SPEC that fits the card, with the memory there and at the next one.
 
     JSON keys: max_seq_len (0 when even length 1 does not fit), total_bytes_at_max,
@@ -255,6 +269,7 @@ def sweep(
     batch_size: Annotated[str, typer.Option(help="Comma-separated batch sizes, e.g. 1,2,4,8,16,32.")],
     seq_len: Annotated[str | None, typer.Option(help="Comma-separated sequence lengths (default: the spec's).")] = None,
     gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
     fmt: Annotated[SweepFormat, typer.Option("--format", help="Output format.")] = SweepFormat.table,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,

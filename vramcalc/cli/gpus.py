@@ -1,7 +1,8 @@
 """Catalog and bandwidth commands (`vramcalc gpus`, `vramcalc bandwidth`).
 
 Imported when the CLI starts, so the top level imports only typer, typing and enum (which typer has
-already loaded); the catalog, the bandwidth maths and rich tables are imported inside the commands.
+already loaded); the catalog, the bandwidth maths and rich tables are imported inside the commands
+(the shared options of :mod:`vramcalc.cli._common` are loaded at start-up anyway).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from enum import StrEnum
 from typing import Annotated
 
 import typer
+
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt
 
 WEIGHTS = "Weights (pick one: SPEC, --params, --weights)"
 CUSTOM = "Custom card (instead of --gpu)"
@@ -36,19 +39,22 @@ def gpus(
         str | None, typer.Option(help="Only cards with at least this capacity (with a unit: 40GB, 48GiB).")
     ] = None,
     sort: Annotated[SortKey | None, typer.Option(help="Sort by capacity or bandwidth, largest first.")] = None,
+    gpus_file: GpusFileOpt = None,
     json_out: JsonOpt = False,
     wide: Annotated[
         bool, typer.Option("--wide", help="Show every column, even when the table is wider than the terminal.")
     ] = False,
 ) -> None:
-    """List the bundled GPU catalog: memory, bus width, data rate, bandwidth, TFLOPS, host link."""
+    """List the GPU catalog (with --gpus-file, your cards too): memory, bus width, data rate, bandwidth,
+    TFLOPS, host link."""
     from vramcalc.cli._common import print_json, stdout, user_errors
-    from vramcalc.hardware.catalog import load_catalog, select_gpus
+    from vramcalc.hardware.catalog import select_gpus
+    from vramcalc.hardware.lookup import active_catalog
     from vramcalc.render.gpus import gpu_dict, render_gpus
 
     with user_errors():
         rows = select_gpus(
-            load_catalog().gpus,
+            active_catalog().gpus,
             vendor=vendor,
             memory_type=memory_type,
             min_memory=min_memory,
@@ -66,7 +72,8 @@ def bandwidth(
         typer.Argument(metavar="SPEC", help="YAML spec: its parameters are the weights.", show_default=False),
     ] = None,
     *,
-    gpu: Annotated[str | None, typer.Option(help="Catalog GPU (see 'vramcalc gpus').")] = None,
+    gpu: Annotated[str | None, typer.Option(help=GPU_HELP)] = None,
+    gpus_file: GpusFileOpt = None,
     params: Annotated[str | None, typer.Option(help="Parameter count, e.g. 70B.", rich_help_panel=WEIGHTS)] = None,
     dtype: Annotated[
         str | None,
@@ -97,10 +104,12 @@ def bandwidth(
     """Memory bandwidth of a card (data rate x bus width / 8) and the time to stream a model's weights.
 
     Name a catalog card with --gpu, or describe one with --bus-width and --data-rate (or --memory-type
-    and --memory-clock). A memory clock is not the data rate: GPU-Z shows GDDR6 at rate / 8, GDDR6X
-    and GDDR7 at / 16, HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or
-    --weights): the weight-streaming floor on a decode step, the tokens/s bound, the host -> device
-    copy time and the roofline at --batch.
+    and --memory-clock). A capacity as --gpu (48GiB) is a card with no bus: alone it shows the capacity
+    and the weights and says what it cannot compute; with the bus flags, they give its bandwidth.
+    A memory clock is not the data rate: GPU-Z shows GDDR6 at rate / 8, GDDR6X and GDDR7 at / 16,
+    HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or --weights): the
+    weight-streaming floor on a decode step, the tokens/s bound, the host -> device copy time and the
+    roofline at --batch.
     """
     from vramcalc.cli._common import notes_to_stderr, print_json, stdout, user_errors
     from vramcalc.hardware import bandwidth as bw
@@ -115,6 +124,14 @@ def bandwidth(
             "data_rate": data_rate,
             "clock_source": clock_source.value if clock_source else None,
         }
+        if gpu is not None and all(value is None for value in custom.values()):
+            from vramcalc.cli.cards import capacity_card, show_capacity_only
+
+            sized = capacity_card(gpu)
+            if sized is not None:
+                load = select_weights(spec, params=params, dtype=dtype, weights=weights)
+                show_capacity_only(*sized, load, json_out)
+                return
         bus, card, note = bw.select_card(gpu, **custom)
         load = select_weights(spec, params=params, dtype=dtype, weights=weights)
         report = bw.analyse(

@@ -1,6 +1,7 @@
 """Multi-GPU planning command: `vramcalc plan`.
 
-Imported when the CLI starts, so the top level imports only typer, typing and pathlib; the search,
+Imported when the CLI starts, so the top level imports only typer, typing, pathlib and the shared options of
+:mod:`vramcalc.cli._common`; the search,
 the catalog and rich tables are imported inside the command.
 """
 
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 
@@ -22,9 +25,8 @@ MAX_GPUS = 100_000
 def plan(
     spec: SpecArg,
     *,
-    gpu: Annotated[
-        str | None, typer.Option("--gpu", help="Catalog GPU (default: the spec's target.gpu; see 'vramcalc gpus').")
-    ] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")] = None,
+    gpus_file: GpusFileOpt = None,
     gpus: Annotated[
         int | None,
         typer.Option(

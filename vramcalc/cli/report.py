@@ -1,7 +1,8 @@
 """Seeing and measuring memory: `vramcalc report` (HTML) and `vramcalc compare` (memory_stats JSON).
 
 Also the helpers behind `vramcalc estimate --timeline`. Imported when the CLI starts, so the top
-level imports only typer and the standard library; everything else is imported inside the commands.
+level imports only typer, the standard library and the shared options of :mod:`vramcalc.cli._common`;
+everything else is imported inside the commands.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt
+
 if TYPE_CHECKING:
     from vramcalc.cli.output import OutputFile
     from vramcalc.core.estimate import Estimate
@@ -19,7 +22,6 @@ if TYPE_CHECKING:
     from vramcalc.spec.models import Spec
 
 EXIT_OFF = 1
-GPU_HELP = "Catalog GPU (see 'vramcalc gpus'), or 'local' for the installed card's free memory (NVML)."
 GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
 SNIPPET = (
     "import json, torch  # after two or more training steps:\n"
@@ -76,6 +78,7 @@ def report(
         ),
     ] = None,
     gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
     reserve: Annotated[
         str | None, typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB'.")
     ] = None,
@@ -107,6 +110,7 @@ def compare(
     ] = None,
     tolerance: Annotated[str, typer.Option(help="Largest accepted error of the peak allocated.")] = "10%",
     gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")] = False,
 ) -> None:
     """Compare the estimate of SPEC with PyTorch's statistics of a real run.

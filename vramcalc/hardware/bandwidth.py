@@ -113,7 +113,8 @@ def select_card(
     clock_source: str | None = None,
 ) -> tuple[MemoryBus, GPU | None, str | None]:
     """A catalog card by name (its bus and the card), or a custom card's bus from flags (no card); plus
-    a note when the name was ambiguous."""
+    a note when the name was not an exact id or alias. A size as ``gpu`` (``48GiB``, a capacity-only
+    card) goes with the flags that describe the bus, and the note states the capacity."""
     flags = {
         "--bus-width": bus_width,
         "--memory-type": mem_type,
@@ -139,13 +140,27 @@ def select_card(
             None,
             None,
         )
+    from vramcalc.hardware.custom import CustomCard
+    from vramcalc.hardware.lookup import find_card
+
+    entry, note = find_card(gpu)
+    if isinstance(entry, CustomCard):  # a capacity: the bus comes from the custom-card flags
+        if not given:
+            raise UnitError(
+                f"--gpu {gpu.strip()}: a capacity-only card has no memory bus; describe it with --bus-width and "
+                "--data-rate (or --memory-type and --memory-clock)"
+            )
+        bus = custom_card(
+            bus_width=bus_width,
+            mem_type=mem_type,
+            memory_clock=memory_clock,
+            data_rate=data_rate,
+            clock_source=clock_source,
+        )
+        return bus, None, note
     if given:
         raise UnitError(f"--gpu describes the card already; drop {', '.join(given)}")
-    from vramcalc.hardware.catalog import ambiguity_note
-    from vramcalc.hardware.lookup import resolve_gpu
-
-    entry, others = resolve_gpu(gpu)
-    return entry.memory_bus, entry, ambiguity_note(gpu, entry, others) if others else None
+    return entry.memory_bus, entry, note
 
 
 @dataclass(frozen=True)

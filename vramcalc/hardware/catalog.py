@@ -6,21 +6,29 @@ as "80 GB" carries 80 GiB of DRAM (``capacity_is_binary``); the driver exposes s
 macOS lets the GPU wire only part of the unified memory (``gpu_wired_limit_mib``). ``usable_bytes``
 is the driver figure when known, else the GPU wired limit, else the nominal capacity.
 
-Name resolution (:func:`resolve_gpu`): lookups ignore case and punctuation (``A100-80GB`` =
-``a100_80gb``). An entry's ``aliases`` name it alone; its ``default_for`` lists short names that
-match several variants (``a100``: four A100s) and pick this entry as their documented default. A
-name *matches* an entry when the name's tokens (split on punctuation) are among the tokens of the
-entry's id or an alias and every extra token only tells variants apart: a capacity (``80gb``), a
-form factor (``sxm4``, ``pcie``, ``nvl``, ``oam``) or a memory generation (``hbm3``). So ``3090``
-does not match ``rtx-3090-ti`` (``ti`` is a different product), but ``h100`` matches the PCIe, SXM
-and NVL cards. An undeclared name that matches several entries is an error listing them.
+Name resolution (:meth:`Catalog.lookup`) ignores case and punctuation (``A100-80GB`` = ``a10080gb``):
+
+1. An exact id or alias names its entry, silently; a ``default_for`` name (``a100``: four A100s)
+   picks its documented default, with a note naming it and the other variants.
+2. Otherwise a name *matches* an entry when (a) its tokens (split on punctuation) are among those of
+   one of the entry's names and every extra token only tells variants apart: a capacity (``80gb``),
+   a form factor (``sxm4``, ``pcie``, ``nvl``, ``oam``) or a memory generation (``hbm3``); or (b) it
+   starts one of them, ending inside a token (``rtx-409``) or where only such variant tokens follow
+   (``a100-80`` of ``a100-80gb-sxm``). So ``h100`` matches the PCIe, SXM and NVL cards, but ``3090``
+   never matches ``rtx-3090-ti``: ``ti`` is another product, not a variant.
+3. One match: that card, with a note. Several: the default of the smallest ``default_for`` family
+   that holds them all, when that default is among them (``h100-80gb`` matches the H100 PCIe and SXM
+   and picks ``h100-sxm``, the default for ``h100``), with a note; else an error listing them. None:
+   an error listing the closest names.
+
+``--gpu`` also takes ``local`` and a size such as ``48GiB`` (a capacity-only card): see
+:mod:`vramcalc.hardware.lookup`.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-import re
 from importlib import resources
 from typing import Annotated, Literal
 
@@ -29,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from vramcalc.errors import CatalogError, UnknownGPUError
 from vramcalc.hardware.memory_bus import MemoryBus, MemoryType
 from vramcalc.hardware.memory_bus import memory_type as canonical_memory_type
+from vramcalc.hardware.names import VARIANT_TOKEN, Pick, ambiguity_note, normalise, prefix_matches, tokens
 from vramcalc.units import GB, GiB, MiB, parse_size
 
 #: NVIDIA cards of compute capability >= 9.0 (Hopper, Blackwell): PyTorch gives them 32 MiB cuBLAS
@@ -74,8 +83,6 @@ NO_BF16 = frozenset(
 )
 
 Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=60)]
-#: Name tokens that only tell variants of one product apart (see the module docstring).
-VARIANT_TOKEN = re.compile(r"^(?:\d+gb?|sxm\d?|pcie\d?|nvl|oam|hbm\d?e?)$")
 
 
 class HostLink(BaseModel):
@@ -220,16 +227,6 @@ class GPU(BaseModel):
         return self.id in HOPPER_OR_NEWER
 
 
-def normalise(name: str) -> str:
-    """Case- and punctuation-insensitive key: 'A100_80GB-SXM' -> 'a10080gbsxm'."""
-    return re.sub(r"[^a-z0-9]", "", name.lower())
-
-
-def tokens(name: str) -> frozenset[str]:
-    """Lower-case name tokens split on punctuation: 'A100_80GB-SXM' -> {'a100', '80gb', 'sxm'}."""
-    return frozenset(t for t in re.split(r"[^a-z0-9]+", name.lower()) if t)
-
-
 def matches(name: str, gpu: GPU) -> bool:
     """True when ``name`` names ``gpu`` up to variant tokens (capacity, form factor, memory generation)."""
     want = tokens(name)
@@ -241,18 +238,22 @@ def matches(name: str, gpu: GPU) -> bool:
 
 
 class Catalog:
-    """Validated entries with a name index (ids, aliases and default_for names, normalised)."""
+    """Validated entries with a name index (ids, aliases and default_for names, normalised).
+    ``source`` names the file in errors (the user's file for a catalog merged with one)."""
 
-    def __init__(self, gpus: list[GPU]) -> None:
+    def __init__(self, gpus: list[GPU], source: str = "gpus.yaml") -> None:
         self.gpus = gpus
+        self.source = source
         self.index: dict[str, GPU] = {}
         #: normalised default_for name -> ids of every entry it matches (the default included).
         self.families: dict[str, list[str]] = {}
+        #: (default_for name as written, its default, the ids of its family), for rule 3.
+        self.defaults: list[tuple[str, GPU, frozenset[str]]] = []
         for gpu in gpus:
             for key in [gpu.id, *gpu.aliases, *gpu.default_for]:
                 norm = normalise(key)
                 if norm in self.index and self.index[norm] is not gpu:
-                    raise CatalogError(f"gpus.yaml: name {key!r} is used twice ({self.index[norm].id}, {gpu.id})")
+                    raise CatalogError(f"{source}: name {key!r} is used twice ({self.index[norm].id}, {gpu.id})")
                 self.index[norm] = gpu
         for gpu in gpus:
             self._check_names(gpu)
@@ -262,42 +263,80 @@ class Catalog:
             family = self.family(alias)
             if len(family) > 1:
                 others = ", ".join(g.id for g in family if g is not gpu)
-                raise CatalogError(f"gpus.yaml: alias {alias!r} of {gpu.id} also matches {others} (use default_for)")
+                raise CatalogError(
+                    f"{self.source}: alias {alias!r} of {gpu.id} also matches {others} (use default_for)"
+                )
         for short in gpu.default_for:
             family = self.family(short)
             if len(family) < 2 or gpu not in family:
-                raise CatalogError(f"gpus.yaml: default_for {short!r} of {gpu.id} is not ambiguous (make it an alias)")
+                raise CatalogError(
+                    f"{self.source}: default_for {short!r} of {gpu.id} is not ambiguous (make it an alias)"
+                )
             self.families[normalise(short)] = [g.id for g in family]
+            self.defaults.append((short, gpu, frozenset(g.id for g in family)))
 
     def family(self, name: str) -> list[GPU]:
-        """Every entry ``name`` matches (see :func:`matches`), in catalog order."""
+        """Every entry ``name`` matches by tokens (see :func:`matches`), in catalog order."""
         return [gpu for gpu in self.gpus if matches(name, gpu)]
 
-    def resolve(self, name: str) -> tuple[GPU, list[str]]:
-        """The card ``name`` picks and, for an ambiguous short name, the ids of the other variants."""
+    def candidates(self, name: str) -> list[GPU]:
+        """Every entry ``name`` matches by tokens or as the start of a name (rule 2), in catalog order."""
+        norm = normalise(name)
+        return [
+            gpu
+            for gpu in self.gpus
+            if matches(name, gpu) or any(prefix_matches(norm, key) for key in [gpu.id, *gpu.aliases, *gpu.default_for])
+        ]
+
+    def lookup(self, name: str) -> Pick[GPU]:
+        """The card ``name`` picks (rules 1-3 of the module docstring); :class:`UnknownGPUError` when it
+        names none or is ambiguous."""
         norm = normalise(name)
         gpu = self.index.get(norm)
         if gpu is not None:
-            return gpu, [i for i in self.families.get(norm, []) if i != gpu.id]
-        family = self.family(name)
-        if len(family) == 1:
-            return family[0], []
-        if family:
-            ids = ", ".join(g.id for g in family)
-            raise UnknownGPUError(f"GPU {name!r} matches several cards: {ids}; name one (see 'vramcalc gpus')")
+            others = [i for i in self.families.get(norm, []) if i != gpu.id]
+            return Pick(gpu, others, ambiguity_note(name, gpu, others) if others else None)
+        found = self.candidates(name) if norm else []
+        if len(found) == 1:
+            only = found[0]
+            return Pick(
+                only, [], f"{name!r} is not a catalog name; using {only.id} ({only.name}), the one card it matches"
+            )
+        ids = {g.id for g in found}
+        fitting = [(len(family), short, default) for short, default, family in self.defaults if ids <= family]
+        fitting = [entry for entry in fitting if entry[2].id in ids]
+        if fitting:
+            _, short, default = min(fitting, key=lambda entry: entry[0])
+            others = [g.id for g in found if g is not default]
+            note = (
+                f"{name!r} matches several cards; using {default.id} ({default.name}), the default for "
+                f"{short!r} (others: {', '.join(others)})"
+            )
+            return Pick(default, others, note)
+        if found:
+            raise UnknownGPUError(
+                f"GPU {name!r} matches several cards: {', '.join(g.id for g in found)}; name one (see 'vramcalc gpus')"
+            )
         raise UnknownGPUError(f"unknown GPU {name!r}{self._suggest(norm)} (run 'vramcalc gpus' for the list)")
 
+    def resolve(self, name: str) -> tuple[GPU, list[str]]:
+        """The card ``name`` picks and the ids of the other cards it matches (see :meth:`lookup`)."""
+        pick = self.lookup(name)
+        return pick.gpu, pick.others
+
     def _suggest(self, norm: str) -> str:
+        started = [g.id for g in self.gpus if norm and any(normalise(k).startswith(norm) for k in [g.id, *g.aliases])]
         close = difflib.get_close_matches(norm, list(self.index), n=5, cutoff=0.6)
-        ids = list(dict.fromkeys(self.index[key].id for key in close))[:3]
+        ids = list(dict.fromkeys([*started, *(self.index[key].id for key in close)]))[: 5 if started else 3]
         return f"; did you mean {', '.join(ids)}?" if ids else ""
 
     def get(self, name: str) -> GPU:
         """Look a card up by id, alias or short name; unknown names list the closest matches."""
-        return self.resolve(name)[0]
+        return self.lookup(name).gpu
 
 
-def parse_catalog(data: object, source: str) -> Catalog:
+def parse_entries(data: object, source: str) -> list[GPU]:
+    """Validated entries of a catalog file's data; errors name the file, the entry and the field."""
     if not isinstance(data, list):
         raise CatalogError(f"{source}: expected a list of GPU entries")
     gpus = []
@@ -309,7 +348,11 @@ def parse_catalog(data: object, source: str) -> Catalog:
             loc = ".".join(str(p) for p in err["loc"])
             ident = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
             raise CatalogError(f"{source}: entry {ident}: {loc}: {err['msg']}") from None
-    return Catalog(gpus)
+    return gpus
+
+
+def parse_catalog(data: object, source: str) -> Catalog:
+    return Catalog(parse_entries(data, source), source)
 
 
 @functools.lru_cache(maxsize=1)
@@ -349,8 +392,3 @@ def select_gpus(
     elif sort is not None:
         raise UnknownGPUError(f"sort: unknown key {sort!r} (memory or bandwidth)")
     return rows
-
-
-def ambiguity_note(name: str, gpu: GPU, others: list[str]) -> str:
-    """One line for stderr: "'a100' is ambiguous; using a100-80gb-sxm (others: ...)"."""
-    return f"{name!r} is ambiguous; using {gpu.id} (others: {', '.join(others)})"

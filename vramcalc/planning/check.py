@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramcalc.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_OK, SpecError, VramcalcError
-from vramcalc.hardware.catalog import GPU, ambiguity_note
-from vramcalc.hardware.lookup import resolve_gpu
+from vramcalc.hardware.custom import CustomCard
+from vramcalc.hardware.lookup import find_card
 from vramcalc.paths import exclude_patterns, excluded, is_pattern, spec_files_matching, spec_files_under
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
 from vramcalc.planning.nonspec import not_a_spec, read_document, refused
@@ -23,6 +23,7 @@ from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
 if TYPE_CHECKING:
+    from vramcalc.hardware.lookup import Card
     from vramcalc.planning.fit import CardFit
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -148,22 +149,31 @@ def _spec_files(arg: str, exclude: tuple[str, ...] = ()) -> tuple[list[str], str
     return [arg], "", False
 
 
-def resolve_flag_gpus(flags: TargetFlags) -> tuple[list[GPU], list[str]]:
-    """The cards named by ``--gpu`` (an unknown name is an input error for the whole run)."""
-    gpus, notes = [], []
+def resolve_flag_gpus(flags: TargetFlags) -> tuple[list[Card], list[str]]:
+    """The cards named by ``--gpu`` (an unknown name is an input error for the whole run): catalog
+    names, ``local``, or sizes (capacity-only cards); a note for each name that was not exact."""
+    gpus: list[Card] = []
+    notes: list[str] = []
     for name in flags.gpus:
         try:
-            gpu, others = resolve_gpu(name)
+            gpu, note = find_card(name)
         except VramcalcError as exc:  # a card name is not the spec's fault: not prefixed with its file
             text = str(exc)
             raise type(exc)(text if text.startswith("--gpu") else f"--gpu: {text}") from None
         gpus.append(gpu)
-        if others:
-            notes.append(ambiguity_note(name, gpu, others))
+        if note:
+            notes.append(note)
     return gpus, notes
 
 
-def budgets_for(spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU]) -> tuple[list[Budget], list[str]]:
+def card_budget(card: Card, reserve: Reserve, count: int = 1, sharded: bool = False) -> Budget:
+    """The budget of a catalog card, the installed one, or a capacity-only custom card."""
+    if isinstance(card, CustomCard):
+        return Budget(card.id, card.name, card.usable_bytes, card.usable_basis, True, reserve, count, True, sharded)
+    return budget_for(card, reserve, count, sharded)
+
+
+def budgets_for(spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[Card]) -> tuple[list[Budget], list[str]]:
     """The cards one spec is checked on: flags first, then the spec's ``target`` section."""
     target = spec.target
     notes: list[str] = []
@@ -174,15 +184,16 @@ def budgets_for(spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU
                 f"{source}: target.gpu: no GPU to check against (add 'target: {{gpu: NAME}}' or pass --gpu)"
             )
         try:
-            gpu, others = resolve_gpu(target.gpu)
+            gpu, note = find_card(target.gpu, "target.gpu")
         except VramcalcError as exc:
-            raise SpecError(f"{source}: target.gpu: {exc}") from None
+            text = str(exc).removeprefix("target.gpu: ")
+            raise SpecError(f"{source}: target.gpu: {text}") from None
         gpus = [gpu]
-        if others:
-            notes.append(f"{source}: {ambiguity_note(target.gpu, gpu, others)}")
+        if note:
+            notes.append(f"{source}: {note}")
     count = gpu_count(spec, source, flags.count)
     sharded = spec.parallel is not None
-    return [budget_for(gpu, reserve_for(spec, flags.reserve), count, sharded) for gpu in gpus], notes
+    return [card_budget(gpu, reserve_for(spec, flags.reserve), count, sharded) for gpu in gpus], notes
 
 
 def gpu_count(spec: Spec, source: str, flag: int | None) -> int:
@@ -213,7 +224,7 @@ def reserve_for(spec: Spec, flag: Reserve | None) -> Reserve:
 
 
 def check_file(
-    source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+    source: str, flags: TargetFlags, flag_gpus: list[Card], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one spec file, or for the bundled example that a bare name which is no file
     names; raises :class:`VramcalcError` for bad input."""
@@ -223,7 +234,7 @@ def check_file(
 
 
 def check_spec(
-    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[GPU], max_gpus: int = DEFAULT_MAX_GPUS
+    spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[Card], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
     """Rows (and notes) for one loaded spec; raises :class:`VramcalcError` for bad input."""
     budgets, notes = budgets_for(spec, source, flags, flag_gpus)
