@@ -127,7 +127,9 @@ def test_flags_override_the_target_section() -> None:
     code, docs = check_json(TOO_BIG, "--gpu", "h200-sxm", "--reserve", "10%", "--gpus", "8")
     assert code == 0
     (doc,) = docs
-    usable = 141 * GiB  # H200 SXM: "141 GB" of binary HBM read as GiB (the catalog has no driver total)
+    # H200 SXM: nvidia-smi memory.total 143,771 MiB on an "NVIDIA H200" (700 W) card, from
+    # https://github.com/thamada/gls/blob/c0bed08d0e20bb1abccfee5aeedb80bc63b493a6/gls/H200_smi.py
+    usable = 143_771 * MiB
     assert doc["gpu"] == "h200-sxm" and doc["usable_bytes"] == usable and doc["count"] == 8
     assert doc["reserve_bytes"] == -(-usable // 10)  # ceil(10 %)
     assert doc["available_bytes"] == usable - doc["reserve_bytes"]
@@ -137,7 +139,8 @@ def test_target_section_is_used_without_flags() -> None:
     code, (doc,) = check_json(TOO_BIG)
     assert code == 1
     assert doc["gpu"] == "v100-16gb-sxm2"
-    assert doc["available_bytes"] == 16 * GiB - 1 * GiB  # nominal 16 GiB (no driver figure) - 1GiB reserve
+    # driver total 16,384 MiB = 16 GiB (nvidia-smi on a Tesla V100-SXM2-16GB, driver 550) - 1GiB reserve
+    assert doc["available_bytes"] == 16 * GiB - 1 * GiB
     assert doc["headroom_bytes"] == doc["available_bytes"] - doc["needed_bytes"]
 
 
