@@ -32,8 +32,16 @@ def _help(args: list[str]) -> str:
 
     from vramcalc.cli import app
 
+    import typer.rich_utils
+
     env = {"COLUMNS": WIDTH, "TERMINAL_WIDTH": WIDTH, "NO_COLOR": "1"}
-    result = CliRunner().invoke(app, [*args, "--help"], env=env, prog_name="vramcalc")
+    # typer reads TERMINAL_WIDTH once, when typer.rich_utils is first imported: set its width directly,
+    # so the reference does not depend on what imported it first.
+    saved, typer.rich_utils.MAX_WIDTH = typer.rich_utils.MAX_WIDTH, int(WIDTH)
+    try:
+        result = CliRunner().invoke(app, [*args, "--help"], env=env, prog_name="vramcalc")
+    finally:
+        typer.rich_utils.MAX_WIDTH = saved
     if result.exit_code != 0:
         raise RuntimeError(f"vramcalc {' '.join(args)} --help exited {result.exit_code}: {result.output}")
     lines = [line.rstrip() for line in result.stdout.splitlines()]

@@ -63,7 +63,7 @@ def command_lines(text: str) -> list[str]:
 def assert_clean_stderr(stderr: str, n_errors: int) -> None:
     lines = stderr.splitlines()
     assert stderr.endswith("\n") and all(line.isprintable() for line in lines)
-    assert all(line.startswith(("error: ", "note: ")) for line in lines)
+    assert all(line.startswith(("error: ", "note: ", "  ")) for line in lines)  # "  ": a wrapped note goes on
     assert sum(line.startswith("error: ") for line in lines) == n_errors
     assert command_lines(stderr) == []
 

@@ -114,7 +114,8 @@ def check_yaml_cli(data: bytes) -> None:
 
 
 def _errors_name_file(args: list[str], result: Any, path: Path) -> None:
-    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("note: ")]
+    # a note wraps at the terminal width: its continuation lines start with two spaces
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith(("note: ", "  "))]
     bad = [line for line in lines if not line.startswith(f"error: {path}: ")]
     if not lines or bad:
         raise FuzzFailure(

@@ -37,7 +37,7 @@ CASES: dict[str, list[str]] = {
         "--params 70B --gpu h100-sxm --batch 8",
         "--bus-width 256 --memory-type GDDR6 --memory-clock 1750MHz --params 7B",
     ],
-    "gpus": ["", "--sort bandwidth --vendor nvidia"],
+    "gpus": ["", "--sort bandwidth --vendor nvidia", "--vendor apple"],
     "fit": ["configs/bert-base.yaml", "configs/llama-2-70b-fsdp.yaml", "configs/llama-3-70b.yaml --gpu rtx-4090"],
     "max-batch": [
         "configs/bert-base.yaml --gpu a100-80gb-sxm",
@@ -53,7 +53,12 @@ CASES: dict[str, list[str]] = {
     "compare": ["configs/bert-base.yaml --measured {tmp}/stats.json --nvidia-smi-used 10GiB"],
     "report": ["configs/bert-base.yaml configs/gpt2.yaml -o {tmp}/report.html"],
     "import": [f"{HF}/llama-3-8b.json", f"{HF}/t5-base.json"],
-    "plan": ["configs/llama-3-70b.yaml --gpu a100-80gb-sxm", "configs/llama-2-70b-fsdp.yaml --gpu h100-sxm"],
+    "plan": [
+        "configs/llama-3-70b.yaml --gpu a100-80gb-sxm",
+        "configs/llama-2-70b-fsdp.yaml --gpu h100-sxm",
+        "configs/gpt2.yaml --gpu 40GiB --gpus 8",  # a capacity-only card, exactly 8 GPUs
+    ],
+    "examples": [""],  # the list of bundled examples (with a name it prints a YAML file)
 }
 #: Commands whose output is a machine format, not terminal text (nothing to wrap).
 MACHINE = {"schema"}

@@ -110,9 +110,15 @@ def print_json(doc: Any) -> None:
 
 
 def notes_to_stderr(notes: list[str]) -> None:
-    """Each note as one ``note:`` line on stderr."""
+    """Each note as a ``note:`` line on stderr, escaped like every stderr line and wrapped at the
+    terminal's width (continuation lines indented by two spaces). Error lines are never wrapped: one
+    problem is one line."""
+    from vramcalc.render.text import terminal_width, wrap
+
+    width = terminal_width()
     for note in notes:
-        echo_err(f"note: {note}")
+        for line in wrap(terminal_line(f"note: {note}"), width):
+            typer.echo(line, err=True)
 
 
 def reserve_flag(text: str | None) -> Reserve | None:

@@ -50,6 +50,7 @@ def _exceeds(card: CustomCard, load: Weights) -> list[str]:
 def show_capacity_only(card: CustomCard, note: str | None, load: Weights | None, json_out: bool) -> None:
     """Print the capacity-only report (the note on stderr first)."""
     from vramcalc.cli._common import notes_to_stderr, print_json
+    from vramcalc.render.text import terminal_width, wrap
     from vramcalc.units import GiB
 
     notes_to_stderr([note] if note else [])
@@ -62,9 +63,13 @@ def show_capacity_only(card: CustomCard, note: str | None, load: Weights | None,
         params = f", {load.n_params:,} parameters" if load.n_params else ""
         dtype = f" {load.dtype}" if load.dtype else ""
         verdict = "more than" if load.weights_bytes > card.usable_bytes else "within"
-        typer.echo(
+        line = (
             f"weights: {load.weights_bytes:,} bytes ({load.weights_bytes / GiB:,.2f} GiB){params}{dtype}: "
             f"{verdict} the card's {card.label}"
         )
-    for line in doc["notes"]:
-        typer.echo(f"note: {line}")
+        for part in wrap(line, terminal_width()):
+            typer.echo(part)
+
+    for note in doc["notes"]:
+        for line in wrap(f"note: {note}", terminal_width()):
+            typer.echo(line)

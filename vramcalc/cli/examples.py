@@ -37,10 +37,14 @@ def examples(
         if not found:
             with user_errors():
                 raise SpecError("no bundled examples found: this installation of vramcalc lacks them")
+        from vramcalc.render.text import terminal_width, wrap
+
         width = max(len(file) for file in found)
         for file, item in found.items():
             description = example_description(item.read_text(encoding="utf-8"))
-            typer.echo(f"{file:<{width}}  {description}".rstrip())
+            # wrapped at the terminal's width, continuation lines under the description
+            for line in wrap(f"{file:<{width}}  {description}".rstrip(), terminal_width(), hang=width + 2):
+                typer.echo(line)
         return
     example = find_example(name)
     if example is None:
