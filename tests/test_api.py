@@ -242,27 +242,8 @@ def test_import_is_lazy() -> None:
 
 
 def test_readme_python_example_prints_what_its_comments_say() -> None:
-    import contextlib
-    import io
-    import os
-    import re
+    from doc_blocks import printed_by, python_example
 
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Python API\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert block is not None
-    lines = block.group(1).splitlines()
-    expected = []
-    for before, line in zip(["", *lines], lines, strict=False):
-        if line.startswith("print(") and "  # " in line:
-            expected.append(line.split("  # ", 1)[1])
-        elif line.startswith("# ") and before.startswith("print("):
-            expected.append(line[2:])
-    out, cwd = io.StringIO(), os.getcwd()
-    os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(block.group(1), "README.md", "exec"), {})
-    finally:
-        os.chdir(cwd)
-    assert out.getvalue().splitlines() == expected
+    code, expected = python_example(ROOT / "README.md", "## Python API")
+    assert expected
+    assert printed_by(code, "README.md", ROOT) == expected

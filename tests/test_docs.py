@@ -4,9 +4,7 @@ the Python examples print what their comments say, and every relative link point
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import io
 import json
 import os
 import re
@@ -16,6 +14,7 @@ from types import ModuleType
 
 import pytest
 import typer
+from doc_blocks import printed_by, python_example
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
@@ -138,40 +137,15 @@ def test_relative_links_point_to_files(doc: str, target: str) -> None:
         return  # an absolute URL (https:, mailto:)
     path, _, anchor = target.partition("#")
     resolved = (ROOT / doc).parent / path if path else ROOT / doc
-    if resolved == ROOT / "docs" / "ci.md" and not resolved.exists():
-        pytest.skip("docs/ci.md (the CI and pre-commit guide) is not in this checkout yet")
     assert resolved.exists(), f"{doc}: link to {target}: no such file"
     if anchor and resolved.suffix == ".md":
         assert anchor in _anchors(resolved), f"{doc}: link to {target}: no such heading"
 
 
-def _python_example(doc: Path, section: str) -> tuple[str, list[str]]:
-    """The first python block under `section` of doc and the lines its comments say it prints."""
-    text = doc.read_text(encoding="utf-8")
-    body = text.split(f"{section}\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```python\n(.*?)```", body, re.S)
-    assert block is not None
-    lines = block.group(1).splitlines()
-    expected = []
-    for before, line in zip(["", *lines], lines, strict=False):
-        if line.startswith("print(") and "  # " in line:
-            expected.append(line.split("  # ", 1)[1])
-        elif line.startswith("# ") and before.startswith("print("):
-            expected.append(line[2:])
-    return block.group(1), expected
-
-
 def test_api_page_example_prints_what_its_comments_say() -> None:
-    code, expected = _python_example(ROOT / "docs" / "api.md", "# Python API")
+    code, expected = python_example(ROOT / "docs" / "api.md", "# Python API")
     assert len(expected) >= 4
-    out, cwd = io.StringIO(), os.getcwd()
-    os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(out):
-            exec(compile(code, "docs/api.md", "exec"), {})
-    finally:
-        os.chdir(cwd)
-    assert out.getvalue().splitlines() == expected
+    assert printed_by(code, "docs/api.md", ROOT) == expected
 
 
 def test_readme_set_up_commands_match_ci() -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from gpu_entries import lab_card
 from spec_texts import TINY_DECODER, TINY_SPEC
 from typer.testing import CliRunner
 
@@ -54,29 +54,6 @@ def stats(tmp_path: Path) -> str:
 @pytest.fixture
 def lab_stats(tmp_path: Path) -> str:
     return measured(tmp_path, False)
-
-
-def lab_card(**changes: Any) -> dict[str, Any]:
-    """A made-up GDDR6 card: 20 Gbps x 384 bit / 8 = 960 GB/s; 48 GB of binary DRAM = 48 GiB."""
-    base: dict[str, Any] = {
-        "id": "lab-card-48gb",
-        "aliases": ["labcard"],
-        "name": "Lab Card 48GB",
-        "vendor": "nvidia",
-        "variant": "PCIe",
-        "segment": "workstation",
-        "memory_type": "GDDR6",
-        "capacity": 48,
-        "capacity_unit": "GB",
-        "capacity_is_binary": True,
-        "bus_width_bits": 384,
-        "data_rate_gbps": 20.0,
-        "bandwidth_gb_s": 960,
-        "host_link": {"pcie_gen": 4, "pcie_lanes": 16},
-        "source": "https://example.com/lab-card",
-    }
-    base.update(changes)
-    return base
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from gpu_entries import lab_card
 
 from vramcalc.errors import CatalogError, SpecError, UnitError, UnknownGPUError
 from vramcalc.hardware import lookup
@@ -159,29 +160,6 @@ def test_target_gpu_note_names_the_key() -> None:
 # --- user catalogs -------------------------------------------------------------------------------
 
 
-def user_entry(**changes: Any) -> dict[str, Any]:
-    """A made-up GDDR6 card: 20 Gbps x 384 bit / 8 = 960 GB/s."""
-    base: dict[str, Any] = {
-        "id": "lab-card-48gb",
-        "aliases": ["labcard"],
-        "name": "Lab Card 48GB",
-        "vendor": "nvidia",
-        "variant": "PCIe",
-        "segment": "workstation",
-        "memory_type": "GDDR6",
-        "capacity": 48,
-        "capacity_unit": "GB",
-        "capacity_is_binary": True,
-        "bus_width_bits": 384,
-        "data_rate_gbps": 20.0,
-        "bandwidth_gb_s": 960,
-        "host_link": {"pcie_gen": 4, "pcie_lanes": 16},
-        "source": "https://example.com/lab-card",
-    }
-    base.update(changes)
-    return base
-
-
 @pytest.fixture
 def user_file(tmp_path: Path):  # type: ignore[no-untyped-def]
     def write(entries: Any, text: str | None = None) -> Path:
@@ -194,7 +172,7 @@ def user_file(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 def test_user_entries_add_to_the_bundled_catalog(user_file) -> None:  # type: ignore[no-untyped-def]
-    notes = use_gpus_file(user_file([user_entry()]))
+    notes = use_gpus_file(user_file([lab_card()]))
     assert notes == []
     catalog = active_catalog()
     assert len(catalog.gpus) == len(load_catalog().gpus) + 1
@@ -204,7 +182,7 @@ def test_user_entries_add_to_the_bundled_catalog(user_file) -> None:  # type: ig
 
 
 def test_a_user_entry_with_a_bundled_id_replaces_it_with_a_note(user_file) -> None:  # type: ignore[no-untyped-def]
-    path = user_file([user_entry(id="t4", aliases=[], name="T4 of my lab")])
+    path = user_file([lab_card(id="t4", aliases=[], name="T4 of my lab")])
     notes = use_gpus_file(path)
     assert notes == [f"{path}: entry t4 replaces the bundled entry of that id"]
     assert find_card("t4")[0].name == "T4 of my lab"
@@ -212,7 +190,7 @@ def test_a_user_entry_with_a_bundled_id_replaces_it_with_a_note(user_file) -> No
 
 
 def test_without_a_file_the_bundled_catalog_is_used(user_file) -> None:  # type: ignore[no-untyped-def]
-    use_gpus_file(user_file([user_entry()]))
+    use_gpus_file(user_file([lab_card()]))
     use_gpus_file(None)
     assert active_catalog() is load_catalog()
     with pytest.raises(UnknownGPUError):
@@ -222,13 +200,13 @@ def test_without_a_file_the_bundled_catalog_is_used(user_file) -> None:  # type:
 @pytest.mark.parametrize(
     ("entries", "text", "error", "message"),
     [
-        ([user_entry(bus_width_bits="wide")], None, CatalogError, "entry lab-card-48gb: bus_width_bits: "),
-        ([user_entry(colour="red")], None, CatalogError, "entry lab-card-48gb: colour: Extra inputs"),
+        ([lab_card(bus_width_bits="wide")], None, CatalogError, "entry lab-card-48gb: bus_width_bits: "),
+        ([lab_card(colour="red")], None, CatalogError, "entry lab-card-48gb: colour: Extra inputs"),
         (None, "id: x\n", CatalogError, "expected a list of GPU entries"),
         (None, "", CatalogError, "expected a list of GPU entries"),
         (None, "- [\n", SpecError, "invalid YAML"),
-        ([user_entry(), user_entry()], None, CatalogError, "entry lab-card-48gb: id: 'lab-card-48gb' is used twice"),
-        ([user_entry(aliases=["a6000"])], None, CatalogError, "name 'a6000' is used twice (rtx-a6000, lab-card-48gb)"),
+        ([lab_card(), lab_card()], None, CatalogError, "entry lab-card-48gb: id: 'lab-card-48gb' is used twice"),
+        ([lab_card(aliases=["a6000"])], None, CatalogError, "name 'a6000' is used twice (rtx-a6000, lab-card-48gb)"),
     ],
 )
 def test_bad_user_catalogs_name_the_file(user_file, entries: Any, text: str | None, error: type, message: str) -> None:  # type: ignore[no-untyped-def]
