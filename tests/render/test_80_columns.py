@@ -38,7 +38,12 @@ CASES: dict[str, list[str]] = {
         "--bus-width 256 --memory-type GDDR6 --memory-clock 1750MHz --params 7B",
     ],
     "gpus": ["", "--sort bandwidth --vendor nvidia", "--vendor apple"],
-    "fit": ["configs/bert-base.yaml", "configs/llama-2-70b-fsdp.yaml", "configs/llama-3-70b.yaml --gpu rtx-4090"],
+    "fit": [
+        "configs/bert-base.yaml",
+        "configs/llama-2-70b-fsdp.yaml",
+        "configs/llama-3-70b.yaml --gpu rtx-4090",
+        "configs/gpt-megatron-tp.yaml",  # a plan note with a word longer than its column
+    ],
     "max-batch": [
         "configs/bert-base.yaml --gpu a100-80gb-sxm",
         "configs/llama-3-8b-inference.yaml --gpu a100-80gb-sxm",

@@ -132,7 +132,8 @@ def table_width(table: Table, console: Console, *, natural: bool = False) -> int
 def narrow_table(table: Table, flexible: int, wrapping: tuple[int, ...] = ()) -> None:
     """Lay ``table`` out for a narrow console: each column but ``flexible`` gets a fixed width, that of
     its longest cell (of its longest word for the ``wrapping`` columns, and for every header), so no
-    figure is cut; the ``flexible`` column, which wraps, gets what is left."""
+    figure is cut; the ``flexible`` column, which wraps, gets what is left (a word longer than that is
+    folded, not cut)."""
     from rich.text import Text as RichText
 
     def plain(cell: object) -> str:
@@ -149,3 +150,5 @@ def narrow_table(table: Table, flexible: int, wrapping: tuple[int, ...] = ()) ->
         ]
         whole = [] if index in wrapping else [line for cell in cells for line in cell.splitlines()]
         column.width = max([*map(len, words), *map(len, whole), 1])
+    # a word longer than what is left for the flexible column is folded onto the next line, never cut
+    table.columns[flexible].overflow = "fold"
