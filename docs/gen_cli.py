@@ -28,11 +28,10 @@ examples are in [recipes.md](recipes.md) and [planning.md](planning.md).
 
 
 def _help(args: list[str]) -> str:
+    import typer.rich_utils
     from typer.testing import CliRunner
 
     from vramcalc.cli import app
-
-    import typer.rich_utils
 
     env = {"COLUMNS": WIDTH, "TERMINAL_WIDTH": WIDTH, "NO_COLOR": "1"}
     # typer reads TERMINAL_WIDTH once, when typer.rich_utils is first imported: set its width directly,
