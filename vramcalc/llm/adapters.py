@@ -27,64 +27,69 @@ from vramcalc.choices import Architecture, Attention, Mlp, Optimizer
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
-from vramcalc.spec.llm import ALL_LINEAR, TARGET_ALIASES, AdapterSpec
+from vramcalc.llm import lora_targets
+from vramcalc.spec.llm import AdapterSpec
 
 FP32 = 4
-#: PEFT's default target modules (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING): q/v projections,
-#: or the fused query_key_value / c_attn of GPT-2, GPT-NeoX, Falcon and BLOOM.
-DEFAULT_TARGETS = ("q", "v")
-DEFAULT_FUSED_TARGETS = ("qkv",)
-#: Which saved input a target's lora_A shares when no cast copy is made (adapter dtype = activation dtype).
-INPUT_SOURCE = {
-    "q": "attn", "k": "attn", "v": "attn", "qkv": "attn", "o": "o", "gate": "mlp", "up": "mlp", "down": "down",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class LoraMatrix:
     """``count`` adapted linears of one kind (name), ``inp`` -> ``out`` features; ``passes``: how many of
-    them each token goes through (``count`` for attention and dense MLPs; top-k + shared per MoE layer)."""
+    them each token goes through (``count`` for attention and dense MLPs; top-k + shared per MoE layer);
+    ``blocks``: rank-``r`` blocks of ``lora_A`` (1, or litgpt's fused q/k/v: one per enabled part)."""
 
     name: str
     count: int
     inp: int
     out: int
     passes: int
+    blocks: int = 1
+
+
+def is_litgpt(adapter: AdapterSpec) -> bool:
+    return adapter.framework == "litgpt"
 
 
 def resolve_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> tuple[str, ...]:
-    """Canonical projection names (q, k, v, o, qkv, gate, up, down) the adapter targets."""
-    if adapter.targets is None:
-        defaults: tuple[str, ...] = DEFAULT_FUSED_TARGETS if shape.fused_qkv else DEFAULT_TARGETS
-        notes.append(f"adapter.targets not given: {', '.join(defaults)} (PEFT's default for this kind of model)")
-        return defaults
-    if adapter.targets == ALL_LINEAR:
-        attn = ("qkv", "o") if shape.fused_qkv else ("q", "k", "v", "o")
-        return attn + (("gate", "up", "down") if shape.gated else ("up", "down"))
-    names: tuple[str, ...] = tuple(dict.fromkeys(TARGET_ALIASES[t] for t in adapter.targets))
-    for name in names:
-        if shape.fused_qkv and name in ("q", "k", "v"):
-            raise SpecError("workload.adapter.targets: this model has a fused QKV projection; target query_key_value")
-        if not shape.fused_qkv and name == "qkv":
-            raise SpecError("workload.adapter.targets: this model has separate q/k/v projections; target q_proj etc.")
-        if name == "gate" and not shape.gated:
-            raise SpecError("workload.adapter.targets: gate_proj exists only in gated (swiglu) MLPs")
-    return names
+    """Projection keys (q, k, v, o, qkv, gate, up, down, gate_up, q_a, q_b, kv_a, kv_b) the adapter targets
+    (vramcalc/llm/lora_targets.py: the family names, the short forms, PEFT's and litgpt's semantics)."""
+    if "framework" not in adapter.model_fields_set:
+        notes.append("adapter.framework not given: peft")
+    return lora_targets.resolve_targets(shape, adapter.targets, is_litgpt(adapter), notes)
 
 
 def _dims(shape: ModelShape, name: str, ffn: int) -> tuple[int, int]:
     h, q, kv = shape.hidden, shape.q_width, shape.kv_width
+    mla = lora_targets.mla_of(shape)
+    if mla is not None:
+        q_out = shape.heads * (mla.nope + mla.rope)
+        return {
+            "q": (h, q_out), "q_a": (h, mla.q_rank), "q_b": (mla.q_rank, q_out),
+            "kv_a": (h, mla.kv_rank + mla.rope), "kv_b": (mla.kv_rank, shape.heads * (mla.nope + mla.v_dim)),
+            "o": (shape.heads * mla.v_dim, h), "gate": (h, ffn), "up": (h, ffn), "down": (ffn, h),
+            "gate_up": (h, 2 * ffn),
+        }[name]  # fmt: skip
     return {
         "q": (h, q), "k": (h, kv), "v": (h, kv), "o": (q, h), "qkv": (h, q + 2 * kv),
-        "gate": (h, ffn), "up": (h, ffn), "down": (ffn, h),
+        "gate": (h, ffn), "up": (h, ffn), "down": (ffn, h), "gate_up": (h, 2 * ffn),
     }[name]  # fmt: skip
 
 
-def lora_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatrix]:
-    """Every adapted linear: attention targets in each block (decoder self- and cross-attention of an
-    encoder-decoder), MLP targets in each dense layer and in every expert (and shared expert) of MoE layers."""
-    from vramcalc.core.shape import moe_layers
+def _litgpt_qkv(shape: ModelShape, targets: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, int, int] | None]:
+    """litgpt's one LoRAQKVLinear for the enabled q/k/v parts: (other targets, (in, out, blocks) or None)."""
+    parts = [t for t in ("q", "k", "v") if t in targets]
+    if not parts:
+        return targets, None
+    widths = {"q": shape.q_width, "k": shape.kv_width, "v": shape.kv_width}
+    rest = tuple(t for t in targets if t not in parts)
+    return rest, (shape.hidden, sum(widths[p] for p in parts), len(parts))
 
+
+def lora_matrices(shape: ModelShape, targets: tuple[str, ...], litgpt: bool = False) -> list[LoraMatrix]:
+    """Every adapted linear: attention targets in each block (decoder self- and cross-attention of an
+    encoder-decoder), MLP targets in each dense layer and in every expert (and shared expert) of MoE
+    layers. With ``litgpt`` the q/k/v targets are the parts of one fused LoRAQKVLinear per block."""
     n_moe = moe_layers(shape)
     attn_blocks = shape.layers
     mlp_blocks = shape.layers - n_moe
@@ -92,8 +97,12 @@ def lora_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatri
         attn_blocks += 2 * shape.decoder_layers
         mlp_blocks += shape.decoder_layers
     out = []
+    if litgpt:
+        targets, fused = _litgpt_qkv(shape, targets)
+        if fused is not None:
+            out.append(LoraMatrix("qkv", attn_blocks, fused[0], fused[1], attn_blocks, fused[2]))
     for name in targets:
-        if name in ("q", "k", "v", "o", "qkv"):
+        if name not in ("gate", "up", "down", "gate_up"):
             out.append(LoraMatrix(name, attn_blocks, *_dims(shape, name, shape.ffn), attn_blocks))
             continue
         out.append(LoraMatrix(name, mlp_blocks, *_dims(shape, name, shape.ffn), mlp_blocks))
@@ -105,21 +114,26 @@ def lora_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatri
 
 
 def trainable_params(matrices: list[LoraMatrix], rank: int) -> int:
-    """rank x (in + out) per adapted linear (lora_A: rank x in, lora_B: out x rank)."""
-    return sum(m.count * rank * (m.inp + m.out) for m in matrices)
+    """rank x (in + out) per adapted linear (lora_A: rank x in, lora_B: out x rank); litgpt's fused q/k/v:
+    lora_A of (rank x blocks) x in."""
+    return sum(m.count * rank * (m.blocks * m.inp + m.out) for m in matrices)
 
 
 def adapter_tensors(matrices: list[LoraMatrix], rank: int) -> list[tuple[int, int, int]]:
     """The adapter's parameter tensors as (how many, rows, columns), as optimizer states are allocated."""
     tensors = []
     for m in matrices:
-        tensors += [(m.count, rank, m.inp), (m.count, m.out, rank)]
+        tensors += [(m.count, rank * m.blocks, m.inp), (m.count, m.out, rank)]
     return tensors
 
 
 def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
-    """fp32 when PEFT autocasts the adapter of a 16-bit base (its default), else the parameter dtype."""
-    return FP32 if adapter.autocast_adapter_dtype else dt.param
+    """fp32 when PEFT autocasts the adapter of a 16-bit base (its default), else the parameter dtype
+    (litgpt's adapters are created with the model, in its dtype)."""
+    autocast = adapter.autocast_adapter_dtype
+    if autocast is None:
+        autocast = not is_litgpt(adapter)
+    return FP32 if autocast else dt.param
 
 
 def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
@@ -135,13 +149,13 @@ def lora_saved_per_token(matrices: list[LoraMatrix], rank: int, a: int, dt: act.
     total = 0
     shared_inputs: dict[object, int] = {}
     for m in matrices:
-        total += m.passes * rank * a
+        total += m.passes * rank * m.blocks * a
         if dropout > 0:
             total += m.passes * m.inp * (a + act.MASK)
         elif a != dt.compute or dt.amp:
             total += m.passes * m.inp * (dt.compute if dt.amp else a)
         else:
-            key = (INPUT_SOURCE[m.name], m.inp)
+            key = (lora_targets.INPUT_SOURCE[m.name], m.inp)
             shared_inputs[key] = max(shared_inputs.get(key, 0), m.passes * m.inp * a)
     return total + sum(shared_inputs.values())
 

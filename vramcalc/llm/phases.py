@@ -176,7 +176,8 @@ def adapter_phases(
     adapter = wl.adapter
     assert adapter is not None
     adapters.check_supported(shape)
-    matrices = adapters.lora_matrices(shape, adapters.resolve_targets(shape, adapter, notes))
+    targets = adapters.resolve_targets(shape, adapter, notes)
+    matrices = adapters.lora_matrices(shape, targets, adapters.is_litgpt(adapter))
     trainable = adapters.trainable_params(matrices, adapter.rank)
     a = adapters.adapter_bytes_per_param(adapter, dt)
     optimizer = default_optimizer(spec)
