@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass
 from typing import TypeVar
 
-from vramcalc.choices import Architecture, Head, Mlp, Norm, Position
+from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision
 from vramcalc.core.params import count_params, has_mlm_head
 from vramcalc.core.shape import (
     DEFAULT_CHANNELS,
@@ -51,7 +51,29 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
         shape, notes = _resolve_cached(spec, workload.seq_len, workload.image_size, workload.channels)
     except TypeError:  # an unhashable model section (not produced by the current spec models)
         shape, notes = _resolve(spec, workload.seq_len, workload.image_size, workload.channels)
-    return shape, list(notes)
+    return shape, list(notes) + workload_notes(workload)
+
+
+#: Workload keys whose default fills a gap worth stating (optimizer: stated where it is chosen).
+_STATED_DEFAULTS = ("mode", "precision", "attention")
+
+
+def workload_notes(wl: Workload) -> list[str]:
+    """The workload defaults used (each a stated assumption) and warnings on choices that run but
+    are likely not what was meant: a full fine-tune in pure 16-bit."""
+    notes = [f"{key} not given: {getattr(wl, key).value}" for key in _STATED_DEFAULTS if key not in wl.model_fields_set]
+    train = wl.mode is Mode.train
+    if train and "gradient_checkpointing" not in wl.model_fields_set:
+        notes.append(f"gradient_checkpointing not given: {wl.gradient_checkpointing.value}")
+    pure = {Precision.bf16: "bf16", Precision.fp16: "fp16"}.get(wl.precision)
+    if train and pure and wl.adapter is None and wl.optimizer is not Optimizer.none:
+        adam = wl.optimizer in (None, Optimizer.adam, Optimizer.adamw)
+        notes.append(
+            f"warning: precision {pure} trains with 16-bit weights, gradients"
+            + (" and Adam states (8 B/param)" if adam else " and optimizer states")
+            + f", no fp32 master weights; Hugging Face Trainer's {pure}=True is precision: amp-{pure}"
+        )
+    return notes
 
 
 def _resolve(
@@ -76,9 +98,31 @@ def _check_context(spec: ModelSpec, position: Position, seq_len: int | None, not
             "learned position embeddings have no row for the positions beyond"
         )
     notes.append(
-        f"seq_len {seq_len:,} is past max_position_embeddings {limit:,} ({position.value} positions: "
-        "memory is counted as given; quality past the trained context depends on the model)"
+        f"warning: seq_len {seq_len:,} is past max_position_embeddings {limit:,} ({position.value} positions: "
+        "it runs and memory is counted as given; quality past the trained context depends on the model)"
     )
+
+
+def _check_default_positions(arch: Architecture, position: Position, seq_len: int | None, notes: list[str]) -> None:
+    """A learned table of unstated size grows to seq_len: say so when that is past the usual default."""
+    default = DEFAULT_POSITIONS.get(arch)
+    if position is Position.learned and default is not None and seq_len is not None and seq_len > default:
+        notes.append(
+            f"warning: seq_len {seq_len:,} is past the usual learned position table ({default:,} rows); "
+            f"counted with {seq_len:,} rows (give model.max_position_embeddings)"
+        )
+
+
+def _check_mlp_default(spec: ModelSpec, heads: int, position: Position, notes: list[str]) -> None:
+    """The non-gated MLP default on a shape that looks Llama-like (grouped KV heads or rotary positions)."""
+    if spec.mlp is not None:
+        return
+    grouped = spec.kv_heads is not None and spec.kv_heads < heads
+    if grouped or position is Position.rotary:
+        why = "grouped KV heads" if grouped else "rotary positions"
+        notes.append(
+            f"warning: mlp not given: GPT-2 style MLP assumed on a shape with {why}; Llama-like models use mlp: swiglu"
+        )
 
 
 @dataclass(frozen=True)
@@ -124,7 +168,9 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len or 0)
         if position is Position.learned and spec.max_position_embeddings is None:
             notes.append(f"max_position_embeddings not given: {positions}")
+            _check_default_positions(arch, position, workload.seq_len, notes)
         _check_context(spec, position, workload.seq_len, notes)
+    _check_mlp_default(spec, heads, position, notes)
     shape = ModelShape(
         architecture=arch,
         layers=spec.layers,

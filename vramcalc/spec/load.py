@@ -33,12 +33,52 @@ def _show_key(part: object) -> str:
     return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
-def _error_parts(error: Any) -> tuple[str, str, bool]:
+def _section_model(root: Any, parts: list[Any]) -> Any:
+    """The spec section (a pydantic model class) at ``parts`` below ``root``; None where the path leaves
+    the models (a list item, a union member's tag, a plain value)."""
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    model = root
+    for part in parts:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        if field is None:
+            return None
+        found = None
+        todo = [field.annotation]
+        while todo and found is None:
+            annotation = todo.pop()
+            if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+                found = annotation
+            elif typing.get_origin(annotation) in (typing.Union, types.UnionType, typing.Annotated):
+                todo += list(typing.get_args(annotation))
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _did_you_mean(root: Any, parts: list[Any]) -> str:
+    """ "; did you mean 'layers'?" for an unknown key close to one of its section's keys, else ""."""
+    import difflib
+
+    key = parts[-1] if parts else None
+    section = _section_model(root, parts[:-1]) if root is not None else None
+    if not isinstance(key, str) or section is None or len(key) > 80:
+        return ""
+    close = difflib.get_close_matches(key.strip().lower(), list(section.model_fields), n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(name) for name in close)}?" if close else ""
+
+
+def _error_parts(error: Any, root: Any = None) -> tuple[str, str, bool]:
     """(dotted location, message, whether it is a union member's) of one pydantic error; a union member's
-    tag ("list[str]") is left out of the location."""
+    tag ("list[str]") is left out of the location. An unknown key gets the close keys of its section
+    (``root``: the model validated)."""
     parts = list(error["loc"])
     if error["type"] == "extra_forbidden":
-        return ".".join(_show_key(part) for part in parts), "unknown key", False
+        return ".".join(_show_key(part) for part in parts), "unknown key" + _did_you_mean(root, parts), False
     message = error["msg"].removeprefix("Value error, ")
     member = next((i for i, part in enumerate(parts) if isinstance(part, str) and _UNION_MEMBER.match(part)), None)
     if member is not None:
@@ -48,11 +88,11 @@ def _error_parts(error: Any) -> tuple[str, str, bool]:
     return ".".join(_show_key(part) for part in parts), message, member is not None
 
 
-def _format_validation_error(source: str, exc: ValidationError) -> str:
+def _format_validation_error(source: str, exc: ValidationError, root: Any = None) -> str:
     """One line per problem: the members of a union (each reports its own error) share one line."""
     problems: dict[object, tuple[str, list[str]]] = {}
     for index, error in enumerate(exc.errors()):
-        loc, message, union = _error_parts(error)
+        loc, message, union = _error_parts(error, root)
         problems.setdefault(loc if union else index, (loc, []))[1].append(message)
     lines = []
     for loc, messages in problems.values():
@@ -70,7 +110,7 @@ def parse_spec(data: Any, source: str = "<spec>") -> Spec:
     try:
         return Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_format_validation_error(source, exc)) from None
+        raise SpecError(_format_validation_error(source, exc, Spec)) from None
 
 
 def load_spec(path: str | Path) -> Spec:
@@ -210,14 +250,15 @@ def override_workload(spec: Spec, source: str, **changes: Any) -> Spec:
     changes = {k: v for k, v in changes.items() if v is not None}
     if not changes:
         return spec
-    data = {**spec.workload.model_dump(exclude_none=True), **changes}
+    # only the keys the spec gave: defaults stay unset, so they are still listed as assumptions
+    data = {**spec.workload.model_dump(exclude_none=True, exclude_unset=True), **changes}
     new_split = {"prompt_len", "max_new_tokens"} & changes.keys()
     if new_split and "seq_len" not in changes and None not in (data.get("prompt_len"), data.get("max_new_tokens")):
         data.pop("seq_len", None)  # the context follows the new prompt_len + max_new_tokens
     try:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(_format_validation_error(f"{source}: workload", exc)) from None
+        raise SpecError(_format_validation_error(f"{source}: workload", exc, Workload)) from None
     return spec.model_copy(update={"workload": workload})
 
 
