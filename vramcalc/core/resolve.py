@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vramcalc.choices import Architecture, Head, Mlp, Norm, Position
-from vramcalc.core.params import count_params, has_mlm_head
+from vramcalc.core.details import resolve_details
+from vramcalc.core.params import count_params
 from vramcalc.core.shape import (
     DEFAULT_CHANNELS,
     DEFAULT_DROPOUT,
@@ -98,7 +99,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
     default_heads = max(1, spec.hidden_size // DEFAULT_HEAD_DIM)
     heads = _pick(spec.heads, default_heads, "heads not given: {} (hidden_size / 64)", notes)
     mlp = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}", notes)
-    gated = mlp is Mlp.swiglu
+    gated = mlp in (Mlp.swiglu, Mlp.geglu)
     default_norm = Norm.rmsnorm if gated else Norm.layernorm
     if arch is Architecture.encoder_decoder and spec.norm is None:
         default_norm = Norm.rmsnorm
@@ -125,6 +126,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         if position is Position.learned and spec.max_position_embeddings is None:
             notes.append(f"max_position_embeddings not given: {positions}")
         _check_context(spec, position, workload.seq_len, notes)
+    head = spec.head or (Head.classification if vit else Head.lm)
     shape = ModelShape(
         architecture=arch,
         layers=spec.layers,
@@ -140,12 +142,12 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         vocab=spec.vocab_size or 0,
         positions=positions if position is Position.learned else 0,
         tie_embeddings=spec.tie_embeddings if spec.tie_embeddings is not None else not gated,
-        head=spec.head or (Head.classification if vit else Head.lm),
+        head=head,
         num_labels=spec.num_labels or (DEFAULT_IMAGE_CLASSES if vit else 2),
         bias=bias,
         dropout=dropout,
         type_vocab=_type_vocab(spec, arch, position),
-        pooler=bool(spec.pooler),
+        pooler=spec.pooler if spec.pooler is not None else head is Head.pretraining,
         fused_qkv=spec.fused_qkv
         if spec.fused_qkv is not None
         else (arch is Architecture.decoder and position is Position.learned),
@@ -154,6 +156,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
         channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
         moe=_resolve_moe(spec, ffn, notes),
+        **resolve_details(spec, arch, head, notes),
     )
     return (shape if vit else _with_vocab(shape, spec, notes)), notes
 
@@ -180,7 +183,7 @@ def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelSh
         raise SpecError(
             f"model.params: {spec.params:,} is not more than the layers alone ({body:,}); check params and the shape"
         )
-    per_row = shape.hidden * (1 if shape.tie_embeddings else 2) + (1 if has_mlm_head(shape) else 0)
+    per_row = count_params(replace(shape, vocab=1)) - body
     vocab = max(0, (spec.params - body) // per_row)
     notes.append(f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)")
     return replace(shape, vocab=vocab)
@@ -200,10 +203,13 @@ def resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
     moe = MoeShape(
         experts=spec.experts,
         top_k=top_k,
-        shared=spec.shared_experts or 0,
+        shared=spec.shared_experts if spec.shared_experts is not None else int(spec.shared_expert_ffn_size is not None),
         expert_ffn=expert_ffn,
         frequency=spec.moe_layer_frequency or 1,
         capacity_factor=spec.capacity_factor,
+        first_dense=spec.first_dense_layers or 0,
+        shared_ffn=spec.shared_expert_ffn_size or 0,
+        shared_gate=bool(spec.shared_expert_gate),
     )
     if spec.layers is not None and moe.frequency > spec.layers:
         raise SpecError(f"model.moe_layer_frequency: {moe.frequency} is more than layers ({spec.layers}): no MoE layer")
