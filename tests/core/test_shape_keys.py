@@ -319,3 +319,33 @@ def test_vocab_from_params_uses_the_row_width_of_the_head() -> None:
 def test_invalid_combinations_are_refused(model: dict[str, Any]) -> None:
     with pytest.raises((ValueError, SpecError)):
         shape_of(**model)
+
+
+def _saved(shape: ModelShape) -> int:
+    from vramcalc.choices import Attention
+    from vramcalc.core.activations import Dtypes, Tokens, layer_saved_bytes
+
+    return layer_saved_bytes(shape, Tokens(batch=1, seq=8, target=8), Dtypes(2, 2, 2, False), Attention.sdpa)
+
+
+def test_a_parallel_block_with_one_norm_saves_one_norm_output() -> None:
+    # LayerNorm, bf16, 8 tokens x 64: input (2 B) + output (2 B) + mean/rstd (8 B) per token = 8 x 264 B
+    two, _ = shape_of(**CASES["falcon-7b-like"][0], seq_len=8)
+    one, _ = shape_of(**{**CASES["falcon-7b-like"][0], "norms_per_layer": 2}, seq_len=8)
+    assert _saved(one) - _saved(two) == 8 * (64 * 2 + 64 * 2 + 8)
+
+
+def test_qk_norms_save_their_input_and_output() -> None:
+    # Qwen3-like: q 4 x 32 and k 2 x 32 wide; fp32 input copy + bf16 output: 8 tokens x 192 x (4 + 2) B
+    plain, _ = shape_of(**{**CASES["qwen3-qk-norm"][0], "qk_norm": "none"}, seq_len=8)
+    normed, _ = shape_of(**CASES["qwen3-qk-norm"][0], seq_len=8)
+    assert _saved(normed) - _saved(plain) == 8 * 192 * 6
+
+
+def test_mla_saves_its_latents() -> None:
+    # kv latent (32 + 8) and its normed copy (32), bf16: 8 tokens x 72 x 2 B over the plain attention of
+    # the same q/k/v widths (head_dim 24 = qk_nope 16 + qk_rope 8)
+    mla, _ = shape_of(**MLA, seq_len=8)
+    assert mla.head_dim == 24
+    plain, _ = shape_of(**{k: v for k, v in MLA.items() if "dim" not in k and "rank" not in k}, head_dim=24, seq_len=8)
+    assert _saved(mla) - _saved(plain) == 8 * 72 * 2
