@@ -18,6 +18,7 @@ class Mlp(StrEnum):
     gelu_tanh = "gelu_tanh"
     relu = "relu"
     swiglu = "swiglu"
+    geglu = "geglu"
 
 
 class Norm(StrEnum):
@@ -36,6 +37,17 @@ class Head(StrEnum):
     lm = "lm"
     classification = "classification"
     none = "none"
+    token_classification = "token_classification"
+    question_answering = "question_answering"
+    pretraining = "pretraining"
+
+
+class QkNorm(StrEnum):
+    """Norm weights on the queries and keys: none, one of head_dim per projection, or over its whole width."""
+
+    none = "none"
+    head = "head"
+    projection = "projection"
 
 
 class Mode(StrEnum):

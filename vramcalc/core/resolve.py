@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision
-from vramcalc.core.params import count_params, has_mlm_head
+from vramcalc.core.details import DEFAULT_QK_NOPE_HEAD_DIM, DEFAULT_QK_ROPE_HEAD_DIM, resolve_details
+from vramcalc.core.params import count_params
 from vramcalc.core.shape import (
     DEFAULT_CHANNELS,
     DEFAULT_DROPOUT,
@@ -142,7 +143,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
     default_heads = max(1, spec.hidden_size // DEFAULT_HEAD_DIM)
     heads = _pick(spec.heads, default_heads, "heads not given: {} (hidden_size / 64)", notes)
     mlp = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}", notes)
-    gated = mlp is Mlp.swiglu
+    gated = mlp in (Mlp.swiglu, Mlp.geglu)
     default_norm = Norm.rmsnorm if gated else Norm.layernorm
     if arch is Architecture.encoder_decoder and spec.norm is None:
         default_norm = Norm.rmsnorm
@@ -155,6 +156,10 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
     position = _pick(spec.position, default_position, "position not given: {}", notes)
     norm = _pick(spec.norm, default_norm, "norm not given: {}", notes)
     head_dim = spec.head_dim or spec.hidden_size // heads
+    if spec.kv_lora_rank is not None and spec.head_dim is None:  # MLA attends at qk_nope + qk_rope width
+        head_dim = (spec.qk_nope_head_dim or DEFAULT_QK_NOPE_HEAD_DIM) + (
+            spec.qk_rope_head_dim or DEFAULT_QK_ROPE_HEAD_DIM
+        )
     ffn = _pick(spec.ffn_size, 4 * spec.hidden_size, "ffn_size not given: {} (4 x hidden_size)", notes)
     rms_family = norm is Norm.rmsnorm
     bias = _pick(
@@ -171,6 +176,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
             _check_default_positions(arch, position, workload.seq_len, notes)
         _check_context(spec, position, workload.seq_len, notes)
     _check_mlp_default(spec, heads, position, notes)
+    head = spec.head or (Head.classification if vit else Head.lm)
     shape = ModelShape(
         architecture=arch,
         layers=spec.layers,
@@ -186,12 +192,12 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         vocab=spec.vocab_size or 0,
         positions=positions if position is Position.learned else 0,
         tie_embeddings=spec.tie_embeddings if spec.tie_embeddings is not None else not gated,
-        head=spec.head or (Head.classification if vit else Head.lm),
+        head=head,
         num_labels=spec.num_labels or (DEFAULT_IMAGE_CLASSES if vit else 2),
         bias=bias,
         dropout=dropout,
         type_vocab=_type_vocab(spec, arch, position),
-        pooler=bool(spec.pooler),
+        pooler=spec.pooler if spec.pooler is not None else head is Head.pretraining,
         fused_qkv=spec.fused_qkv
         if spec.fused_qkv is not None
         else (arch is Architecture.decoder and position is Position.learned),
@@ -200,6 +206,7 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
         channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
         moe=_resolve_moe(spec, ffn, notes),
+        **resolve_details(spec, arch, head, notes),
     )
     return (shape if vit else _with_vocab(shape, spec, notes)), notes
 
@@ -226,7 +233,7 @@ def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelSh
         raise SpecError(
             f"model.params: {spec.params:,} is not more than the layers alone ({body:,}); check params and the shape"
         )
-    per_row = shape.hidden * (1 if shape.tie_embeddings else 2) + (1 if has_mlm_head(shape) else 0)
+    per_row = count_params(replace(shape, vocab=1)) - body
     vocab = max(0, (spec.params - body) // per_row)
     notes.append(f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)")
     return replace(shape, vocab=vocab)
@@ -246,10 +253,13 @@ def resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
     moe = MoeShape(
         experts=spec.experts,
         top_k=top_k,
-        shared=spec.shared_experts or 0,
+        shared=spec.shared_experts if spec.shared_experts is not None else int(spec.shared_expert_ffn_size is not None),
         expert_ffn=expert_ffn,
         frequency=spec.moe_layer_frequency or 1,
         capacity_factor=spec.capacity_factor,
+        first_dense=spec.first_dense_layers or 0,
+        shared_ffn=spec.shared_expert_ffn_size or 0,
+        shared_gate=bool(spec.shared_expert_gate),
     )
     if spec.layers is not None and moe.frequency > spec.layers:
         raise SpecError(f"model.moe_layer_frequency: {moe.frequency} is more than layers ({spec.layers}): no MoE layer")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vramcalc.choices import Architecture, Head, Mlp, Norm, Position
+from vramcalc.choices import Architecture, Head, Mlp, Norm, Position, QkNorm
 
 #: Head dimension assumed when only hidden_size is given (BERT, GPT-2, Llama all use 64 at base size).
 DEFAULT_HEAD_DIM = 64
@@ -58,6 +58,22 @@ class ModelShape:
     patch_size: int = 0
     channels: int = 0
     moe: MoeShape | None = None  # mixture of experts (vramcalc/llm/moe.py)
+    # Per-projection biases: None means "as ``bias``" (attention_bias, qkv_bias, mlp_bias of the spec).
+    attention_bias: bool | None = None
+    qkv_bias: bool | None = None
+    mlp_bias: bool | None = None
+    lm_head_bias: bool = False
+    head_bias: bool = True
+    qk_norm: QkNorm = QkNorm.none
+    norms_per_layer: int = 2
+    parallel_block: bool = False
+    final_norm: bool = True
+    embedding_norm: bool = False
+    position_offset: int = 0
+    embedding_dim: int = 0  # 0: the token embedding is hidden wide
+    sliding_window: int = 0  # 0: global attention in every layer
+    sliding_window_pattern: int = 0  # N: layers N, 2N, ... are global; 0: every layer slides
+    mla: MlaShape | None = None  # multi-head latent attention (DeepSeek V2/V3)
 
     @property
     def q_width(self) -> int:
@@ -71,7 +87,63 @@ class ModelShape:
 
     @property
     def gated(self) -> bool:
-        return self.mlp is Mlp.swiglu
+        """Gate, up and down projections (SwiGLU, GeGLU)."""
+        return self.mlp is Mlp.swiglu or self.mlp is Mlp.geglu
+
+    @property
+    def has_qkv_bias(self) -> bool:
+        """Biases on q, k and v: ``qkv_bias``, else ``attention_bias``, else ``bias``."""
+        if self.qkv_bias is not None:
+            return self.qkv_bias
+        return self.bias if self.attention_bias is None else self.attention_bias
+
+    @property
+    def has_o_bias(self) -> bool:
+        """A bias on the attention output projection: ``attention_bias``, else ``bias``."""
+        return self.bias if self.attention_bias is None else self.attention_bias
+
+    @property
+    def has_mlp_bias(self) -> bool:
+        return self.bias if self.mlp_bias is None else self.mlp_bias
+
+    @property
+    def embed_width(self) -> int:
+        """Width of the token embedding (``embedding_dim``, else hidden)."""
+        return self.embedding_dim or self.hidden
+
+    def sliding_layers(self, layers: int) -> int:
+        """How many of ``layers`` attend over the last ``sliding_window`` tokens only."""
+        if not self.sliding_window:
+            return 0
+        if not self.sliding_window_pattern:
+            return layers
+        return layers - layers // self.sliding_window_pattern
+
+
+@dataclass(frozen=True)
+class MlaShape:
+    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434; transformers ``DeepseekV2Attention``).
+
+    q: ``q_proj`` (hidden -> heads x (nope + rope)), or with ``q_lora_rank``: ``q_a_proj`` (hidden -> q_lora_rank),
+    ``q_a_layernorm``, ``q_b_proj`` (q_lora_rank -> heads x (nope + rope)). kv: ``kv_a_proj_with_mqa``
+    (hidden -> kv_lora_rank + rope), ``kv_a_layernorm`` (kv_lora_rank), ``kv_b_proj`` (kv_lora_rank ->
+    heads x (nope + v)); ``o_proj`` (heads x v -> hidden).
+    """
+
+    kv_lora_rank: int
+    q_lora_rank: int  # 0: q is not compressed
+    rope_dim: int
+    nope_dim: int
+    v_dim: int
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.nope_dim + self.rope_dim
+
+    @property
+    def latent(self) -> int:
+        """What one token caches per layer: the compressed KV latent plus the shared rotary key."""
+        return self.kv_lora_rank + self.rope_dim
 
 
 def vit_tokens(image_size: int, patch_size: int) -> int:
@@ -93,11 +165,22 @@ class MoeShape:
     expert_ffn: int
     frequency: int
     capacity_factor: float | None
+    first_dense: int = 0  # the first n layers keep a dense MLP (DeepSeek first_k_dense_replace)
+    shared_ffn: int = 0  # width of each shared expert (0: expert_ffn)
+    shared_gate: bool = False  # Qwen2-MoE's hidden -> 1 shared_expert_gate
+
+    @property
+    def shared_width(self) -> int:
+        return self.shared_ffn or self.expert_ffn
 
 
 def moe_layers(shape: ModelShape) -> int:
-    """Number of MoE layers (0 for a dense model)."""
-    return shape.layers // shape.moe.frequency if shape.moe else 0
+    """Number of MoE layers (0 for a dense model): layer i (0-based) is one when i >= first_dense and
+    (i + 1) % frequency == 0 (Qwen2-MoE's decoder_sparse_step, DeepSeek's first_k_dense_replace)."""
+    if not shape.moe:
+        return 0
+    m = shape.moe
+    return shape.layers // m.frequency - m.first_dense // m.frequency
 
 
 def routed_rows(moe: MoeShape, n_tokens: int) -> int:

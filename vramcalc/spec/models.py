@@ -25,6 +25,7 @@ from vramcalc.choices import (
     OptimizerImpl,
     Position,
     Precision,
+    QkNorm,
     Runtime,
 )
 from vramcalc.errors import UnitError
@@ -39,6 +40,12 @@ BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u206
 
 PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
+NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=10**7)]
+
+#: Spellings of a precision that name the same choice (PyTorch/Hugging Face dtype names).
+PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+#: Multi-head latent attention keys (DeepSeek V2/V3).
+MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
 class ModelSpec(SpecSection):
@@ -77,10 +84,67 @@ class ModelSpec(SpecSection):
     expert_ffn_size: PositiveInt | None = None
     moe_layer_frequency: PositiveInt | None = None
     capacity_factor: Annotated[float, Field(gt=0, le=1000)] | None = None
+    first_dense_layers: NonNegativeInt | None = None
+    shared_expert_ffn_size: PositiveInt | None = None
+    shared_expert_gate: bool | None = None
+    # Per-projection biases, norms and embeddings (docs/spec.md "Model shape details"):
+    attention_bias: bool | None = None
+    qkv_bias: bool | None = None
+    mlp_bias: bool | None = None
+    lm_head_bias: bool | None = None
+    head_bias: bool | None = None
+    qk_norm: QkNorm | None = None
+    norms_per_layer: Annotated[int, Field(strict=True, ge=0, le=4)] | None = None
+    parallel_block: bool | None = None
+    final_norm: bool | None = None
+    embedding_norm: bool | None = None
+    position_offset: NonNegativeInt | None = None
+    embedding_dim: PositiveInt | None = None
+    # Sliding-window attention (Mistral, Gemma 2/3, StarCoder2):
+    sliding_window: PositiveInt | None = None
+    sliding_window_pattern: PositiveInt | None = None
+    # Multi-head latent attention (DeepSeek V2/V3):
+    kv_lora_rank: PositiveInt | None = None
+    q_lora_rank: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _detail_rules(self) -> "ModelSpec":
+        if self.sliding_window_pattern is not None and self.sliding_window is None:
+            raise ValueError("sliding_window_pattern: only valid with sliding_window")
+        if self.kv_lora_rank is None:
+            given = [key for key in MLA_KEYS if getattr(self, key) is not None]
+            if given:
+                raise ValueError(f"{given[0]}: only valid with kv_lora_rank (multi-head latent attention)")
+        else:
+            if self.architecture not in (None, Architecture.decoder):
+                raise ValueError("kv_lora_rank: multi-head latent attention is only modelled for decoders")
+            if self.kv_heads is not None and self.heads is not None and self.kv_heads != self.heads:
+                raise ValueError("kv_heads: not used with kv_lora_rank (every head reads the shared latent)")
+            if self.fused_qkv:
+                raise ValueError("fused_qkv: not used with kv_lora_rank (latent attention has its own projections)")
+        if self.position_offset is not None and self.position not in (None, Position.learned):
+            raise ValueError("position_offset: only valid with position: learned")
+        if self.architecture is Architecture.vit:
+            for key in ("embedding_norm", "embedding_dim", "position_offset", "sliding_window", "kv_lora_rank"):
+                if getattr(self, key) is not None:
+                    raise ValueError(f"{key}: not used by architecture: vit")
+        return self
 
     @model_validator(mode="after")
     def _moe_rules(self) -> "ModelSpec":
-        moe_keys = ("experts_per_token", "shared_experts", "expert_ffn_size", "moe_layer_frequency", "capacity_factor")
+        moe_keys = (
+            "experts_per_token",
+            "shared_experts",
+            "expert_ffn_size",
+            "moe_layer_frequency",
+            "capacity_factor",
+            "first_dense_layers",
+            "shared_expert_ffn_size",
+            "shared_expert_gate",
+        )
         if self.experts is None:
             given = [key for key in moe_keys if getattr(self, key) is not None]
             if given:
@@ -89,6 +153,11 @@ class ModelSpec(SpecSection):
         top_k = self.experts_per_token if self.experts_per_token is not None else 2
         if top_k > self.experts:
             raise ValueError(f"experts_per_token: {top_k} is more than experts ({self.experts})")
+        if self.first_dense_layers is not None and self.layers is not None and self.first_dense_layers >= self.layers:
+            raise ValueError(f"first_dense_layers: {self.first_dense_layers} leaves no MoE layer of {self.layers}")
+        if self.shared_experts == 0 and (self.shared_expert_ffn_size is not None or self.shared_expert_gate):
+            key = "shared_expert_ffn_size" if self.shared_expert_ffn_size is not None else "shared_expert_gate"
+            raise ValueError(f"{key}: given with shared_experts: 0")
         return self
 
     @model_validator(mode="after")
@@ -192,6 +261,11 @@ class Workload(SpecSection):
         if self.prompt_len > self.seq_len:
             raise ValueError(f"prompt_len: {self.prompt_len} is longer than seq_len {self.seq_len} (the total context)")
         return self
+
+    @field_validator("precision", mode="before")
+    @classmethod
+    def _precision_alias(cls, value: Any) -> Any:
+        return PRECISION_ALIASES.get(value, value) if isinstance(value, str) else value
 
     @field_validator("gradient_checkpointing", mode="before")
     @classmethod
