@@ -39,7 +39,7 @@ from vramcalc.hardware.memory_bus import (
     parse_data_rate_gbps,
     peak_bandwidth_bytes_per_s,
 )
-from vramcalc.hardware.weights import Weights, kv_bytes_per_token, weights_from_flags
+from vramcalc.hardware.weights import Weights, weights_from_flags
 from vramcalc.planning.stream import select_weights, weights_from_spec
 from vramcalc.spec.load import load_spec
 from vramcalc.units import GB
@@ -256,7 +256,34 @@ def test_weights_flag_errors(args: tuple[str | None, str | None, str | None], me
 
 def test_kv_bytes_per_token_llama2_7b() -> None:
     # Llama-2-7B: 2 (K, V) x 32 layers x 32 kv heads x 128 head_dim x 2 bytes = 524,288 bytes (0.5 MiB).
-    assert kv_bytes_per_token(32, 32, 128, 2) == 524_288
+    from vramcalc.choices import KvCacheDtype
+    from vramcalc.llm.kvcache import bytes_per_token
+
+    assert bytes_per_token(32, 32, 128, KvCacheDtype.auto, 2) == 524_288
+
+
+def test_bandwidth_reads_the_mla_latent_and_the_kv_dtype(tmp_path: Path) -> None:
+    """The KV bytes a decode step reads per token are the cache's own: DeepSeek-V2-Lite's MLA latent is
+    27 layers x (512 + 64) x 2 B = 31,104 B (vLLM's MLA layout), and fp8 KV halves Llama-2-7B's 524,288 B."""
+    from vramcalc.planning.stream import weights_from_spec
+
+    mla = tmp_path / "mla.yaml"
+    mla.write_text(
+        "model: {architecture: decoder, layers: 27, hidden_size: 2048, heads: 16, ffn_size: 10944, mlp: swiglu,\n"
+        "  norm: rmsnorm, position: rotary, vocab_size: 102400, kv_lora_rank: 512, qk_rope_head_dim: 64,\n"
+        "  qk_nope_head_dim: 128, v_head_dim: 128}\n"
+        "workload: {mode: inference, batch_size: 1, seq_len: 4096, precision: bf16}\n",
+        encoding="utf-8",
+    )
+    assert weights_from_spec(mla).kv_bytes_per_token == 31_104
+    fp8 = tmp_path / "fp8.yaml"
+    fp8.write_text(
+        "model: {architecture: decoder, layers: 32, hidden_size: 4096, heads: 32, ffn_size: 11008, mlp: swiglu,\n"
+        "  norm: rmsnorm, position: rotary, vocab_size: 32000}\n"
+        "workload: {mode: inference, batch_size: 1, seq_len: 4096, precision: bf16, kv_cache_dtype: fp8}\n",
+        encoding="utf-8",
+    )
+    assert weights_from_spec(fp8).kv_bytes_per_token == 524_288 // 2
 
 
 def test_weights_from_inference_spec(write_spec) -> None:  # type: ignore[no-untyped-def]

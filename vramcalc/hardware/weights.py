@@ -41,11 +41,6 @@ class Weights:
     notes: tuple[str, ...] = ()
 
 
-def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_element: int) -> int:
-    """K and V for one token: 2 x layers x kv_heads x head_dim x bytes per element."""
-    return 2 * layers * kv_heads * head_dim * bytes_per_element
-
-
 def weights_from_flags(params: str | None, dtype: str | None, weights: str | None) -> Weights | None:
     """Weights from --params/--dtype/--weights (None when none is given); fp16 when --dtype is omitted."""
     if dtype is not None and dtype not in WEIGHT_DTYPES:

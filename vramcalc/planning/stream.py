@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramcalc.errors import UnitError
-from vramcalc.hardware.weights import Weights, kv_bytes_per_token, weights_from_flags
+from vramcalc.hardware.weights import Weights, weights_from_flags
 
 if TYPE_CHECKING:
     from vramcalc.spec.models import Spec
@@ -15,10 +15,11 @@ if TYPE_CHECKING:
 def weights_from_spec(path: str | Path | Spec) -> Weights:
     """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token;
     from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`."""
-    from vramcalc.choices import Architecture, Mode
+    from vramcalc.choices import Architecture, KvCacheDtype, Mode
     from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
     from vramcalc.engine import estimate
+    from vramcalc.llm.kvcache import self_attention_layers, shape_bytes_per_token
     from vramcalc.spec.load import load_spec_arg
 
     found = None
@@ -36,8 +37,14 @@ def weights_from_spec(path: str | Path | Spec) -> Weights:
         if shape.architecture is Architecture.encoder:
             notes.append("encoder-only model: no KV cache (it does not decode token by token)")
         else:
-            layers = shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else shape.layers
-            per_token = kv_bytes_per_token(layers, shape.kv_heads, shape.head_dim, DTYPES[workload.precision].compute)
+            # the KV cache's own bytes per token: MLA's latent, the spec's kv_cache_dtype (vramcalc/llm/kvcache.py)
+            kv_dtype = workload.kv_cache_dtype or KvCacheDtype.auto
+            per_token = shape_bytes_per_token(shape, kv_dtype, DTYPES[workload.precision].compute)
+            if shape.sliding_layers(self_attention_layers(shape)):
+                notes.append(
+                    "sliding-window layers read at most their window of the context; the KV read below counts "
+                    "every layer over the whole context (an upper bound)"
+                )
     return Weights(
         weights_bytes=result.components["parameters"],
         n_params=result.params,
