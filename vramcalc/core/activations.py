@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position
+from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
 
@@ -138,6 +138,8 @@ def attention_saved_bytes(
     else:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1 if shape.fused_qkv else 3, dt)
     output = q_tokens * shape.q_width * dt.compute
+    if not cross:
+        qkv += _attention_extra_saved(shape, q_tokens, dt)
     scores = tk.batch * shape.heads * seq_q * seq_kv
     if kernel in ("flash", "efficient"):
         core = tk.batch * shape.heads * seq_q * FP32
@@ -146,6 +148,19 @@ def attention_saved_bytes(
     else:
         core = scores * score_bytes_per_element(shape, dt, training=True)
     return qkv + copies + output + core
+
+
+def _attention_extra_saved(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
+    """q/k norms: the fp32 input copy and the output of each (as HF's RMSNorm; statistics are small).
+    MLA: the compressed latent and its normed copy (input of kv_b_proj) and, with q_lora_rank, the query
+    latent and its normed copy; the decompressed K/V and the attention at qk_nope + qk_rope head width are
+    Q/K/V above (head_dim is that width for MLA)."""
+    if shape.mla is not None:
+        m = shape.mla
+        return n_tokens * (m.latent + m.kv_lora_rank + 2 * m.q_lora_rank) * dt.compute
+    if shape.qk_norm is QkNorm.none:
+        return 0
+    return n_tokens * (shape.q_width + shape.kv_width) * (FP32 + dt.compute)
 
 
 def mlp_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
@@ -176,7 +191,8 @@ def layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Atte
     """One block of the stack, training mode, no recomputation."""
     enc_dec_decoder = decoder and shape.architecture is Architecture.encoder_decoder
     n_tokens = tk.decoder if decoder else tk.encoder
-    total = 2 * norm_saved_bytes(shape, n_tokens, dt)
+    # norms_per_layer norms (a parallel block's single norm output is read by attention and MLP both)
+    total = shape.norms_per_layer * norm_saved_bytes(shape, n_tokens, dt)
     total += attention_saved_bytes(shape, tk, n_tokens, n_tokens, dt, attention, cross=False)
     total += mlp_saved_bytes(shape, n_tokens, dt)
     total += dropout_mask_bytes(shape, n_tokens, 2)
@@ -198,7 +214,7 @@ def layer_replicated_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, decoder: b
     """
     n_tokens = tk.decoder if decoder else tk.encoder
     h = shape.hidden
-    total = 2 * norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 2)
+    total = shape.norms_per_layer * norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 2)
     total += input_copy_bytes(n_tokens, h, 1 if shape.fused_qkv else 3, dt)
     total += input_copy_bytes(n_tokens, h, 2 if shape.gated else 1, dt)
     if decoder and shape.architecture is Architecture.encoder_decoder:

@@ -51,7 +51,7 @@ def resolve_details(spec: ModelSpec, arch: Architecture, head: Head, notes: list
         "final_norm": spec.final_norm is not False,
         "embedding_norm": bool(spec.embedding_norm),
         "position_offset": spec.position_offset or 0,
-        "embedding_dim": spec.embedding_dim if spec.embedding_dim != spec.hidden_size else 0,
+        "embedding_dim": spec.embedding_dim if spec.embedding_dim not in (None, spec.hidden_size) else 0,
         "sliding_window": spec.sliding_window or 0,
         "sliding_window_pattern": spec.sliding_window_pattern or 0,
         "mla": _resolve_mla(spec, notes),

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from vramcalc.choices import Architecture, Head, Mlp, Norm, Position
-from vramcalc.core.details import resolve_details
+from vramcalc.core.details import DEFAULT_QK_NOPE_HEAD_DIM, DEFAULT_QK_ROPE_HEAD_DIM, resolve_details
 from vramcalc.core.params import count_params
 from vramcalc.core.shape import (
     DEFAULT_CHANNELS,
@@ -112,6 +112,10 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
     position = _pick(spec.position, default_position, "position not given: {}", notes)
     norm = _pick(spec.norm, default_norm, "norm not given: {}", notes)
     head_dim = spec.head_dim or spec.hidden_size // heads
+    if spec.kv_lora_rank is not None and spec.head_dim is None:  # MLA attends at qk_nope + qk_rope width
+        head_dim = (spec.qk_nope_head_dim or DEFAULT_QK_NOPE_HEAD_DIM) + (
+            spec.qk_rope_head_dim or DEFAULT_QK_ROPE_HEAD_DIM
+        )
     ffn = _pick(spec.ffn_size, 4 * spec.hidden_size, "ffn_size not given: {} (4 x hidden_size)", notes)
     rms_family = norm is Norm.rmsnorm
     bias = _pick(

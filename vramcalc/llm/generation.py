@@ -51,6 +51,8 @@ class Generation:
     kv_dtype: KvCacheDtype
     per_token: int
     memory_utilization: float
+    sliding_per_token: int = 0  # the sliding-window layers' part of per_token
+    window: int = 0
 
 
 def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str]) -> Generation:
@@ -77,6 +79,8 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str
         kv_dtype=kv_dtype,
         per_token=kvcache.shape_bytes_per_token(shape, kv_dtype, compute_bytes),
         memory_utilization=util,
+        sliding_per_token=kvcache.sliding_bytes_per_token(shape, kv_dtype, compute_bytes),
+        window=shape.sliding_window,
     )
 
 
@@ -111,7 +115,10 @@ def forward_activations(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, atten
 
 def kv_bytes(gen: Generation, tokens_per_sequence: int) -> int:
     """KV cache of the batch at ``tokens_per_sequence`` tokens (whole blocks)."""
-    return gen.batch * kvcache.paged_tokens(tokens_per_sequence, gen.block) * gen.per_token
+    per_sequence = kvcache.sequence_bytes(
+        gen.per_token, gen.sliding_per_token, gen.window, tokens_per_sequence, gen.block
+    )
+    return gen.batch * per_sequence
 
 
 def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: Attention) -> dict[str, int]:

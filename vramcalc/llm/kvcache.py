@@ -17,6 +17,11 @@ counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
   ``num_blocks = budget // (block x bytes per token)``; "GPU KV cache size" = num_blocks x block tokens;
   "maximum concurrency" = KV tokens / context length.
 * Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence.
+* Multi-head latent attention (DeepSeek V2/V3) caches one latent per token and layer, no separate K and V:
+  ``layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes`` (vLLM ``MLAAttentionSpec``: "For MLA we
+  only store a single latent vector"). DeepSeek-V2-Lite in bf16: 27 x (512 + 64) x 2 = 31,104 B/token.
+* Sliding-window layers keep only the tokens their window can still see (:func:`sequence_bytes`); the
+  bytes per token stay those of every layer (what a token costs while it is inside every window).
 """
 
 from __future__ import annotations
@@ -78,8 +83,43 @@ def bytes_per_token(
 
 
 def shape_bytes_per_token(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
-    """Self-attention KV bytes per token of ``shape`` (0 for an encoder-only model)."""
-    return bytes_per_token(self_attention_layers(shape), shape.kv_heads, shape.head_dim, kv_dtype, compute_bytes)
+    """Self-attention KV bytes per token of ``shape`` over all its layers (0 for an encoder-only model)."""
+    return _layer_bytes(shape, kv_dtype, compute_bytes) * self_attention_layers(shape)
+
+
+def sliding_bytes_per_token(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+    """The part of :func:`shape_bytes_per_token` held by sliding-window layers."""
+    return _layer_bytes(shape, kv_dtype, compute_bytes) * shape.sliding_layers(self_attention_layers(shape))
+
+
+def _layer_bytes(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+    """One layer's cache for one token: K and V of kv_heads heads, or MLA's single latent (no V)."""
+    if shape.mla is not None:
+        return head_bytes(shape.mla.latent, kv_dtype, compute_bytes)
+    return bytes_per_token(1, shape.kv_heads, shape.head_dim, kv_dtype, compute_bytes)
+
+
+def window_tokens(window: int, tokens: int, block: int) -> int:
+    """Tokens a sliding-window layer holds for one sequence of ``tokens`` tokens, in whole blocks.
+
+    vLLM (``SlidingWindowSpec.max_memory_usage_bytes`` in vllm/v1/kv_cache_interface.py, with one new token
+    per decode step): ``cdiv(sliding_window - 1 + 1, block) + 1`` blocks, the extra block because the window
+    may start inside one; blocks wholly outside the window are freed. HF (``DynamicSlidingWindowLayer.update``
+    in transformers' cache_utils.py, block 1): the last ``sliding_window - 1`` tokens are kept, plus the new
+    one while the step runs: ``sliding_window`` tokens.
+    """
+    held = paged_tokens(tokens, block)
+    if not window:
+        return held
+    cap = window if block == 1 else paged_tokens(window, block) + block
+    return min(held, cap)
+
+
+def sequence_bytes(per_token: int, sliding_per_token: int, window: int, tokens: int, block: int) -> int:
+    """KV bytes one sequence of ``tokens`` tokens holds: global layers for every token (whole blocks),
+    sliding-window layers for at most :func:`window_tokens`."""
+    global_part = (per_token - sliding_per_token) * paged_tokens(tokens, block)
+    return global_part + sliding_per_token * window_tokens(window, tokens, block)
 
 
 def cross_attention_bytes(shape: ModelShape, encoder_tokens: int, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:

@@ -97,7 +97,9 @@ def inference_phases(
     attention = wl.attention
     if not is_generation(wl):
         per_token = kvcache.shape_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
-        kv = tk.batch * wl.seq_len * per_token if wl.use_cache else 0  # type: ignore[operator]
+        sliding = kvcache.sliding_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
+        one = kvcache.sequence_bytes(per_token, sliding, shape.sliding_window, wl.seq_len or 0, 1)
+        kv = tk.batch * one if wl.use_cache else 0
         forward = {
             **base,
             "activations": generation.forward_activations(shape, tk, dt, attention),

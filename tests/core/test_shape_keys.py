@@ -1,0 +1,351 @@
+"""Exact parameter counts of the shape keys (biases per projection, q/k norms, norm counts, embedding
+extras, heads, geglu, MLA, MoE shared experts and dense first layers) against transformers.
+
+Reference: every count below is ``sum(p.numel() for p in model.parameters())`` of the named transformers
+class built from the named config on the meta device, with transformers 5.24.0 and torch 2.13.0
+(``benchmarks/hf_meta_counts.py`` builds the same configs and prints these numbers). Shapes are small on
+purpose: vocab_size 1000, hidden_size 64, 2 layers, 4 heads unless said otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vramcalc.core.params import active_params, count_params, linear_weight_params, param_tensors
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
+from vramcalc.spec.models import ModelSpec, Workload
+
+LLAMA = {
+    "architecture": "decoder",
+    "layers": 2,
+    "hidden_size": 64,
+    "heads": 4,
+    "kv_heads": 2,
+    "ffn_size": 160,
+    "mlp": "swiglu",
+    "vocab_size": 1000,
+}
+BERT = {
+    "architecture": "encoder",
+    "layers": 2,
+    "hidden_size": 64,
+    "heads": 4,
+    "ffn_size": 256,
+    "vocab_size": 1000,
+    "max_position_embeddings": 128,
+}
+MLA = {
+    **LLAMA,
+    "layers": 3,
+    "tie_embeddings": False,
+    "experts": 8,
+    "experts_per_token": 2,
+    "shared_experts": 2,
+    "expert_ffn_size": 32,
+    "first_dense_layers": 1,
+    "kv_lora_rank": 32,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 16,
+    "v_head_dim": 16,
+}
+del MLA["kv_heads"]
+DECODER = {"architecture": "decoder", "layers": 2, "hidden_size": 64, "heads": 4, "vocab_size": 1000}
+
+# (transformers class and config: the keyword arguments given to the config class), spec, count
+CASES: dict[str, tuple[dict[str, Any], int]] = {
+    # Qwen2ForCausalLM, Qwen2Config(intermediate_size=160, num_key_value_heads=2, tie_word_embeddings=False)
+    "qwen2-qkv-bias": ({**LLAMA, "tie_embeddings": False, "qkv_bias": True}, 214_592),
+    # Qwen3ForCausalLM, Qwen3Config(intermediate_size=160, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)
+    "qwen3-qk-norm": ({**LLAMA, "head_dim": 32, "tie_embeddings": True, "qk_norm": "head"}, 175_040),
+    # LlamaForCausalLM, LlamaConfig(..., attention_bias=True, mlp_bias=True, tie_word_embeddings=False)
+    "llama-biases": ({**LLAMA, "tie_embeddings": False, "attention_bias": True, "mlp_bias": True}, 215_488),
+    # LlamaForSequenceClassification, LlamaConfig(..., num_labels=3): score without bias
+    "llama-seq-cls": ({**LLAMA, "head": "classification", "num_labels": 3}, 150_528),
+    # LlamaForTokenClassification, LlamaConfig(..., num_labels=5): score with bias
+    "llama-token-cls": ({**LLAMA, "head": "token_classification", "num_labels": 5}, 150_661),
+    # Gemma2ForCausalLM, Gemma2Config(intermediate_size=160, num_key_value_heads=2, head_dim=32, sliding_window=16)
+    "gemma2": (
+        {**LLAMA, "mlp": "geglu", "head_dim": 32, "norms_per_layer": 4, "tie_embeddings": True, "sliding_window": 16},
+        175_168,
+    ),
+    # Gemma3ForCausalLM, Gemma3TextConfig(num_hidden_layers=6, intermediate_size=160, num_key_value_heads=2,
+    # head_dim=32, sliding_window=16)
+    "gemma3": (
+        {
+            **LLAMA,
+            "layers": 6,
+            "mlp": "geglu",
+            "head_dim": 32,
+            "norms_per_layer": 4,
+            "qk_norm": "head",
+            "tie_embeddings": True,
+        },
+        397_760,
+    ),
+    # Olmo2ForCausalLM, Olmo2Config(intermediate_size=160, num_key_value_heads=2, tie_word_embeddings=False)
+    "olmo2": ({**LLAMA, "tie_embeddings": False, "qk_norm": "projection"}, 214_528),
+    # DeepseekV2ForCausalLM, DeepseekV2Config(num_hidden_layers=3, num_key_value_heads=4, intermediate_size=160,
+    # moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=2, num_experts_per_tok=2,
+    # first_k_dense_replace=1, kv_lora_rank=32, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16,
+    # v_head_dim=16, tie_word_embeddings=False)
+    "deepseek-v2-lite-like": (MLA, 333_856),
+    # DeepseekV3ForCausalLM, DeepseekV3Config(the same, q_lora_rank=24, n_group=2, topk_group=1)
+    "deepseek-v3-like": ({**MLA, "q_lora_rank": 24}, 327_016),
+    # Qwen2MoeForCausalLM, Qwen2MoeConfig(intermediate_size=160, num_key_value_heads=2, num_experts=8,
+    # num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=96, tie_word_embeddings=False)
+    "qwen2-moe": (
+        {
+            **LLAMA,
+            "tie_embeddings": False,
+            "qkv_bias": True,
+            "experts": 8,
+            "expert_ffn_size": 32,
+            "shared_expert_ffn_size": 96,
+            "shared_expert_gate": True,
+        },
+        289_472,
+    ),
+    # Qwen3MoeForCausalLM, Qwen3MoeConfig(intermediate_size=160, num_key_value_heads=2, num_experts=8,
+    # num_experts_per_tok=2, moe_intermediate_size=32)
+    "qwen3-moe": (
+        {**LLAMA, "tie_embeddings": False, "qk_norm": "head", "experts": 8, "expert_ffn_size": 32},
+        252_288,
+    ),
+    # FalconForCausalLM, FalconConfig(multi_query=True, parallel_attn=True, new_decoder_architecture=False, bias=False)
+    "falcon-7b-like": (
+        {
+            **DECODER,
+            "kv_heads": 1,
+            "mlp": "gelu",
+            "norm": "layernorm",
+            "position": "rotary",
+            "bias": False,
+            "parallel_block": True,
+            "norms_per_layer": 1,
+        },
+        150_400,
+    ),
+    # PhiForCausalLM, PhiConfig(intermediate_size=256, partial_rotary_factor=0.4, tie_word_embeddings=False)
+    "phi2-like": (
+        {
+            **DECODER,
+            "ffn_size": 256,
+            "mlp": "gelu_tanh",
+            "norm": "layernorm",
+            "position": "rotary",
+            "bias": True,
+            "parallel_block": True,
+            "norms_per_layer": 1,
+            "lm_head_bias": True,
+            "tie_embeddings": False,
+        },
+        228_840,
+    ),
+    # OPTForCausalLM, OPTConfig(ffn_dim=256, max_position_embeddings=128, word_embed_proj_dim=64)
+    "opt": (
+        {**DECODER, "ffn_size": 256, "mlp": "relu", "max_position_embeddings": 128, "position_offset": 2},
+        172_416,
+    ),
+    # OPTForCausalLM, OPTConfig(ffn_dim=256, max_position_embeddings=128, word_embed_proj_dim=32,
+    # do_layer_norm_before=False): project_in/project_out, no final norm (as OPT-350m)
+    "opt-350m-like": (
+        {
+            **DECODER,
+            "ffn_size": 256,
+            "mlp": "relu",
+            "max_position_embeddings": 128,
+            "position_offset": 2,
+            "embedding_dim": 32,
+            "final_norm": False,
+        },
+        144_384,
+    ),
+    # BloomForCausalLM, BloomConfig(vocab_size=1000, hidden_size=64, n_layer=2, n_head=4)
+    "bloom": ({**DECODER, "mlp": "gelu", "position": "none", "embedding_norm": True}, 164_224),
+    # Starcoder2ForCausalLM, Starcoder2Config(intermediate_size=256, num_key_value_heads=2, sliding_window=16,
+    # use_bias=True)
+    "starcoder2": (
+        {
+            **LLAMA,
+            "ffn_size": 256,
+            "mlp": "gelu_tanh",
+            "norm": "layernorm",
+            "position": "rotary",
+            "bias": True,
+            "tie_embeddings": True,
+            "sliding_window": 16,
+        },
+        155_776,
+    ),
+    # BertForTokenClassification, BertConfig(intermediate_size=256, max_position_embeddings=128, num_labels=5)
+    "bert-token-cls": ({**BERT, "head": "token_classification", "num_labels": 5}, 172_741),
+    # BertForQuestionAnswering, BertConfig(intermediate_size=256, max_position_embeddings=128)
+    "bert-qa": ({**BERT, "head": "question_answering"}, 172_546),
+    # BertForPreTraining, BertConfig(intermediate_size=256, max_position_embeddings=128)
+    "bert-pretraining": ({**BERT, "head": "pretraining"}, 181_994),
+    # BertForSequenceClassification, BertConfig(..., num_labels=3)
+    "bert-seq-cls": ({**BERT, "head": "classification", "num_labels": 3, "pooler": True}, 176_771),
+    # RobertaForSequenceClassification, RobertaConfig(intermediate_size=256, max_position_embeddings=130,
+    # type_vocab_size=1, num_labels=3): dense + out_proj head
+    "roberta-seq-cls": (
+        {
+            **BERT,
+            "max_position_embeddings": 130,
+            "type_vocab_size": 1,
+            "head": "classification",
+            "num_labels": 3,
+            "pooler": True,
+        },
+        176_835,
+    ),
+    # GPT2ForSequenceClassification, GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128,
+    # num_labels=3): score without bias
+    "gpt2-seq-cls": (
+        {**DECODER, "max_position_embeddings": 128, "mlp": "gelu_tanh", "head": "classification", "num_labels": 3},
+        172_480,
+    ),
+    # T5ForConditionalGeneration, T5Config(vocab_size=1000, d_model=64, d_ff=128, d_kv=16, num_layers=2,
+    # num_heads=4, feed_forward_proj="gated-gelu", tie_word_embeddings=False): transformers 5 ties the LM
+    # head of T5 whatever the config says
+    "t5-v1.1": (
+        {
+            "architecture": "encoder-decoder",
+            "layers": 2,
+            "hidden_size": 64,
+            "heads": 4,
+            "ffn_size": 128,
+            "vocab_size": 1000,
+            "mlp": "geglu",
+            "tie_embeddings": True,
+        },
+        261_632,
+    ),
+}
+
+
+def shape_of(seq_len: int = 64, **model: Any) -> tuple[ModelShape, list[str]]:
+    return resolve_model(ModelSpec(**model), Workload(batch_size=1, seq_len=seq_len))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_count_equals_transformers(case: str) -> None:
+    spec, reference = CASES[case]
+    shape, _ = shape_of(**spec)
+    assert count_params(shape) == reference
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_param_tensors_add_up(case: str) -> None:
+    shape, _ = shape_of(**CASES[case][0])
+    assert sum(n * r * c for n, r, c in param_tensors(shape)) == count_params(shape)
+
+
+def test_qwen2_by_hand() -> None:
+    # embeddings 1000 x 64 and an untied head: 128,000. Per layer: q 64 x 64 + 64 = 4,160, k and v
+    # 64 x 32 + 32 = 2,080 each, o 64 x 64 = 4,096 (no bias), SwiGLU 3 x 64 x 160 = 30,720, two RMSNorms 128:
+    # 43,264; two layers 86,528; final norm 64. Total 214,592 (= transformers' count above).
+    shape, _ = shape_of(**CASES["qwen2-qkv-bias"][0])
+    assert count_params(shape) == 128_000 + 2 * (4_160 + 2 * 2_080 + 4_096 + 30_720 + 128) + 64
+
+
+def test_deepseek_v2_lite_like_by_hand() -> None:
+    # embeddings + untied head 128,000. Attention per layer: q_proj 64 x 4 x (16 + 8) = 6,144; kv_a_proj_with_mqa
+    # 64 x (32 + 8) = 2,560; kv_a_layernorm 32; kv_b_proj 32 x 4 x (16 + 16) = 4,096; o_proj 4 x 16 x 64 = 4,096:
+    # 16,928, plus two norms 128, three layers: 51,168. Layer 0 dense SwiGLU 3 x 64 x 160 = 30,720. Layers 1-2:
+    # 8 experts x 3 x 64 x 32 = 49,152, router 8 x 64 = 512, shared MLP of 2 x 32: 3 x 64 x 64 = 12,288:
+    # 61,952 each. Final norm 64. Total 333,856 (= transformers' count above).
+    shape, _ = shape_of(**MLA)
+    assert count_params(shape) == 128_000 + 3 * (16_928 + 128) + 30_720 + 2 * 61_952 + 64
+    # active: 6 of 8 experts idle in each of the 2 MoE layers: 2 x 6 x 6,144
+    assert active_params(shape, count_params(shape)) == 333_856 - 2 * 6 * 6_144
+
+
+def test_geglu_has_the_tensors_of_swiglu() -> None:
+    swiglu, _ = shape_of(**{**LLAMA, "norm": "rmsnorm"})
+    geglu, _ = shape_of(**{**LLAMA, "mlp": "geglu", "norm": "rmsnorm"})
+    assert count_params(geglu) == count_params(swiglu)
+    assert param_tensors(geglu) == param_tensors(swiglu)
+
+
+def test_qkv_bias_overrides_attention_bias() -> None:
+    # q, k, v biases (64 + 32 + 32 per layer) without o's 64: attention_bias true, qkv_bias false leaves o's only
+    base, _ = shape_of(**LLAMA)
+    only_o, _ = shape_of(**LLAMA, attention_bias=True, qkv_bias=False)
+    assert count_params(only_o) - count_params(base) == 2 * 64
+
+
+def test_linear_weights_include_the_lm_head_bias_and_projections() -> None:
+    # OPT-350m-like: project_in (32 -> 64) and project_out (64 -> 32) are linears; the tied head is counted
+    shape, _ = shape_of(**CASES["opt-350m-like"][0])
+    per_layer = 4 * (64 * 64 + 64) + 2 * 64 * 256 + 256 + 64
+    assert linear_weight_params(shape) == 2 * per_layer + 2 * 32 * 64 + 1000 * 32
+
+
+def test_defaults_are_stated() -> None:
+    _, notes = shape_of(**{**MLA, "qk_rope_head_dim": None, "v_head_dim": None})
+    assert any(n.startswith("qk_rope_head_dim not given: 64") for n in notes)
+    assert any(n.startswith("v_head_dim not given: 128") for n in notes)
+    _, notes = shape_of(**LLAMA, sliding_window=4096)
+    assert any(n.startswith("sliding_window_pattern not given") for n in notes)
+    _, notes = shape_of(**DECODER, parallel_block=True)
+    assert any(n.startswith("norms_per_layer not given: 2") for n in notes)
+    _, notes = shape_of(**LLAMA, head="classification")
+    assert "head_bias not given: false" in notes
+
+
+def test_vocab_from_params_uses_the_row_width_of_the_head() -> None:
+    # Phi-2-like: each vocabulary row holds an embedding row, an untied head row and a head bias: 129 parameters
+    spec = {k: v for k, v in CASES["phi2-like"][0].items() if k != "vocab_size"}
+    shape, _ = shape_of(**spec, params=228_840)
+    assert shape.vocab == 1000
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        {**LLAMA, "q_lora_rank": 16},
+        {**LLAMA, "sliding_window_pattern": 2},
+        {**LLAMA, "shared_expert_gate": True},
+        {**LLAMA, "experts": 4, "first_dense_layers": 2},
+        {**LLAMA, "kv_lora_rank": 32, "kv_heads": 2},
+        {**LLAMA, "position": "rotary", "position_offset": 2},
+        {**LLAMA, "norms_per_layer": 5},
+    ],
+)
+def test_invalid_combinations_are_refused(model: dict[str, Any]) -> None:
+    with pytest.raises((ValueError, SpecError)):
+        shape_of(**model)
+
+
+def _saved(shape: ModelShape) -> int:
+    from vramcalc.choices import Attention
+    from vramcalc.core.activations import Dtypes, Tokens, layer_saved_bytes
+
+    return layer_saved_bytes(shape, Tokens(batch=1, seq=8, target=8), Dtypes(2, 2, 2, False), Attention.sdpa)
+
+
+def test_a_parallel_block_with_one_norm_saves_one_norm_output() -> None:
+    # LayerNorm, bf16, 8 tokens x 64: input (2 B) + output (2 B) + mean/rstd (8 B) per token = 8 x 264 B
+    two, _ = shape_of(**CASES["falcon-7b-like"][0], seq_len=8)
+    one, _ = shape_of(**{**CASES["falcon-7b-like"][0], "norms_per_layer": 2}, seq_len=8)
+    assert _saved(one) - _saved(two) == 8 * (64 * 2 + 64 * 2 + 8)
+
+
+def test_qk_norms_save_their_input_and_output() -> None:
+    # Qwen3-like: q 4 x 32 and k 2 x 32 wide; fp32 input copy + bf16 output: 8 tokens x 192 x (4 + 2) B
+    plain, _ = shape_of(**{**CASES["qwen3-qk-norm"][0], "qk_norm": "none"}, seq_len=8)
+    normed, _ = shape_of(**CASES["qwen3-qk-norm"][0], seq_len=8)
+    assert _saved(normed) - _saved(plain) == 8 * 192 * 6
+
+
+def test_mla_saves_its_latents() -> None:
+    # kv latent (32 + 8) and its normed copy (32), bf16: 8 tokens x 72 x 2 B over the plain attention of
+    # the same q/k/v widths (head_dim 24 = qk_nope 16 + qk_rope 8)
+    mla, _ = shape_of(**MLA, seq_len=8)
+    assert mla.head_dim == 24
+    plain, _ = shape_of(**{k: v for k, v in MLA.items() if "dim" not in k and "rank" not in k}, head_dim=24, seq_len=8)
+    assert _saved(mla) - _saved(plain) == 8 * 72 * 2
