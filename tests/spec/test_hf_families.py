@@ -167,3 +167,11 @@ def test_dense_layers_other_than_the_first_are_refused(tmp_path: Path) -> None:
     config = json.loads((CONFIGS / "qwen1.5-moe-a2.7b.json").read_text(encoding="utf-8")) | {"mlp_only_layers": [3]}
     with pytest.raises(SpecError, match=r"mlp_only_layers: \[3\]: only the first layers can be dense"):
         model_from_config(config, "q.json")
+
+
+def test_deepseek_v2_lite_kv_cache_is_the_mla_latent() -> None:
+    # vLLM stores (kv_lora_rank 512 + qk_rope_head_dim 64) x 27 layers x 2 B = 31,104 B per token (bf16)
+    args = ["estimate", "--hf-config", str(CONFIGS / "deepseek-v2-lite.json"), "--mode", "inference"]
+    result = runner.invoke(app, [*args, "--batch-size", "1", "--seq-len", "512", "--max-new-tokens", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kv_cache_bytes_per_token"] == 31_104
