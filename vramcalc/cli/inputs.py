@@ -1,7 +1,9 @@
 """CLI inputs beside a spec file: ``vramcalc import`` and the spec-or-config loading of ``estimate``.
 
 ``estimate --hf-config config.json`` builds the spec from a transformers config and the workload
-flags; ``--quantization`` and ``--adapter`` take a method name or a YAML flow mapping
+flags (without ``--precision``, the config's ``torch_dtype``: itself for inference, ``amp-bf16``/``amp-fp16``
+mixed precision for training a 16-bit checkpoint); ``--quantization`` and ``--adapter`` take a method name or
+a YAML flow mapping
 (``--adapter '{rank: 16, targets: all-linear}'``).
 """
 
@@ -55,12 +57,23 @@ def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str
         raise SpecError("give a SPEC file or --hf-config config.json (one of the two)")
     if spec is not None:
         return override_workload(load_spec_file(spec), str(spec), **flags), str(spec)
-    from vramcalc.spec.hf_import import read_config, validated_spec
+    from vramcalc.cli._common import notes_to_stderr
+    from vramcalc.spec.hf_import import default_precision, read_config, validated_spec
 
     assert hf_config is not None  # exactly one of the two, checked above
     source = str(hf_config)
+    config = read_config(hf_config)
     workload = {key: value for key, value in flags.items() if value is not None}
-    return validated_spec(read_config(hf_config), source, workload), source
+    note = None
+    if "precision" not in workload:  # the config's torch_dtype, not fp32 (stated on stderr)
+        mode = workload.get("mode")
+        precision, note = default_precision(config, source, None if mode is None else str(mode))
+        if precision is not None:
+            workload["precision"] = precision
+    imported = validated_spec(config, source, workload)
+    if note is not None:  # after validation: a bad config gets its one error line and nothing else
+        notes_to_stderr([note])
+    return imported, source
 
 
 def import_command(

@@ -1,0 +1,177 @@
+"""Family details and heads of the config import, the torch_dtype default precision, and bad configs.
+
+Expected keys come from the public configs and the transformers modelling code of each family
+(named in each test); parameter counts are checked against transformers itself in test_hf_exact.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from vramcalc.cli import app
+from vramcalc.errors import SpecError
+from vramcalc.spec.hf_import import default_precision, import_yaml, model_from_config, read_config
+
+runner = CliRunner()
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"
+
+
+def model_of(name: str) -> tuple[dict[str, Any], list[str]]:
+    return model_from_config(read_config(CONFIGS / name), name)
+
+
+@pytest.mark.parametrize(
+    ("name", "window", "pattern"),
+    [
+        ("mistral-7b.json", 4096, None),  # Mistral-7B-v0.1: sliding_window 4096 on every layer
+        ("starcoder2-3b.json", 4096, None),  # StarCoder2: sliding_window 4096
+        ("gemma-2-2b.json", 4096, 2),  # Gemma 2: layer_types alternate sliding/full
+        ("gemma-3-1b-pt.json", 512, 6),  # Gemma 3: five sliding layers, then one global
+        ("gemma-3-270m.json", 512, 6),  # layer_types list as written by transformers 5
+        ("qwen2.5-0.5b.json", None, None),  # use_sliding_window false: global attention
+    ],
+)
+def test_sliding_windows(name: str, window: int | None, pattern: int | None) -> None:
+    model, _ = model_of(name)
+    assert (model.get("sliding_window"), model.get("sliding_window_pattern")) == (window, pattern)
+
+
+def test_mla_and_moe_keys_of_deepseek() -> None:
+    # deepseek-ai/DeepSeek-V2-Lite config.json: kv_lora_rank 512, q_lora_rank null, 64 routed + 2 shared
+    # experts of 1408, top-6, first_k_dense_replace 1
+    model, _ = model_of("deepseek-v2-lite.json")
+    assert model["kv_lora_rank"] == 512 and "q_lora_rank" not in model
+    assert (model["experts"], model["shared_experts"], model["expert_ffn_size"]) == (64, 2, 1408)
+    assert (model["experts_per_token"], model["first_dense_layers"]) == (6, 1)
+    model, _ = model_of("deepseek-v3.json")  # DeepSeek-V3: q_lora_rank 1536, first_k_dense_replace 3
+    assert (model["q_lora_rank"], model["first_dense_layers"], model["shared_experts"]) == (1536, 3, 1)
+
+
+def test_qwen2_moe_shared_expert() -> None:
+    # Qwen/Qwen1.5-MoE-A2.7B: 60 experts of 1408, top-4, a shared expert of 5632 with a sigmoid gate
+    model, _ = model_of("qwen1.5-moe-a2.7b.json")
+    assert model["shared_expert_ffn_size"] == 5632 and model["shared_expert_gate"] is True
+    assert model["qkv_bias"] is True and (model["experts"], model["experts_per_token"]) == (60, 4)
+
+
+@pytest.mark.parametrize(
+    ("name", "head", "pooler", "labels"),
+    [
+        ("bert-base-uncased.json", "lm", False, None),  # BertForMaskedLM: no pooler
+        ("bert-base-uncased-pretraining.json", "pretraining", True, None),
+        ("bert-base-ner.json", "token_classification", False, 9),  # dslim/bert-base-NER: 9 tags
+        ("bert-base-cased-squad2.json", "question_answering", False, None),
+        ("all-minilm-l6-v2.json", "none", True, None),  # BertModel keeps its pooler
+        ("twitter-roberta-base-sentiment-latest.json", "classification", True, 3),
+        ("deberta-v3-base.json", "none", False, None),  # DebertaV2Model has no pooler
+        ("dialogrpt-updown.json", "classification", None, 1),  # GPT2ForSequenceClassification
+        ("skywork-reward-llama-3.1-8b.json", "classification", None, 1),
+        ("vit-base-patch16-224-in21k.json", "none", True, None),  # ViTModel
+    ],
+)
+def test_heads_from_architectures(name: str, head: str, pooler: bool | None, labels: int | None) -> None:
+    model, _ = model_of(name)
+    assert (model["head"], model.get("pooler"), model.get("num_labels")) == (head, pooler, labels)
+
+
+def test_decoder_classifier_has_no_bias() -> None:
+    # LlamaForSequenceClassification / GPT2ForSequenceClassification: score = nn.Linear(..., bias=False)
+    assert model_of("dialogrpt-updown.json")[0]["head_bias"] is False
+
+
+def test_t5_encoder_model_is_the_encoder_stack() -> None:
+    model, _ = model_of("t5-v1_1-small-encoder.json")
+    assert (model["architecture"], model["mlp"], model["head"]) == ("encoder", "geglu", "none")
+
+
+def test_gemma3_multimodal_counts_the_text_model_with_a_note() -> None:
+    text = json.loads((CONFIGS / "gemma-3-1b-pt.json").read_text(encoding="utf-8"))
+    wrapper = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text}
+    model, notes = model_from_config(wrapper, "gemma3.json")
+    assert model == model_of("gemma-3-1b-pt.json")[0] | {"head": "lm"}
+    assert any("vision tower" in note for note in notes)
+
+
+@pytest.mark.parametrize(
+    ("config", "mode", "expected"),
+    [
+        ({"torch_dtype": "bfloat16"}, None, "amp-bf16"),  # training default: HF Trainer's bf16=True
+        ({"dtype": "float16"}, "train", "amp-fp16"),  # transformers 5 writes "dtype"
+        ({"torch_dtype": "bfloat16"}, "inference", "bf16"),
+        ({"torch_dtype": "float32"}, None, "fp32"),
+        ({}, None, None),
+    ],
+)
+def test_default_precision_from_torch_dtype(config: dict[str, Any], mode: str | None, expected: str | None) -> None:
+    assert default_precision(config, "c.json", mode)[0] == expected
+
+
+def test_estimate_without_precision_uses_torch_dtype() -> None:
+    args = ["estimate", "--hf-config", str(CONFIGS / "llama-3.2-1b.json"), "--batch-size", "1", "--seq-len", "256"]
+    default = runner.invoke(app, [*args, "--json"])
+    assert default.exit_code == 0, default.output
+    assert "note: precision not given: amp-bf16 (config.json dtype: bfloat16" in default.stderr
+    explicit = runner.invoke(app, [*args, "--precision", "amp-bf16", "--json"])
+    assert json.loads(default.stdout) == json.loads(explicit.stdout)
+    assert "precision not given" not in explicit.stderr
+    inference = runner.invoke(app, [*args, "--mode", "inference", "--json"])  # bf16 weights: half of fp32
+    fp32 = runner.invoke(app, [*args, "--mode", "inference", "--precision", "fp32", "--json"])
+    assert "precision not given: bf16" in inference.stderr
+    assert json.loads(inference.stdout)["peak_allocated_bytes"] < json.loads(fp32.stdout)["peak_allocated_bytes"]
+
+
+def test_import_writes_the_config_dtype() -> None:
+    assert "precision: fp16" in import_yaml(CONFIGS / "phi-1_5.json")  # torch_dtype float16
+    assert "precision: bf16" in import_yaml(CONFIGS / "gemma-2-2b.json")  # bfloat16
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"model_type": "mamba"},
+            r"model_type: 'mamba' is not supported \(supported: bert, bloom, deberta-v2, deepseek_v2",
+        ),
+        ({"architectures": ["BertForMultipleChoice"]}, "architectures: 'BertForMultipleChoice': this head"),
+        (
+            {
+                "model_type": "deberta-v2",
+                "relative_attention": True,
+                "share_att_key": False,
+                "pos_att_type": ["p2c", "c2p"],
+            },
+            "share_att_key",
+        ),
+        ({"torch_dtype": "int8"}, "torch_dtype: 'int8' is not one of bfloat16"),
+    ],
+)
+def test_bad_configs_are_one_error_line(tmp_path: Path, changes: dict[str, Any], message: str) -> None:
+    config = json.loads((CONFIGS / "bert-base-uncased.json").read_text(encoding="utf-8")) | changes
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    for args in (["import", str(path)], ["estimate", "--hf-config", str(path), "--batch-size", "1", "--seq-len", "8"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), result.stderr
+        assert re.search(message, lines[0]), lines[0]
+
+
+def test_dense_layers_other_than_the_first_are_refused(tmp_path: Path) -> None:
+    config = json.loads((CONFIGS / "qwen1.5-moe-a2.7b.json").read_text(encoding="utf-8")) | {"mlp_only_layers": [3]}
+    with pytest.raises(SpecError, match=r"mlp_only_layers: \[3\]: only the first layers can be dense"):
+        model_from_config(config, "q.json")
+
+
+def test_deepseek_v2_lite_kv_cache_is_the_mla_latent() -> None:
+    # vLLM stores (kv_lora_rank 512 + qk_rope_head_dim 64) x 27 layers x 2 B = 31,104 B per token (bf16)
+    args = ["estimate", "--hf-config", str(CONFIGS / "deepseek-v2-lite.json"), "--mode", "inference"]
+    result = runner.invoke(app, [*args, "--batch-size", "1", "--seq-len", "512", "--max-new-tokens", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kv_cache_bytes_per_token"] == 31_104

@@ -1,0 +1,118 @@
+"""Encoder and encoder-decoder families of transformers configs: BERT, RoBERTa, DeBERTa-v2/v3, T5 (T5 v1.1,
+Flan-T5) and ViT, with their heads from ``architectures``.
+"""
+
+from __future__ import annotations
+
+from vramcalc.spec.hf_heads import encoder_head, head_kind
+from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.units import quoted
+
+
+def _bert_body(r: Reader) -> Model:
+    return {
+        "architecture": "encoder",
+        "layers": r.need("num_hidden_layers"),
+        "hidden_size": r.need("hidden_size"),
+        "heads": r.need("num_attention_heads"),
+        "ffn_size": r.need("intermediate_size"),
+        "mlp": "gelu",
+        "norm": "layernorm",
+        "position": "learned",
+        "vocab_size": r.need("vocab_size"),
+        "tie_embeddings": r.flag("tie_word_embeddings", True),
+        "bias": True,
+    }
+
+
+def bert(r: Reader, notes: list[str]) -> Model:
+    """BERT and RoBERTa (same tensors; RoBERTa's classification head is dense + out_proj, counted as
+    the pooler plus the classifier)."""
+    return {
+        **_bert_body(r),
+        "max_position_embeddings": r.count("max_position_embeddings", default=512),
+        "type_vocab_size": r.count("type_vocab_size", default=2, minimum=0),
+        **encoder_head(r, head_kind(r, "mlm"), bare_pooler=True),
+    }
+
+
+def deberta_v2(r: Reader, notes: list[str]) -> Model:
+    """DeBERTa-v2/v3. Its relative-position table ``rel_embeddings`` (2 x position_buckets rows, else
+    2 x max_relative_positions) is counted with the learned position rows, and the LayerNorm on it
+    (``norm_rel_ebd: layer_norm``) as an embedding norm: the same parameters."""
+    for name, default in (("conv_kernel_size", 0), ("embedding_size", None)):
+        value = r.count(name, default=default, minimum=0)
+        if value and (name == "conv_kernel_size" or value != r.need("hidden_size")):
+            raise r.fail(name, f"{value} is not modelled (DeBERTa-v2 with an extra convolution or embedding width)")
+    model = {**_bert_body(r), "type_vocab_size": r.count("type_vocab_size", default=0, minimum=0)}
+    rows = (r.count("max_position_embeddings", default=512) or 512) if r.flag("position_biased_input", True) else 0
+    if r.flag("relative_attention", False):
+        if not r.flag("share_att_key", False) and set(r.names("pos_att_type")) & {"c2p", "p2c"}:
+            raise r.fail("share_att_key", "false is not modelled (separate position key/query projections)")
+        buckets = r.count("position_buckets", default=-1, minimum=-1) or -1
+        span = buckets if buckets > 0 else r.count("max_relative_positions", default=-1, minimum=-1) or -1
+        span = span if span > 0 else r.count("max_position_embeddings", default=512) or 512
+        rows += 2 * span
+        if "layer_norm" in r.text("norm_rel_ebd", "none"):
+            model["embedding_norm"] = True
+        notes.append(f"deberta: rel_embeddings ({2 * span} rows) as position rows; seq_len <= {rows}")
+    if not rows:
+        raise r.fail("position_biased_input", "false without relative_attention: no positions to count")
+    model["max_position_embeddings"] = rows
+    kind = head_kind(r, "none")
+    if kind == "classification" and r.count("pooler_hidden_size", default=None) not in (None, model["hidden_size"]):
+        raise r.fail("pooler_hidden_size", "a pooler wider or narrower than hidden_size is not modelled")
+    return {**model, **encoder_head(r, kind, bare_pooler=False)}
+
+
+def t5(r: Reader, notes: list[str]) -> Model:
+    """T5, T5 v1.1 and Flan-T5 (``gated-gelu``: a GeGLU MLP). transformers 5 always ties the LM head to
+    the shared embedding (it builds ``lm_head`` as a tied weight whatever ``tie_word_embeddings`` says)."""
+    ff = r.text("feed_forward_proj", "relu")
+    mlp = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu", "gated-silu": "swiglu"}.get(ff)
+    if mlp is None:
+        raise r.fail("feed_forward_proj", f"{quoted(ff)} is not supported (relu, gelu, gated-gelu, gated-silu)")
+    if r.config.get("tie_word_embeddings") is False:
+        notes.append("tie_word_embeddings false: tied anyway (transformers 5; 4.x kept it apart)")
+    layers = r.need("num_layers")
+    kind = head_kind(r, "lm")
+    model: Model = {
+        "layers": layers,
+        "hidden_size": r.need("d_model"),
+        "heads": r.need("num_heads"),
+        "head_dim": r.need("d_kv"),
+        "ffn_size": r.need("d_ff"),
+        "mlp": mlp,
+        "norm": "rmsnorm",
+        "position": "relative",
+        "vocab_size": r.need("vocab_size"),
+        "tie_embeddings": True,
+        "bias": False,
+        "relative_attention_buckets": r.count("relative_attention_num_buckets", default=32),
+    }
+    if kind == "encoder":  # T5EncoderModel: the shared embedding and the encoder stack
+        return {"architecture": "encoder", **model, "type_vocab_size": 0, "head": "none", "pooler": False}
+    if kind not in ("lm", "none"):
+        raise r.fail("architectures", f"{quoted(r.architectures())}: T5 heads other than the LM are not modelled")
+    decoder_layers = r.count("num_decoder_layers", default=layers)
+    return {"architecture": "encoder-decoder", **model, "decoder_layers": decoder_layers, "head": kind}
+
+
+def vit(r: Reader, notes: list[str]) -> Model:
+    """ViT: ``ViTForImageClassification`` (classifier, no pooler) or the bare ``ViTModel`` (pooler)."""
+    kind = head_kind(r, "classification")
+    if kind not in ("classification", "none"):
+        raise r.fail("architectures", f"{quoted(r.architectures())}: only image classification and ViTModel")
+    if not r.flag("qkv_bias", True):
+        raise r.fail("qkv_bias", "false is not modelled (ViT without q/k/v biases)")
+    model: Model = {
+        "architecture": "vit",
+        "layers": r.need("num_hidden_layers"),
+        "hidden_size": r.need("hidden_size"),
+        "heads": r.need("num_attention_heads"),
+        "ffn_size": r.need("intermediate_size"),
+        "patch_size": r.count("patch_size", default=16),
+    }
+    if kind == "none":
+        return {**model, "head": "none", "pooler": True}
+    return {**model, "num_labels": r.label_count()}

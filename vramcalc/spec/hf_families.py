@@ -1,0 +1,222 @@
+"""Decoder families of transformers configs mapped onto spec keys, tensor for tensor.
+
+Each converter reads the fields of one transformers configuration class (``LlamaConfig``, ``Gemma2Config``,
+``DeepseekV3Config``, ...) with that class's defaults for absent fields, and returns the ``model`` mapping
+of a spec. What changes no parameter or memory vramcalc counts (rotary variants, soft-capping, scaling
+factors) is left out; what does and cannot be expressed is refused with the field named, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from vramcalc.spec.hf_heads import decoder_head, head_kind
+from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.units import quoted
+
+Converter = Callable[[Reader, list[str]], Model]
+
+
+def _sliding(r: Reader, model: Model, notes: list[str], default: int | None = None, pattern: int = 0) -> None:
+    """Sliding-window attention: ``layer_types`` (transformers 5) where given, else ``sliding_window`` on
+    every layer, or every layer but each ``pattern``-th (Gemma 2: 2, Gemma 3: 6)."""
+    window = r.count("sliding_window", default=default, minimum=0) or None  # 0: none (Qwen2-MoE)
+    types = r.names("layer_types")
+    if types:
+        sliding = [kind == "sliding_attention" for kind in types]
+        if window is None or not any(sliding):
+            return
+        pattern = 0 if all(sliding) else sliding.index(False) + 1
+        if pattern and sliding != [(i + 1) % pattern != 0 for i in range(len(sliding))]:
+            notes.append("layer_types: irregular sliding layers; KV cache counted in full")
+            return
+    elif window is None:
+        return
+    model["sliding_window"] = window
+    if pattern:
+        model["sliding_window_pattern"] = pattern
+
+
+def _qwen_window(r: Reader, model: Model, notes: list[str]) -> None:
+    """Qwen2/Qwen3: a window only with ``use_sliding_window``, on layers from ``max_window_layers`` on."""
+    if r.names("layer_types"):
+        _sliding(r, model, notes)
+    elif r.flag("use_sliding_window", False) and r.count("sliding_window", default=None, minimum=0):
+        if r.count("max_window_layers", default=0, minimum=0) == 0:
+            _sliding(r, model, notes)
+        else:
+            notes.append("use_sliding_window: per-layer window not modelled; KV cache in full")
+
+
+def _rope_note(r: Reader, notes: list[str]) -> None:
+    for name in ("partial_rotary_factor", "rotary_pct"):
+        value = r.config.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value != 1:
+            notes.append(f"{name} {value}: rotary on part of each head (no parameters)")
+
+
+def _base(r: Reader, notes: list[str], *, tie: bool, head_dim: int | None = None) -> Model:
+    """The fields every Llama-like config has, with the class defaults of ``LlamaConfig``."""
+    heads = r.need("num_attention_heads")
+    hidden = r.need("hidden_size")
+    model: Model = {
+        "architecture": "decoder",
+        "layers": r.need("num_hidden_layers"),
+        "hidden_size": hidden,
+        "heads": heads,
+        "kv_heads": r.count("num_key_value_heads", default=heads),
+        "ffn_size": r.need("intermediate_size"),
+        "mlp": "swiglu",
+        "norm": "rmsnorm",
+        "position": "rotary",
+        "vocab_size": r.need("vocab_size"),
+        "tie_embeddings": r.flag("tie_word_embeddings", tie),
+        "bias": False,
+        "dropout": 0.0,
+    }
+    dim = r.count("head_dim", default=head_dim)
+    if dim is not None and dim * heads != hidden:
+        model["head_dim"] = dim
+    max_positions = r.count("max_position_embeddings", default=None)
+    if max_positions is not None:
+        model["max_position_embeddings"] = max_positions
+    model.update(decoder_head(r, head_kind(r, "lm")))
+    _rope_note(r, notes)
+    return model
+
+
+def _biases(r: Reader, model: Model) -> Model:
+    if r.flag("attention_bias", False):
+        model["attention_bias"] = True
+    if r.flag("mlp_bias", False):
+        model["mlp_bias"] = True
+    return model
+
+
+def llama(r: Reader, notes: list[str]) -> Model:
+    model = _biases(r, _base(r, notes, tie=False))
+    _sliding(r, model, notes)  # Mistral v0.1's 4,096; none in Llama
+    return model
+
+
+def mixtral(r: Reader, notes: list[str]) -> Model:
+    model = llama(r, notes)
+    model["experts"] = r.count("num_local_experts", default=8)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
+    return model
+
+
+def qwen2(r: Reader, notes: list[str]) -> Model:
+    model = _base(r, notes, tie=False)
+    model["qkv_bias"] = True  # Qwen2Attention: q/k/v with bias, o_proj without
+    _qwen_window(r, model, notes)
+    return model
+
+
+def qwen3(r: Reader, notes: list[str]) -> Model:
+    model = _biases(r, _base(r, notes, tie=False, head_dim=128))
+    model["qk_norm"] = "head"
+    _qwen_window(r, model, notes)
+    return model
+
+
+def _moe_layers(r: Reader, model: Model, step_field: str) -> None:
+    """Qwen MoE layer layout: layer i is sparse when not in ``mlp_only_layers`` and (i + 1) % step == 0;
+    ``mlp_only_layers`` must be the first layers (a dense prefix) to be expressed."""
+    step = r.count(step_field, default=1)
+    dense = sorted(set(r.numbers("mlp_only_layers")))
+    if dense != list(range(len(dense))):
+        raise r.fail("mlp_only_layers", f"{quoted(dense)}: only the first layers can be dense in vramcalc")
+    if step != 1:
+        model["moe_layer_frequency"] = step
+    if dense:
+        model["first_dense_layers"] = len(dense)
+
+
+def qwen2_moe(r: Reader, notes: list[str]) -> Model:
+    model = qwen2(r, notes)
+    if not r.flag("qkv_bias", True):
+        del model["qkv_bias"]
+    model["experts"] = r.count("num_experts", default=60)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=4)
+    model["expert_ffn_size"] = r.count("moe_intermediate_size", default=1408)
+    shared = r.count("shared_expert_intermediate_size", default=5632, minimum=0)
+    if shared:
+        model.update(shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
+    _moe_layers(r, model, "decoder_sparse_step")
+    return model
+
+
+def qwen3_moe(r: Reader, notes: list[str]) -> Model:
+    model = qwen3(r, notes)
+    model["experts"] = r.count("num_experts", default=128)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
+    model["expert_ffn_size"] = r.count("moe_intermediate_size", default=768)
+    _moe_layers(r, model, "decoder_sparse_step")
+    return model
+
+
+def gemma(r: Reader, notes: list[str]) -> Model:
+    return {**_biases(r, _base(r, notes, tie=True, head_dim=256)), "mlp": "geglu"}
+
+
+def gemma2(r: Reader, notes: list[str]) -> Model:
+    model = {**gemma(r, notes), "norms_per_layer": 4}
+    _sliding(r, model, notes, default=4096, pattern=2)
+    return model
+
+
+def gemma3_text(r: Reader, notes: list[str]) -> Model:
+    model = {**gemma(r, notes), "norms_per_layer": 4, "qk_norm": "head"}
+    _sliding(r, model, notes, default=4096, pattern=r.count("sliding_window_pattern", default=6) or 6)
+    return model
+
+
+def olmo(r: Reader, notes: list[str]) -> Model:
+    """OLMo 1: LayerNorm without weights (nothing to count) before attention, MLP and the LM head."""
+    model = _biases(r, _base(r, notes, tie=False))
+    return {**model, "norm": "layernorm", "norms_per_layer": 0, "final_norm": False}
+
+
+def olmo2(r: Reader, notes: list[str]) -> Model:
+    """OLMo 2: RMSNorm on the whole q and k projections; norms after attention and after the MLP."""
+    return {**_biases(r, _base(r, notes, tie=False)), "qk_norm": "projection"}
+
+
+def phi3(r: Reader, notes: list[str]) -> Model:
+    model = {**_base(r, notes, tie=False), "fused_qkv": True}  # qkv_proj and gate_up_proj
+    _sliding(r, model, notes)
+    return model
+
+
+def starcoder2(r: Reader, notes: list[str]) -> Model:
+    model = _base(r, notes, tie=True)
+    model.update(mlp="gelu_tanh", norm="layernorm", bias=r.flag("use_bias", True))
+    _sliding(r, model, notes)
+    return model
+
+
+def deepseek(r: Reader, notes: list[str]) -> Model:
+    """DeepSeek V2/V3: multi-head latent attention, routed + shared experts after dense first layers."""
+    model = _biases(r, _base(r, notes, tie=False))
+    model.pop("head_dim", None)
+    model.pop("kv_heads", None)
+    model["kv_lora_rank"] = r.count("kv_lora_rank", default=512)
+    if "q_lora_rank" not in r.config or r.config["q_lora_rank"] is not None:  # null: one q_proj (V2-Lite)
+        model["q_lora_rank"] = r.count("q_lora_rank", default=1536)
+    model["qk_rope_head_dim"] = r.count("qk_rope_head_dim", default=64)
+    model["qk_nope_head_dim"] = r.count("qk_nope_head_dim", default=128)
+    model["v_head_dim"] = r.count("v_head_dim", default=128)
+    experts = r.count("n_routed_experts", default=None, minimum=0)
+    if not experts:
+        return model
+    if r.count("moe_layer_freq", default=1) != 1:
+        raise r.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is modelled")
+    model["experts"] = experts
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=None) or min(6, experts)
+    model["expert_ffn_size"] = r.need("moe_intermediate_size")
+    model["shared_experts"] = r.count("n_shared_experts", default=0, minimum=0)
+    first_dense = r.count("first_k_dense_replace", default=0, minimum=0)
+    if first_dense:
+        model["first_dense_layers"] = first_dense
+    return model

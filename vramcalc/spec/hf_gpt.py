@@ -1,0 +1,180 @@
+"""GPT-style decoder families (LayerNorm with biases, GELU/ReLU MLPs): GPT-2, GPT-NeoX/Pythia, Phi-1/2,
+Falcon, OPT and BLOOM, read with their transformers configuration classes' defaults.
+"""
+
+from __future__ import annotations
+
+from vramcalc.spec.hf_families import _rope_note
+from vramcalc.spec.hf_heads import decoder_head, head_kind
+from vramcalc.spec.hf_reader import Model, Reader
+
+
+def _decoder(r: Reader, fields: Model) -> Model:
+    return {"architecture": "decoder", **fields, **decoder_head(r, head_kind(r, "lm"))}
+
+
+def gpt2(r: Reader, notes: list[str]) -> Model:
+    hidden = r.need("n_embd", "hidden_size")
+    return _decoder(
+        r,
+        {
+            "layers": r.need("n_layer", "num_hidden_layers"),
+            "hidden_size": hidden,
+            "heads": r.need("n_head", "num_attention_heads"),
+            "ffn_size": r.count("n_inner", default=4 * hidden),
+            "mlp": "gelu_tanh",
+            "norm": "layernorm",
+            "position": "learned",
+            "vocab_size": r.need("vocab_size"),
+            "max_position_embeddings": r.count("n_positions", default=1024),
+            "tie_embeddings": r.flag("tie_word_embeddings", True),
+            "bias": True,
+            "fused_qkv": True,
+        },
+    )
+
+
+def gpt_neox(r: Reader, notes: list[str]) -> Model:
+    """GPT-NeoX/Pythia: fused query_key_value; two LayerNorms per layer even with the parallel residual."""
+    _rope_note(r, notes)
+    model = _decoder(
+        r,
+        {
+            "layers": r.need("num_hidden_layers"),
+            "hidden_size": r.need("hidden_size"),
+            "heads": r.need("num_attention_heads"),
+            "ffn_size": r.need("intermediate_size"),
+            "mlp": "gelu",
+            "norm": "layernorm",
+            "position": "rotary",
+            "vocab_size": r.need("vocab_size"),
+            "tie_embeddings": r.flag("tie_word_embeddings", False),
+            "bias": True,
+            "fused_qkv": True,
+            "parallel_block": r.flag("use_parallel_residual", True),
+            "norms_per_layer": 2,
+        },
+    )
+    if not r.flag("attention_bias", True):
+        model["attention_bias"] = False
+    return model
+
+
+def phi(r: Reader, notes: list[str]) -> Model:
+    """Phi-1/1.5/2: one LayerNorm feeding attention and MLP in parallel; a bias on the LM head."""
+    if r.flag("qk_layernorm", False):
+        raise r.fail("qk_layernorm", "true is not modelled (LayerNorms of head_dim on q and k)")
+    _rope_note(r, notes)
+    heads = r.need("num_attention_heads")
+    return _decoder(
+        r,
+        {
+            "layers": r.need("num_hidden_layers"),
+            "hidden_size": r.need("hidden_size"),
+            "heads": heads,
+            "kv_heads": r.count("num_key_value_heads", default=heads),
+            "ffn_size": r.need("intermediate_size"),
+            "mlp": "gelu_tanh",
+            "norm": "layernorm",
+            "position": "rotary",
+            "vocab_size": r.need("vocab_size"),
+            "tie_embeddings": r.flag("tie_word_embeddings", False),
+            "bias": True,
+            "fused_qkv": False,
+            "parallel_block": True,
+            "norms_per_layer": 1,
+            "lm_head_bias": True,
+        },
+    )
+
+
+def falcon(r: Reader, notes: list[str]) -> Model:
+    """Falcon: fused QKV (multi-query in the 7B layout, grouped in ``new_decoder_architecture``);
+    LayerNorms per layer: 2 (ln_attn, ln_mlp) or ``num_ln_in_parallel_attn`` in the new layout, 1 in the
+    7B parallel layout, 2 when attention and MLP are sequential."""
+    heads = r.need("num_attention_heads", "n_head")
+    hidden = r.need("hidden_size")
+    parallel = r.flag("parallel_attn", True)
+    if r.flag("new_decoder_architecture", False):
+        kv = r.count("num_kv_heads", default=heads)
+        norms = r.count("num_ln_in_parallel_attn", default=2)
+        parallel = True
+    else:
+        kv = 1 if r.flag("multi_query", True) else heads
+        norms = 1 if parallel else 2
+    model = _decoder(
+        r,
+        {
+            "layers": r.need("num_hidden_layers", "n_layer"),
+            "hidden_size": hidden,
+            "heads": heads,
+            "kv_heads": kv,
+            "ffn_size": r.count("ffn_hidden_size", default=4 * hidden),
+            "mlp": "gelu",
+            "norm": "layernorm",
+            "position": "none" if r.flag("alibi", False) else "rotary",
+            "vocab_size": r.need("vocab_size"),
+            "tie_embeddings": r.flag("tie_word_embeddings", True),
+            "bias": r.flag("bias", False),
+            "fused_qkv": True,
+            "parallel_block": parallel,
+            "norms_per_layer": norms,
+        },
+    )
+    if norms not in (1, 2):
+        raise r.fail("num_ln_in_parallel_attn", f"{norms}: Falcon has 1 or 2 LayerNorms per layer")
+    return model
+
+
+def opt(r: Reader, notes: list[str]) -> Model:
+    """OPT: learned positions with an offset of 2 rows; a narrower token embedding with bias-free
+    project_in/project_out (OPT-350m); no final LayerNorm in the post-LN layout (do_layer_norm_before false)."""
+    if not r.flag("layer_norm_elementwise_affine", True):
+        raise r.fail("layer_norm_elementwise_affine", "false is not modelled (LayerNorms without weights)")
+    hidden = r.need("hidden_size")
+    model = _decoder(
+        r,
+        {
+            "layers": r.need("num_hidden_layers"),
+            "hidden_size": hidden,
+            "heads": r.need("num_attention_heads"),
+            "ffn_size": r.need("ffn_dim"),
+            "mlp": "relu",
+            "norm": "layernorm",
+            "position": "learned",
+            "position_offset": 2,
+            "vocab_size": r.need("vocab_size"),
+            "max_position_embeddings": r.count("max_position_embeddings", default=2048),
+            "tie_embeddings": r.flag("tie_word_embeddings", True),
+            "bias": r.flag("enable_bias", True),
+            "fused_qkv": False,
+        },
+    )
+    width = r.count("word_embed_proj_dim", default=hidden)
+    if width != hidden:
+        model["embedding_dim"] = width
+    if not r.flag("do_layer_norm_before", True) or r.flag("_remove_final_layer_norm", False):
+        model["final_norm"] = False
+    return model
+
+
+def bloom(r: Reader, notes: list[str]) -> Model:
+    """BLOOM: ALiBi (no position parameters), a LayerNorm right after the word embeddings, fused QKV."""
+    hidden = r.need("hidden_size", "n_embed")
+    return _decoder(
+        r,
+        {
+            "layers": r.need("n_layer", "num_hidden_layers"),
+            "hidden_size": hidden,
+            "heads": r.need("n_head", "num_attention_heads"),
+            "ffn_size": 4 * hidden,
+            "mlp": "gelu",
+            "norm": "layernorm",
+            "position": "none",
+            "vocab_size": r.need("vocab_size"),
+            "tie_embeddings": r.flag("tie_word_embeddings", True),
+            "bias": True,
+            "fused_qkv": True,
+            "embedding_norm": True,
+        },
+    )

@@ -1,0 +1,78 @@
+"""The head a transformers class puts on its model, from the config's ``architectures`` (the class the
+checkpoint was saved from, the class ``from_pretrained`` builds).
+
+Suffixes, as the transformers model classes name them:
+
+* ``*ForCausalLM``, ``*LMHeadModel``: ``head: lm`` (tied to the embedding where the config says so);
+* ``*ForSequenceClassification``: ``head: classification`` of ``num_labels`` (``id2label``). Decoders put
+  one bias-free ``score`` linear on the last token; BERT adds its pooler; RoBERTa's and DeBERTa's
+  dense + out_proj heads count as a pooler plus a classifier (the same tensors);
+* ``*ForTokenClassification``, ``*ForQuestionAnswering``: a linear on every token, no pooler;
+* ``*ForMaskedLM``: the MLM head (transform, LayerNorm, vocabulary decoder with bias), no pooler;
+* ``BertForPreTraining``: MLM head, pooler and the next-sentence classifier;
+* bare ``*Model``: no head (BERT/RoBERTa and ViT keep their pooler).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramcalc.spec.hf_reader import Reader
+from vramcalc.units import quoted
+
+#: Class-name suffixes and the heads they carry (the first that matches wins).
+SUFFIXES = (
+    ("ForCausalLM", "lm"),
+    ("LMHeadModel", "lm"),
+    ("ForConditionalGeneration", "lm"),
+    ("ForSequenceClassification", "classification"),
+    ("ForImageClassification", "classification"),
+    ("ForTokenClassification", "token_classification"),
+    ("ForQuestionAnswering", "question_answering"),
+    ("ForMaskedLM", "mlm"),
+    ("ForPreTraining", "pretraining"),
+    ("EncoderModel", "encoder"),
+    ("Model", "none"),
+)
+
+
+def head_kind(r: Reader, default: str) -> str:
+    """The head of ``architectures[0]`` (``default`` when the config names no class); a class whose head
+    vramcalc does not model (multiple choice, next-sentence prediction, double heads) is an error."""
+    names = r.architectures().split()
+    if not names:
+        return default
+    for suffix, kind in SUFFIXES:
+        if names[0].endswith(suffix):
+            return kind
+    supported = ", ".join(f"*{suffix}" for suffix, _ in SUFFIXES)
+    raise r.fail("architectures", f"{quoted(names[0])}: this head is not supported (supported: {supported})")
+
+
+def decoder_head(r: Reader, kind: str) -> dict[str, Any]:
+    """Head keys of a decoder-only model (no pooler in any of these classes)."""
+    if kind in ("lm", "mlm", "pretraining"):
+        return {"head": "lm"}
+    if kind == "classification":
+        return {"head": "classification", "num_labels": r.label_count(), "head_bias": False}
+    if kind == "token_classification":
+        return {"head": "token_classification", "num_labels": r.label_count(), "head_bias": True}
+    if kind == "question_answering":
+        return {"head": "question_answering", "head_bias": True}
+    return {"head": "none"}
+
+
+def encoder_head(r: Reader, kind: str, bare_pooler: bool) -> dict[str, Any]:
+    """Head keys of a BERT-style encoder; ``bare_pooler``: whether its bare ``*Model`` class has a pooler
+    (BERT, RoBERTa: yes; DeBERTa: no)."""
+    if kind in ("lm", "mlm"):
+        return {"head": "lm", "pooler": False}
+    if kind == "pretraining":
+        return {"head": "pretraining", "pooler": True}
+    if kind == "classification":
+        return {"head": "classification", "num_labels": r.label_count(), "pooler": True, "head_bias": True}
+    if kind == "token_classification":
+        return {"head": "token_classification", "num_labels": r.label_count(), "pooler": False, "head_bias": True}
+    if kind == "question_answering":
+        return {"head": "question_answering", "pooler": False, "head_bias": True}
+    return {"head": "none", "pooler": bare_pooler}
