@@ -90,6 +90,25 @@ def test_t5_encoder_model_is_the_encoder_stack() -> None:
     assert (model["architecture"], model["mlp"], model["head"]) == ("encoder", "geglu", "none")
 
 
+def test_flan_t5_with_an_untied_head_counts_it() -> None:
+    """flan-t5-small's Hub config says tie_word_embeddings: false, and its checkpoint stores lm_head apart.
+    Tied, transformers 5.24 counts 60,511,616 on the meta device (tests/data/hf_configs/meta_counts.json);
+    the separate head adds vocab x d_model = 32,128 x 512 = 16,449,536, so 76,961,152: the model card's 77M."""
+    from vramcalc.core.params import count_params
+    from vramcalc.core.resolve import resolve_model
+    from vramcalc.spec.hf_import import validated_spec
+
+    config = json.loads((CONFIGS / "flan-t5-small.json").read_text(encoding="utf-8"))
+    tied = validated_spec(config, "flan-t5-small.json", {"batch_size": 1, "seq_len": 128})
+    untied = validated_spec(
+        {**config, "tie_word_embeddings": False}, "flan-t5-small.json", {"batch_size": 1, "seq_len": 128}
+    )
+    counts = [count_params(resolve_model(spec.model, spec.workload)[0]) for spec in (tied, untied)]
+    assert counts == [60_511_616, 76_961_152]
+    _, notes = model_from_config({**config, "tie_word_embeddings": False}, "flan-t5-small.json")
+    assert any("separate LM head" in note for note in notes)
+
+
 def test_gemma3_multimodal_counts_the_text_model_with_a_note() -> None:
     text = json.loads((CONFIGS / "gemma-3-1b-pt.json").read_text(encoding="utf-8"))
     wrapper = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text}

@@ -66,14 +66,20 @@ def deberta_v2(r: Reader, notes: list[str]) -> Model:
 
 
 def t5(r: Reader, notes: list[str]) -> Model:
-    """T5, T5 v1.1 and Flan-T5 (``gated-gelu``: a GeGLU MLP). transformers 5 always ties the LM head to
-    the shared embedding (it builds ``lm_head`` as a tied weight whatever ``tie_word_embeddings`` says)."""
+    """T5, T5 v1.1 and Flan-T5 (``gated-gelu``: a GeGLU MLP). ``tie_word_embeddings: false`` (T5 v1.1 and
+    Flan-T5 on the Hub) keeps a separate LM head, as transformers 4 builds it and as the checkpoints store
+    it (flan-t5-small: 77M parameters on its model card). transformers 5 ties it whatever the config says;
+    the note gives the count that makes."""
     ff = r.text("feed_forward_proj", "relu")
     mlp = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu", "gated-silu": "swiglu"}.get(ff)
     if mlp is None:
         raise r.fail("feed_forward_proj", f"{quoted(ff)} is not supported (relu, gelu, gated-gelu, gated-silu)")
-    if r.config.get("tie_word_embeddings") is False:
-        notes.append("tie_word_embeddings false: tied anyway (transformers 5; 4.x kept it apart)")
+    tied = r.flag("tie_word_embeddings", True)
+    if not tied:
+        notes.append(
+            "tie_word_embeddings false: a separate LM head (vocab x d_model) is counted, as transformers 4 "
+            "builds it and the checkpoint stores it; transformers 5 ties it, and counts that many fewer"
+        )
     layers = r.need("num_layers")
     kind = head_kind(r, "lm")
     model: Model = {
@@ -86,7 +92,7 @@ def t5(r: Reader, notes: list[str]) -> Model:
         "norm": "rmsnorm",
         "position": "relative",
         "vocab_size": r.need("vocab_size"),
-        "tie_embeddings": True,
+        "tie_embeddings": tied,
         "bias": False,
         "relative_attention_buckets": r.count("relative_attention_num_buckets", default=32),
     }
