@@ -8,7 +8,6 @@ one loader of the SPEC arguments of every command.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,48 +16,10 @@ from pydantic import ValidationError
 from vramcalc.errors import SpecError
 from vramcalc.files import parse_yaml, read_yaml
 from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.validate import _format_validation_error, validate_spec
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
-
-#: How pydantic tags a union member in an error's location ("list[str]", "literal['all-linear']").
-_UNION_MEMBER = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\])$")
-
-
-def _show_key(part: object) -> str:
-    """A key as an error line shows it: quoted when empty, padded, unprintable or long."""
-    text = str(part)
-    if text and text.isprintable() and text == text.strip() and len(text) <= 80:
-        return text
-    return repr(text if len(text) <= 80 else text[:77] + "...")
-
-
-def _error_parts(error: Any) -> tuple[str, str, bool]:
-    """(dotted location, message, whether it is a union member's) of one pydantic error; a union member's
-    tag ("list[str]") is left out of the location."""
-    parts = list(error["loc"])
-    if error["type"] == "extra_forbidden":
-        return ".".join(_show_key(part) for part in parts), "unknown key", False
-    message = error["msg"].removeprefix("Value error, ")
-    member = next((i for i, part in enumerate(parts) if isinstance(part, str) and _UNION_MEMBER.match(part)), None)
-    if member is not None:
-        inner = ".".join(_show_key(part) for part in parts[member + 1 :])
-        parts = parts[:member]
-        message = f"{inner}: {message}" if inner else message
-    return ".".join(_show_key(part) for part in parts), message, member is not None
-
-
-def _format_validation_error(source: str, exc: ValidationError) -> str:
-    """One line per problem: the members of a union (each reports its own error) share one line."""
-    problems: dict[object, tuple[str, list[str]]] = {}
-    for index, error in enumerate(exc.errors()):
-        loc, message, union = _error_parts(error)
-        problems.setdefault(loc if union else index, (loc, []))[1].append(message)
-    lines = []
-    for loc, messages in problems.values():
-        message = "; or ".join(dict.fromkeys(messages))
-        lines.append(f"{source}: {loc}: {message}" if loc else f"{source}: {message}")
-    return "\n".join(lines)
 
 
 def parse_spec(data: Any, source: str = "<spec>") -> Spec:
@@ -67,10 +28,12 @@ def parse_spec(data: Any, source: str = "<spec>") -> Spec:
         raise SpecError(f"{source}: empty spec (expected a mapping with 'model' and 'workload')")
     if not isinstance(data, dict):
         raise SpecError(f"{source}: expected a mapping with 'model' and 'workload', got {type(data).__name__}")
-    try:
-        return Spec.model_validate(data)
-    except ValidationError as exc:
-        raise SpecError(_format_validation_error(source, exc)) from None
+    model = data.get("model")
+    if isinstance(model, str) or (isinstance(model, dict) and "preset" in model):
+        from vramcalc.spec.presets import expand_spec  # a catalog model by name
+
+        data = expand_spec(data, source)
+    return validate_spec(data, source)
 
 
 def load_spec(path: str | Path) -> Spec:
