@@ -30,6 +30,7 @@ CASES: dict[str, list[str]] = {
         "configs/mixtral-8x7b.yaml --gpu h100-sxm",  # does not fit
         f"--hf-config {HF}/mistral-7b.json --mode inference --batch-size 4 --prompt-len 2048 "
         "--max-new-tokens 512 --precision bf16 --gpu a100-80gb-sxm",
+        "--model llama-3.1-8b --mode inference --gpu h100-sxm",
     ],
     "bandwidth": [
         "--gpu a100-80gb-sxm",
@@ -63,7 +64,8 @@ CASES: dict[str, list[str]] = {
         "configs/llama-2-70b-fsdp.yaml --gpu h100-sxm",
         "configs/gpt2.yaml --gpu 40GiB --gpus 8",  # a capacity-only card, exactly 8 GPUs
     ],
-    "examples": [""],  # the list of bundled examples (with a name it prints a YAML file)
+    "examples": [""],
+    "models": ["", "llama-3", "qwen 7b"],  # the list of bundled examples (with a name it prints a YAML file)
 }
 #: Commands whose output is a machine format, not terminal text (nothing to wrap).
 MACHINE = {"schema"}

@@ -27,6 +27,7 @@ from vramcalc.cli._common import (
     EXIT_BAD_INPUT,
     GPU_HELP,
     GpusFileOpt,
+    ModelOpt,
     card_budget,
     echo_err,
     print_json,
@@ -61,7 +62,9 @@ def main(
 
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
-OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --hf-config).", show_default=False)]
+OptSpecArg = Annotated[
+    Path | None, typer.Argument(help="YAML spec file (or give --hf-config or --model).", show_default=False)
+]
 LLM = "LLM workload"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
 ReserveFlag = Annotated[
@@ -101,6 +104,7 @@ def estimate(
     hf_config: Annotated[
         Path | None, typer.Option(help="A transformers config.json instead of SPEC.", rich_help_panel=LLM)
     ] = None,
+    model: ModelOpt = None,
     mode: Annotated[Mode | None, typer.Option(metavar=NAME, help=f"workload.mode: {_one_of(Mode)}.")] = None,
     target_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.target_len.")] = None,
     optimizer_impl: Annotated[
@@ -146,19 +150,19 @@ def estimate(
         str | None, typer.Option(help="workload.adapter: '{rank: 16, targets: all-linear}'.", rich_help_panel=LLM)
     ] = None,
 ) -> None:
-    """Estimate the peak memory of one step of SPEC (or of --hf-config), by component and phase."""
+    """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase."""
     flags = {
         k: v
         for k, v in locals().items()
-        if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config")
+        if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config", "model")
     }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.engine import estimate as run_estimate
     from vramcalc.render.estimate import render_estimate
 
-    source = str(spec or hf_config or "estimate")
+    source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
     with user_errors(source):
-        loaded, _ = load_for_estimate(spec, hf_config, flags)
+        loaded, _ = load_for_estimate(spec, hf_config, flags, model)
         if reserve is not None and not gpu:
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
         budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
@@ -221,6 +225,10 @@ register(_add_parallel_commands)
 from vramcalc.cli.examples import add_commands as _add_example_commands  # noqa: E402
 
 register(_add_example_commands)
+
+from vramcalc.cli.models import add_commands as _add_model_commands  # noqa: E402
+
+register(_add_model_commands)
 
 
 def _app_for(args: list[str]) -> typer.Typer:

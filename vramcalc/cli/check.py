@@ -15,7 +15,16 @@ from typing import Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt, echo_err, load_with_budget, notes_to_stderr, reserve_flag
+from vramcalc.cli._common import (
+    GPU_HELP,
+    GpusFileOpt,
+    ModelOpt,
+    echo_err,
+    input_name,
+    load_with_budget,
+    notes_to_stderr,
+    reserve_flag,
+)
 from vramcalc.cli.output import OutputFile, output_file, refuse_inputs, write_text
 
 
@@ -34,6 +43,7 @@ class SweepFormat(StrEnum):
 
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
+OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --model).", show_default=False)]
 GpuOpt = Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")]
 ReserveOpt = Annotated[
     str | None,
@@ -179,8 +189,9 @@ def _refuse_spec_in_search(sink: OutputFile | None, specs: list[str]) -> None:
 
 
 def fit(
-    spec: SpecArg,
+    spec: OptSpecArg = None,
     *,
+    model: ModelOpt = None,
     gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
@@ -203,36 +214,41 @@ def fit(
     from vramcalc.planning.fit import ShardSearch, check_on, fit_cards
     from vramcalc.render.planning import fit_json, fit_table
 
-    loaded, budget, kept = load_with_budget(spec, gpu, reserve, required=False)
-    with user_errors(str(spec)):
+    loaded, budget, kept = load_with_budget(spec, gpu, reserve, required=False, model=model)
+    source = input_name(spec, model)
+    with user_errors(source):
         search = ShardSearch(loaded, max_gpus)
         cards = fit_cards(loaded, active_catalog().gpus, kept, search)
         target = check_on(loaded, budget, search, fewest=True) if budget else None
-    name, source = loaded.name or spec.stem, str(spec)
+    name = loaded.name or (spec.stem if spec else source)
     emit((fit_json if json_out else fit_table)(source, name, cards, target, search))
     fits = target.fits if target else any(card.fits for card in cards)
     raise typer.Exit(0 if fits else 1)
 
 
-def _limit_command(spec: Path, gpu: str | None, reserve: str | None, json_out: bool, key: str) -> None:
+def _limit_command(
+    spec: Path | None, gpu: str | None, reserve: str | None, json_out: bool, key: str, model: str | None
+) -> None:
     from vramcalc.cli._common import user_errors
     from vramcalc.planning.limits import max_batch, max_seq
     from vramcalc.render.planning import limit_json, limit_text
 
-    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=True)
+    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=True, model=model)
     assert budget is not None  # required=True: a missing card is an input error
-    with user_errors(str(spec)):
+    source = input_name(spec, model)
+    with user_errors(source):
         limit = max_batch(loaded, budget) if key == "batch_size" else max_seq(loaded, budget)
     other = "seq_len" if key == "batch_size" else "batch_size"
     fixed: dict[str, int | None] = {other: getattr(loaded.workload, other)}
-    name = loaded.name or spec.stem
-    emit((limit_json if json_out else limit_text)(str(spec), name, limit, fixed))
+    name = loaded.name or (spec.stem if spec else source)
+    emit((limit_json if json_out else limit_text)(source, name, limit, fixed))
     raise typer.Exit(0 if limit.value else 1)
 
 
 def max_batch(
-    spec: SpecArg,
+    spec: OptSpecArg = None,
     *,
+    model: ModelOpt = None,
     gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
@@ -244,12 +260,13 @@ def max_batch(
     even batch 1 does not fit), total_bytes_at_max, total_bytes_at_next. Exit codes: 0 = batch 1 fits;
     1 = even batch 1 does not fit; 2 = bad input.
     """
-    _limit_command(spec, gpu, reserve, json_out, "batch_size")
+    _limit_command(spec, gpu, reserve, json_out, "batch_size", model)
 
 
 def max_seq(
-    spec: SpecArg,
+    spec: OptSpecArg = None,
     *,
+    model: ModelOpt = None,
     gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
@@ -260,12 +277,13 @@ def max_seq(
     JSON keys: max_seq_len (0 when even length 1 does not fit), total_bytes_at_max,
     total_bytes_at_next. Exit codes: 0 = length 1 fits; 1 = it does not; 2 = bad input.
     """
-    _limit_command(spec, gpu, reserve, json_out, "seq_len")
+    _limit_command(spec, gpu, reserve, json_out, "seq_len", model)
 
 
 def sweep(
-    spec: SpecArg,
+    spec: OptSpecArg = None,
     *,
+    model: ModelOpt = None,
     batch_size: Annotated[str, typer.Option(help="Comma-separated batch sizes, e.g. 1,2,4,8,16,32.")],
     seq_len: Annotated[str | None, typer.Option(help="Comma-separated sequence lengths (default: the spec's).")] = None,
     gpu: GpuOpt = None,
@@ -285,12 +303,13 @@ def sweep(
     from vramcalc.planning.sweep import sweep as run_sweep
     from vramcalc.render.planning import format_sweep
 
-    sink = output_file(output, [spec])
-    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False)
-    with user_errors(str(spec)):
+    sink = output_file(output, [spec] if spec else [])
+    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False, model=model)
+    source = input_name(spec, model)
+    with user_errors(source):
         seqs = parse_values(seq_len, "--seq-len") if seq_len else None
         grid = run_sweep(loaded, parse_values(batch_size, "--batch-size"), seqs, budget)
-    emit(format_sweep(str(spec), grid, "json" if json_out else fmt.value, _table_style(sink)[1]), sink)
+    emit(format_sweep(source, grid, "json" if json_out else fmt.value, _table_style(sink)[1]), sink)
 
 
 def add_commands(app: typer.Typer) -> None:

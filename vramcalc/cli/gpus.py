@@ -8,11 +8,11 @@ already loaded); the catalog, the bandwidth maths and rich tables are imported i
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt, ModelOpt
 
 WEIGHTS = "Weights (pick one: SPEC, --params, --weights)"
 CUSTOM = "Custom card (instead of --gpu)"
@@ -74,6 +74,7 @@ def bandwidth(
     *,
     gpu: Annotated[str | None, typer.Option(help=GPU_HELP)] = None,
     gpus_file: GpusFileOpt = None,
+    model: ModelOpt = None,
     params: Annotated[str | None, typer.Option(help="Parameter count, e.g. 70B.", rich_help_panel=WEIGHTS)] = None,
     dtype: Annotated[
         str | None,
@@ -117,6 +118,11 @@ def bandwidth(
     from vramcalc.render.gpus import render_bandwidth
 
     with user_errors():
+        weights_of: Any = spec  # the SPEC argument, or the loaded spec of --model
+        if model is not None:
+            from vramcalc.cli._common import load_spec_or_model
+
+            weights_of = load_spec_or_model(spec, model)
         custom = {
             "bus_width": bus_width,
             "mem_type": memory_type,
@@ -129,11 +135,11 @@ def bandwidth(
 
             sized = capacity_card(gpu)
             if sized is not None:
-                load = select_weights(spec, params=params, dtype=dtype, weights=weights)
+                load = select_weights(weights_of, params=params, dtype=dtype, weights=weights)
                 show_capacity_only(*sized, load, json_out)
                 return
         bus, card, note = bw.select_card(gpu, **custom)
-        load = select_weights(spec, params=params, dtype=dtype, weights=weights)
+        load = select_weights(weights_of, params=params, dtype=dtype, weights=weights)
         report = bw.analyse(
             bus,
             load,

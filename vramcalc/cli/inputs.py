@@ -43,9 +43,12 @@ def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
     return value
 
 
-def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str, Any]) -> tuple[Spec, str]:
-    """The spec of ``estimate``: a spec file with flag overrides, or a config.json with flag workload."""
-    from vramcalc.cli._common import load_spec_file
+def load_for_estimate(
+    spec: Path | None, hf_config: Path | None, flags: dict[str, Any], model: str | None = None
+) -> tuple[Spec, str]:
+    """The spec of ``estimate``: a spec file with flag overrides, a config.json with flag workload, or a
+    catalog model (``--model``) with the spec file's workload or the flags'."""
+    from vramcalc.cli._common import input_name, load_spec_file, load_spec_or_model
     from vramcalc.spec.load import override_workload
 
     flags = {
@@ -53,8 +56,15 @@ def load_for_estimate(spec: Path | None, hf_config: Path | None, flags: dict[str
         "quantization": parse_mapping_flag(flags.get("quantization"), "--quantization", "method"),
         "adapter": parse_mapping_flag(flags.get("adapter"), "--adapter", "type"),
     }
+    if model is not None:
+        if hf_config is not None:
+            raise SpecError("--model and --hf-config: give one of the two")
+        workload = {key: value for key, value in flags.items() if value is not None}
+        if spec is not None:
+            return load_spec_or_model(spec, model, workload), str(spec)
+        return load_spec_or_model(None, model, workload), input_name(None, model)
     if (spec is None) == (hf_config is None):
-        raise SpecError("give a SPEC file or --hf-config config.json (one of the two)")
+        raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
     if spec is not None:
         return override_workload(load_spec_file(spec), str(spec), **flags), str(spec)
     from vramcalc.cli._common import notes_to_stderr

@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt
+from vramcalc.cli._common import GPU_HELP, GpusFileOpt, ModelOpt
 
-SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
+SpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --model).", show_default=False)]
 
 
 #: The most GPUs a search may consider: vramcalc.planning.plan_search.MAX_SEARCH_GPUS (not imported: the CLI
@@ -23,8 +23,9 @@ MAX_GPUS = 100_000
 
 
 def plan(
-    spec: SpecArg,
+    spec: SpecArg = None,
     *,
+    model: ModelOpt = None,
     gpu: Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")] = None,
     gpus_file: GpusFileOpt = None,
     gpus: Annotated[
@@ -71,20 +72,29 @@ def plan(
 
     Exit codes: 0 = a plan fits; 1 = none does; 2 = bad input.
     """
-    from vramcalc.cli._common import load_spec_file, notes_to_stderr, print_json, reserve_flag, stdout, user_errors
+    from vramcalc.cli._common import (
+        input_name,
+        load_spec_or_model,
+        notes_to_stderr,
+        print_json,
+        reserve_flag,
+        stdout,
+        user_errors,
+    )
     from vramcalc.errors import VramcalcError
     from vramcalc.planning.check import reserve_for, single_budget
     from vramcalc.planning.plan_layouts import best_plans
     from vramcalc.render.plan import render_plan_search
 
-    with user_errors(str(spec)):
+    source = input_name(spec, model)
+    with user_errors(source):
         if gpus is not None and max_gpus is not None:
             raise VramcalcError(
                 "--gpus and --max-gpus: give one (--gpus N: plans on exactly N GPUs; "
                 "--max-gpus M: the fewest GPUs up to M)"
             )
-        loaded = load_spec_file(spec)
-        budget, notes = single_budget(loaded, str(spec), gpu, reserve_for(loaded, reserve_flag(reserve)))
+        loaded = load_spec_or_model(spec, model)
+        budget, notes = single_budget(loaded, source, gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
         search = best_plans(loaded, budget, gpus=gpus, max_gpus=max_gpus or 64, top=top)
     notes_to_stderr(notes)

@@ -147,7 +147,7 @@ def spec_from_config(config: Config, source: str, workload: dict[str, Any]) -> d
 
 def validated_spec(config: Config, source: str, workload: dict[str, Any]) -> Spec:
     """The spec for a config and a workload, validated as a spec file is; errors name the config file."""
-    from vramcalc.spec.load import parse_spec
+    from vramcalc.spec.validate import validate_spec as parse_spec
 
     return parse_spec(spec_from_config(config, source, workload), source)
 
@@ -195,7 +195,7 @@ def import_yaml(path: str | Path) -> str:
     """
     import yaml
 
-    from vramcalc.spec.load import parse_spec
+    from vramcalc.spec.validate import validate_spec as parse_spec
 
     source = str(path)
     config = read_config(path)
