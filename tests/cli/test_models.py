@@ -55,6 +55,18 @@ def test_model_flag_fills_the_workload_and_says_so() -> None:
     assert "note: workload.seq_len not given: 1,024" in err  # GPT-2's n_positions is 1,024 (< 4,096)
 
 
+def test_model_flag_takes_the_precision_of_the_configs_torch_dtype() -> None:
+    # Qwen2.5-7B's config.json says torch_dtype bfloat16: training defaults to amp-bf16 (as HF Trainer's
+    # bf16=True), inference to bf16; never the fp32 a spec file defaults to.
+    code, out, err = _run("estimate", "--model", "qwen2.5-7b", "--json")
+    assert code == 0, err
+    assert "note: precision not given: amp-bf16" in err
+    assert not any("precision not given: fp32" in line for line in json.loads(out)["assumptions"])
+    code, _, err = _run("estimate", "--model", "qwen2.5-7b", "--mode", "inference", "--json")
+    assert code == 0, err
+    assert "note: precision not given: bf16" in err
+
+
 def test_model_flag_replaces_a_spec_files_model() -> None:
     code, out, err = _run("estimate", "configs/gpt2.yaml", "--model", "gpt2-medium", "--json")
     assert code == 0, err

@@ -54,7 +54,13 @@ def spec_with_model(
     filled, notes = default_workload(entry, model, {key: value for key, value in workload.items() if value is not None})
     if entry.config is None:
         return parse_spec({"name": entry.id, "model": model, "workload": filled}, source), notes
-    from vramcalc.spec.hf_import import validated_spec
+    from vramcalc.spec.hf_import import default_precision, validated_spec
 
     config = {**entry.config, "_name_or_path": entry.id}
+    if "precision" not in filled:  # the config's torch_dtype, as --hf-config does, not fp32
+        mode = filled.get("mode")
+        precision, note = default_precision(config, source, None if mode is None else str(mode))
+        if precision is not None:
+            filled = {**filled, "precision": precision}
+        notes = [*notes, note] if note else notes
     return validated_spec(config, source, filled), notes
