@@ -351,10 +351,17 @@ def check_json(text: str, fail: Callable[[str], None]) -> None:
             fail(f"--json {key}: {value} is negative")
 
 
+#: Keys whose value is a document vramcalc quotes, not computes: a catalog model's Hugging Face
+#: config (``vramcalc models --json``), whose fields keep the config's own meaning (DeBERTa's
+#: ``max_relative_positions: -1`` is "use max_position_embeddings").
+QUOTED_KEYS = frozenset({"config"})
+
+
 def walk_json(doc: Any, key: str = "") -> Iterator[tuple[str, Any]]:
     if isinstance(doc, dict):
         for name, value in doc.items():
-            yield from walk_json(value, str(name))
+            if name not in QUOTED_KEYS:
+                yield from walk_json(value, str(name))
     elif isinstance(doc, list):
         for value in doc:
             yield from walk_json(value, key)
