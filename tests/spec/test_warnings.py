@@ -133,10 +133,6 @@ def test_did_you_mean_in_a_flag_override() -> None:
         override_workload(spec, "s.yaml", seq_lenn=4)
 
 
-@pytest.mark.skipif(
-    not hasattr(__import__("vramcalc.spec.models", fromlist=["x"]), "PRECISION_ALIASES"),
-    reason="the precision aliases are defined with the model-shape keys (vramcalc/spec/models.py)",
-)
 @pytest.mark.parametrize(("alias", "name"), [("bfloat16", "bf16"), ("float16", "fp16"), ("float32", "fp32")])
 def test_precision_aliases(alias: str, name: str) -> None:
     spec = parse_spec({"model": LLAMA_LIKE, "workload": {"batch_size": 1, "seq_len": 8, "precision": alias}})
@@ -145,3 +141,23 @@ def test_precision_aliases(alias: str, name: str) -> None:
         parse_spec({"model": LLAMA_LIKE, "workload": {"batch_size": 1, "seq_len": 8}}), "s", precision=alias
     )
     assert flagged.workload.precision.value == name
+
+
+def test_precision_flag_takes_the_dtype_names_too() -> None:
+    """--precision bfloat16 is --precision bf16 (the name torch and config.json files use)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    runner = CliRunner()
+    totals = []
+    for name in ("bf16", "bfloat16", "BFloat16"):
+        result = runner.invoke(app, ["estimate", "configs/bert-base.yaml", "--precision", name, "--json"])
+        assert result.exit_code == 0, result.output
+        totals.append(json.loads(result.stdout)["total_bytes"])
+    assert len(set(totals)) == 1
+    bad = runner.invoke(app, ["estimate", "configs/bert-base.yaml", "--precision", "bf17"])
+    assert bad.exit_code == 2
+    assert "--precision" in bad.output and "'bf17' is not one of fp32" in bad.output

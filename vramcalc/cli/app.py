@@ -80,6 +80,16 @@ def _one_of(choices: type[Enum]) -> str:
     return ", ".join(values[:-1]) + " or " + values[-1]
 
 
+def _precision(value: str) -> Precision:
+    """``--precision``: a precision, or the dtype names users also write (``bfloat16`` is ``bf16``)."""
+    from vramcalc.spec.models import PRECISION_ALIASES
+
+    try:
+        return Precision(PRECISION_ALIASES.get(value.strip().lower(), value.strip().lower()))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not one of {_one_of(Precision)}") from None
+
+
 #: Help metavars of the override flags: short, so the help table fits an 80-column terminal.
 N, NAME = "N", "NAME"
 
@@ -96,7 +106,12 @@ def estimate(
     batch_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.batch_size.")] = None,
     seq_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.seq_len.")] = None,
     precision: Annotated[
-        Precision | None, typer.Option(metavar=NAME, help=f"Override workload.precision: {_one_of(Precision)}.")
+        Precision | None,
+        typer.Option(
+            metavar=NAME,
+            parser=_precision,
+            help=f"Override workload.precision: {_one_of(Precision)} (bfloat16, float16, float32 too).",
+        ),
     ] = None,
     optimizer: Annotated[
         Optimizer | None, typer.Option(metavar=NAME, help=f"Override workload.optimizer: {_one_of(Optimizer)}.")
