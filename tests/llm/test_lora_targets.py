@@ -47,6 +47,13 @@ PHI3_MINI = {
     "mlp": "swiglu", "fused_qkv": True, "vocab_size": 32064, "tie_embeddings": False,
 }  # fmt: skip
 
+# EleutherAI/gpt-j-6b config.json: 28 layers, n_embd 4096, 16 heads, n_inner 4 x 4096
+GPTJ = {
+    "architecture": "decoder", "layers": 28, "hidden_size": 4096, "heads": 16, "ffn_size": 16384,
+    "mlp": "gelu_tanh", "vocab_size": 50400, "bias": True, "attention_bias": False, "parallel_block": True,
+    "norms_per_layer": 1,
+}  # fmt: skip
+
 
 def spec(model: dict[str, Any], adapter: dict[str, Any], **workload: Any) -> Any:
     wl = {"mode": "train", "batch_size": 1, "seq_len": 256, "precision": "bf16", "adapter": adapter, **workload}
@@ -100,6 +107,8 @@ def trainable(model: dict[str, Any], **adapter: Any) -> int:
         # litgpt keeps gate and up apart (fc_1, fc_2) and fuses q/k/v with r per part:
         #   32 x 8 x ((3 x 3072 + 9216) + 2 x (3072 + 8192)) = 10,485,760
         (PHI3_MINI, {"targets": ["qkv_proj", "gate_up_proj"], "framework": "litgpt"}, 10_485_760),
+        # GPT-J fc_in (4096 -> 16384) + fc_out (16384 -> 4096): 28 x 8 x 2 x (4096 + 16384) = 9,175,040
+        (GPTJ, {"targets": ["fc_in", "fc_out"]}, 9_175_040),
     ],
 )
 def test_trainable_counts(model: dict[str, Any], adapter: dict[str, Any], expected: int) -> None:
@@ -212,3 +221,10 @@ def test_unknown_target_on_the_command_line(tmp_path: Any) -> None:
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert "unknown module 'qproj'; this model's modules: q_proj" in lines[0]
+
+
+def test_distilbert_module_names() -> None:
+    # DistilBERT (modeling_distilbert.py): q_lin, k_lin, v_lin, out_lin in attention; lin1, lin2 in the FFN
+    shape = SimpleNamespace(fused_qkv=False, gated=False, kv_lora_rank=None)
+    names = ["q_lin", "k_lin", "v_lin", "out_lin", "lin1", "lin2"]
+    assert lora_targets.resolve_targets(shape, names, False, []) == ("q", "k", "v", "o", "up", "down")

@@ -95,5 +95,11 @@ def test_families_and_heads_covered() -> None:
         "deberta-v2",
         "t5",
         "vit",
+        "phimoe",
+        "olmoe",
+        "gptj",
+        "gpt_bigcode",
+        "distilbert",
+        "xlm-roberta",
     }
     assert len(heads) == 11

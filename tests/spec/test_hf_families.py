@@ -73,6 +73,10 @@ def test_qwen2_moe_shared_expert() -> None:
         ("dialogrpt-updown.json", "classification", None, 1),  # GPT2ForSequenceClassification
         ("skywork-reward-llama-3.1-8b.json", "classification", None, 1),
         ("vit-base-patch16-224-in21k.json", "none", True, None),  # ViTModel
+        ("xlm-roberta-base.json", "lm", False, None),  # XLMRobertaForMaskedLM: no pooler
+        ("distilbert-base-uncased.json", "lm", False, None),  # DistilBertForMaskedLM
+        # DistilBertForSequenceClassification: pre_classifier (the pooler's tensors) + classifier, 2 labels
+        ("distilbert-base-uncased-finetuned-sst-2-english.json", "classification", True, 2),
     ],
 )
 def test_heads_from_architectures(name: str, head: str, pooler: bool | None, labels: int | None) -> None:
@@ -194,3 +198,60 @@ def test_deepseek_v2_lite_kv_cache_is_the_mla_latent() -> None:
     result = runner.invoke(app, [*args, "--batch-size", "1", "--seq-len", "512", "--max-new-tokens", "16", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["kv_cache_bytes_per_token"] == 31_104
+
+
+def test_gpt_j_6b_by_hand() -> None:
+    # EleutherAI/gpt-j-6b (modeling_gptj.py): wte 50400 x 4096; per layer ln_1 (2 x 4096), bias-free q/k/v/out
+    # (4 x 4096^2), fc_in/fc_out with biases (2 x 4096 x 16384 + 16384 + 4096); ln_f; lm_head with a bias:
+    # 206,438,400 + 28 x 201,355,264 + 8,192 + 206,438,400 + 50,400 = 6,050,882,784
+    model, notes = model_of("gpt-j-6b.json")
+    assert (model["attention_bias"], model["bias"], model["lm_head_bias"]) == (False, True, True)
+    assert (model["parallel_block"], model["norms_per_layer"], model["fused_qkv"]) == (True, 1, False)
+    assert notes == ["rotary_dim 64: rotary on part of each head (no parameters)"]  # head_dim 256
+    args = ["estimate", "--hf-config", str(CONFIGS / "gpt-j-6b.json"), "--batch-size", "1", "--seq-len", "8"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["params"] == 6_050_882_784
+
+
+def test_starcoder_is_multi_query() -> None:
+    # bigcode/starcoderbase-1b: multi_query true, 16 heads of 128 -> one KV head; vLLM stores k and v of
+    # 128 per layer: 2 x 24 layers x 128 x 2 B (bf16) = 12,288 B per token
+    model, _ = model_of("starcoderbase-1b.json")
+    assert (model["kv_heads"], model["fused_qkv"], model["position"]) == (1, True, "learned")
+    args = ["estimate", "--hf-config", str(CONFIGS / "starcoderbase-1b.json"), "--mode", "inference"]
+    result = runner.invoke(
+        app, [*args, "--precision", "bf16", "--batch-size", "1", "--seq-len", "512", "--max-new-tokens", "16", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kv_cache_bytes_per_token"] == 12_288
+
+
+def test_phimoe_and_olmoe_keys() -> None:
+    # microsoft/Phi-3.5-MoE-instruct: LayerNorms, biases on q/k/v/o and the LM head, 16 experts, top-2, 8 KV heads
+    model, _ = model_of("phi-3.5-moe-instruct.json")
+    assert (model["norm"], model["attention_bias"], model["lm_head_bias"]) == ("layernorm", True, True)
+    assert (model["experts"], model["experts_per_token"], model["kv_heads"]) == (16, 2, 8)
+    # allenai/OLMoE-1B-7B-0924: q_norm over hidden_size and k_norm over the k width; 64 experts, top-8
+    model, _ = model_of("olmoe-1b-7b-0924.json")
+    assert (model["qk_norm"], model["experts"], model["experts_per_token"]) == ("projection", 64, 8)
+    assert "expert_ffn_size" not in model and model["ffn_size"] == 1024
+
+
+@pytest.mark.parametrize(
+    ("name", "changes", "message"),
+    [
+        ("starcoderbase-1b.json", {"add_cross_attention": True}, "add_cross_attention: true is not modelled"),
+        ("starcoderbase-1b.json", {"activation_function": "swish"}, "activation_function: 'swish' is not supported"),
+        ("olmoe-1b-7b-0924.json", {"head_dim": 64}, r"head_dim: 64 x heads != hidden_size"),
+        (
+            "distilbert-base-uncased.json",
+            {"architectures": ["DistilBertForQuestionAnswering"], "num_labels": 3},
+            "num_labels: 3: DistilBertForQuestionAnswering needs 2",
+        ),
+    ],
+)
+def test_new_families_refuse_what_they_cannot_express(name: str, changes: dict[str, Any], message: str) -> None:
+    config = json.loads((CONFIGS / name).read_text(encoding="utf-8")) | changes
+    with pytest.raises(SpecError, match=message):
+        model_from_config(config, name)

@@ -54,8 +54,11 @@ TARGET_NAMES: dict[str, tuple[str, ...]] = {
     "dense": ("o",), "out_proj": ("o",), "output_proj": ("o",),
     # GPT-2: ``attn.c_proj`` and ``mlp.c_proj`` both end with ``.c_proj``:
     "c_proj": ("o", "down"), "c_fc": ("up",),
-    # plain MLPs: GPT-NeoX, Falcon, BLOOM; OPT, Phi-2:
+    # plain MLPs: GPT-NeoX, Falcon, BLOOM; OPT, Phi-2; GPT-J:
     "dense_h_to_4h": ("up",), "dense_4h_to_h": ("down",), "fc1": ("up",), "fc2": ("down",),
+    "fc_in": ("up",), "fc_out": ("down",),
+    # DistilBERT attention and MLP:
+    "q_lin": ("q",), "k_lin": ("k",), "v_lin": ("v",), "out_lin": ("o",), "lin1": ("up",), "lin2": ("down",),
     # Phi-3 fused gate and up:
     "gate_up_proj": ("gate_up",),
     # Mixtral experts, torchtune:
@@ -115,7 +118,7 @@ def model_modules(shape: Any) -> list[str]:
     elif shape.fused_qkv:
         mlp = ["c_fc/dense_h_to_4h", "dense_4h_to_h"]
     else:
-        mlp = ["fc1/up_proj", "fc2/down_proj"]
+        mlp = ["fc1/fc_in/lin1/up_proj", "fc2/fc_out/lin2/down_proj"]
     return attn + mlp
 
 

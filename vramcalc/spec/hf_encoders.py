@@ -1,5 +1,5 @@
-"""Encoder and encoder-decoder families of transformers configs: BERT, RoBERTa, DeBERTa-v2/v3, T5 (T5 v1.1,
-Flan-T5) and ViT, with their heads from ``architectures``.
+"""Encoder and encoder-decoder families of transformers configs: BERT, RoBERTa, XLM-RoBERTa, DistilBERT,
+DeBERTa-v2/v3, T5 (T5 v1.1, Flan-T5) and ViT, with their heads from ``architectures``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,36 @@ def bert(r: Reader, notes: list[str]) -> Model:
         "max_position_embeddings": r.count("max_position_embeddings", default=512),
         "type_vocab_size": r.count("type_vocab_size", default=2, minimum=0),
         **encoder_head(r, head_kind(r, "mlm"), bare_pooler=True),
+    }
+
+
+def distilbert(r: Reader, notes: list[str]) -> Model:
+    """DistilBERT: BERT's blocks and embedding LayerNorm without token types; no pooler in the bare
+    ``DistilBertModel``; ``pre_classifier`` + ``classifier`` count as a pooler plus the classifier and the
+    masked-LM head (vocab_transform, vocab_layer_norm, vocab_projector) as BERT's."""
+    kind = head_kind(r, "mlm")
+    if kind == "question_answering" and r.label_count() != 2:
+        raise r.fail("num_labels", f"{r.label_count()}: DistilBertForQuestionAnswering needs 2 (start and end)")
+    activation = r.text("activation", "gelu")
+    if activation not in ("gelu", "relu"):
+        raise r.fail("activation", f"{quoted(activation)} is not supported (gelu, relu)")
+    if r.flag("sinusoidal_pos_embds", False):
+        notes.append("sinusoidal_pos_embds: the position table is a frozen parameter (counted as trainable)")
+    return {
+        "architecture": "encoder",
+        "layers": r.need("n_layers", "num_hidden_layers"),
+        "hidden_size": r.need("dim", "hidden_size"),
+        "heads": r.need("n_heads", "num_attention_heads"),
+        "ffn_size": r.count("hidden_dim", default=4 * 768),  # DistilBertConfig's default, whatever dim is
+        "mlp": activation,
+        "norm": "layernorm",
+        "position": "learned",
+        "vocab_size": r.need("vocab_size"),
+        "tie_embeddings": r.flag("tie_word_embeddings", True),
+        "bias": True,
+        "max_position_embeddings": r.count("max_position_embeddings", default=512),
+        "type_vocab_size": 0,
+        **encoder_head(r, kind, bare_pooler=False),
     }
 
 

@@ -1,5 +1,6 @@
 """GPT-style decoder families (LayerNorm with biases, GELU/ReLU MLPs): GPT-2, GPT-NeoX/Pythia, Phi-1/2,
-Falcon, OPT and BLOOM, read with their transformers configuration classes' defaults.
+Falcon, OPT, BLOOM, GPT-J and GPT-BigCode (StarCoder), read with their transformers configuration
+classes' defaults.
 """
 
 from __future__ import annotations
@@ -7,10 +8,29 @@ from __future__ import annotations
 from vramcalc.spec.hf_families import _rope_note
 from vramcalc.spec.hf_heads import decoder_head, head_kind
 from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.units import quoted
+
+#: ``activation_function`` values (transformers' ACT2FN names) and the MLP kind they make.
+ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "gelu": "gelu",
+    "gelu_python": "gelu",
+    "relu": "relu",
+}
 
 
 def _decoder(r: Reader, fields: Model) -> Model:
     return {"architecture": "decoder", **fields, **decoder_head(r, head_kind(r, "lm"))}
+
+
+def _activation(r: Reader, name: str, default: str) -> str:
+    """The MLP kind of an activation field (no parameters depend on it; unknown ones are refused)."""
+    value = r.text(name, default)
+    if value not in ACTIVATIONS:
+        raise r.fail(name, f"{quoted(value)} is not supported ({', '.join(ACTIVATIONS)})")
+    return ACTIVATIONS[value]
 
 
 def gpt2(r: Reader, notes: list[str]) -> Model:
@@ -176,5 +196,65 @@ def bloom(r: Reader, notes: list[str]) -> Model:
             "bias": True,
             "fused_qkv": True,
             "embedding_norm": True,
+        },
+    )
+
+
+def gptj(r: Reader, notes: list[str]) -> Model:
+    """GPT-J (``GPTJForCausalLM``): one LayerNorm feeding attention and MLP in parallel; bias-free q, k, v
+    and out projections, fc_in/fc_out with biases; rotary on ``rotary_dim`` of each head; an LM head with
+    a bias."""
+    heads = r.need("n_head", "num_attention_heads")
+    hidden = r.need("n_embd", "hidden_size")
+    rotary = r.count("rotary_dim", default=None) if "rotary_dim" in r.config else 64  # null: whole head
+    if rotary is not None and rotary != hidden // heads:
+        notes.append(f"rotary_dim {rotary}: rotary on part of each head (no parameters)")
+    kind = head_kind(r, "lm")
+    model = _decoder(
+        r,
+        {
+            "layers": r.need("n_layer", "num_hidden_layers"),
+            "hidden_size": hidden,
+            "heads": heads,
+            "ffn_size": r.count("n_inner", default=4 * hidden),
+            "mlp": _activation(r, "activation_function", "gelu_new"),
+            "norm": "layernorm",
+            "position": "rotary",
+            "vocab_size": r.need("vocab_size"),
+            "max_position_embeddings": r.count("n_positions", "max_position_embeddings", default=2048),
+            "tie_embeddings": r.flag("tie_word_embeddings", False),
+            "bias": True,
+            "attention_bias": False,
+            "fused_qkv": False,
+            "parallel_block": True,
+            "norms_per_layer": 1,
+        },
+    )
+    return model | ({"lm_head_bias": True} if kind == "lm" else {})
+
+
+def gpt_bigcode(r: Reader, notes: list[str]) -> Model:
+    """GPT-BigCode (StarCoder, SantaCoder): GPT-2's layout with one fused c_attn of q + 2 x kv outputs,
+    multi-query (one KV head) unless ``multi_query`` is false."""
+    if r.flag("add_cross_attention", False):
+        raise r.fail("add_cross_attention", "true is not modelled (cross-attention blocks in a decoder)")
+    hidden = r.need("n_embd", "hidden_size")
+    heads = r.need("n_head", "num_attention_heads")
+    return _decoder(
+        r,
+        {
+            "layers": r.need("n_layer", "num_hidden_layers"),
+            "hidden_size": hidden,
+            "heads": heads,
+            "kv_heads": 1 if r.flag("multi_query", True) else heads,
+            "ffn_size": r.count("n_inner", default=4 * hidden),
+            "mlp": _activation(r, "activation_function", "gelu_pytorch_tanh"),
+            "norm": "layernorm",
+            "position": "learned",
+            "vocab_size": r.need("vocab_size"),
+            "max_position_embeddings": r.count("n_positions", "max_position_embeddings", default=1024),
+            "tie_embeddings": r.flag("tie_word_embeddings", True),
+            "bias": True,
+            "fused_qkv": True,
         },
     )

@@ -18,6 +18,7 @@ from vramcalc.errors import SpecError
 from vramcalc.spec import hf_encoders as enc
 from vramcalc.spec import hf_families as fam
 from vramcalc.spec import hf_gpt as gpt
+from vramcalc.spec import hf_moe as moe
 from vramcalc.spec.hf_reader import Config, Model, Reader
 from vramcalc.units import quoted
 
@@ -27,15 +28,15 @@ if TYPE_CHECKING:
 MAX_CONFIG_BYTES = 1_000_000
 
 
-#: model_type -> converter (vramcalc/spec/hf_families.py, hf_gpt.py, hf_encoders.py).
+#: model_type -> converter (vramcalc/spec/hf_families.py, hf_moe.py, hf_gpt.py, hf_encoders.py).
 FAMILIES: dict[str, Callable[[Reader, list[str]], Model]] = {
     "llama": fam.llama,
     "mistral": fam.llama,
-    "mixtral": fam.mixtral,
+    "mixtral": moe.mixtral,
     "qwen2": fam.qwen2,
-    "qwen2_moe": fam.qwen2_moe,
+    "qwen2_moe": moe.qwen2_moe,
     "qwen3": fam.qwen3,
-    "qwen3_moe": fam.qwen3_moe,
+    "qwen3_moe": moe.qwen3_moe,
     "gemma": fam.gemma,
     "gemma2": fam.gemma2,
     "gemma3_text": fam.gemma3_text,
@@ -43,16 +44,22 @@ FAMILIES: dict[str, Callable[[Reader, list[str]], Model]] = {
     "olmo2": fam.olmo2,
     "phi3": fam.phi3,
     "starcoder2": fam.starcoder2,
-    "deepseek_v2": fam.deepseek,
-    "deepseek_v3": fam.deepseek,
+    "deepseek_v2": moe.deepseek,
+    "deepseek_v3": moe.deepseek,
+    "phimoe": moe.phimoe,
+    "olmoe": moe.olmoe,
     "phi": gpt.phi,
     "gpt2": gpt.gpt2,
     "gpt_neox": gpt.gpt_neox,
     "falcon": gpt.falcon,
     "opt": gpt.opt,
     "bloom": gpt.bloom,
+    "gptj": gpt.gptj,
+    "gpt_bigcode": gpt.gpt_bigcode,
     "bert": enc.bert,
     "roberta": enc.bert,
+    "xlm-roberta": enc.bert,
+    "distilbert": enc.distilbert,
     "deberta-v2": enc.deberta_v2,
     "t5": enc.t5,
     "vit": enc.vit,

@@ -1,0 +1,111 @@
+"""Mixture-of-experts decoder families of transformers configs mapped onto spec keys, tensor for tensor:
+Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek V2/V3, PhiMoE (Phi-3.5-MoE) and OLMoE.
+
+As in hf_families.py, each converter reads its configuration class's fields with that class's defaults,
+and refuses, with the field named, what the spec cannot express.
+"""
+
+from __future__ import annotations
+
+from vramcalc.spec.hf_families import _base, _biases, _sliding, llama, qwen2, qwen3
+from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.units import quoted
+
+
+def mixtral(r: Reader, notes: list[str]) -> Model:
+    model = llama(r, notes)
+    model["experts"] = r.count("num_local_experts", default=8)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
+    return model
+
+
+def _moe_layers(r: Reader, model: Model, step_field: str) -> None:
+    """Qwen MoE layer layout: layer i is sparse when not in ``mlp_only_layers`` and (i + 1) % step == 0;
+    ``mlp_only_layers`` must be the first layers (a dense prefix) to be expressed."""
+    step = r.count(step_field, default=1)
+    dense = sorted(set(r.numbers("mlp_only_layers")))
+    if dense != list(range(len(dense))):
+        raise r.fail("mlp_only_layers", f"{quoted(dense)}: only the first layers can be dense in vramcalc")
+    if step != 1:
+        model["moe_layer_frequency"] = step
+    if dense:
+        model["first_dense_layers"] = len(dense)
+
+
+def qwen2_moe(r: Reader, notes: list[str]) -> Model:
+    model = qwen2(r, notes)
+    if not r.flag("qkv_bias", True):
+        del model["qkv_bias"]
+    model["experts"] = r.count("num_experts", default=60)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=4)
+    model["expert_ffn_size"] = r.count("moe_intermediate_size", default=1408)
+    shared = r.count("shared_expert_intermediate_size", default=5632, minimum=0)
+    if shared:
+        model.update(shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
+    _moe_layers(r, model, "decoder_sparse_step")
+    return model
+
+
+def qwen3_moe(r: Reader, notes: list[str]) -> Model:
+    model = qwen3(r, notes)
+    model["experts"] = r.count("num_experts", default=128)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
+    model["expert_ffn_size"] = r.count("moe_intermediate_size", default=768)
+    _moe_layers(r, model, "decoder_sparse_step")
+    return model
+
+
+def deepseek(r: Reader, notes: list[str]) -> Model:
+    """DeepSeek V2/V3: multi-head latent attention, routed + shared experts after dense first layers."""
+    model = _biases(r, _base(r, notes, tie=False))
+    model.pop("head_dim", None)
+    model.pop("kv_heads", None)
+    model["kv_lora_rank"] = r.count("kv_lora_rank", default=512)
+    if "q_lora_rank" not in r.config or r.config["q_lora_rank"] is not None:  # null: one q_proj (V2-Lite)
+        model["q_lora_rank"] = r.count("q_lora_rank", default=1536)
+    model["qk_rope_head_dim"] = r.count("qk_rope_head_dim", default=64)
+    model["qk_nope_head_dim"] = r.count("qk_nope_head_dim", default=128)
+    model["v_head_dim"] = r.count("v_head_dim", default=128)
+    experts = r.count("n_routed_experts", default=None, minimum=0)
+    if not experts:
+        return model
+    if r.count("moe_layer_freq", default=1) != 1:
+        raise r.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is modelled")
+    model["experts"] = experts
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=None) or min(6, experts)
+    model["expert_ffn_size"] = r.need("moe_intermediate_size")
+    model["shared_experts"] = r.count("n_shared_experts", default=0, minimum=0)
+    first_dense = r.count("first_k_dense_replace", default=0, minimum=0)
+    if first_dense:
+        model["first_dense_layers"] = first_dense
+    return model
+
+
+def phimoe(r: Reader, notes: list[str]) -> Model:
+    """PhiMoE (Phi-3.5-MoE, ``PhimoeForCausalLM``): LayerNorms with weight and bias (two per layer and the
+    final one), ``attention_bias`` on q, k, v and o, a bias-free router and gated experts in every layer,
+    and ``lm_head_bias``. ``PhimoeConfig`` defaults to 8 KV heads and 16 experts."""
+    model = _base(r, notes, tie=False)
+    model.update(norm="layernorm", kv_heads=r.count("num_key_value_heads", default=8))
+    if r.flag("attention_bias", False):
+        model["attention_bias"] = True
+    if r.flag("lm_head_bias", False) and model["head"] == "lm":
+        model["lm_head_bias"] = True
+    model["experts"] = r.count("num_local_experts", default=16)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
+    _sliding(r, model, notes)
+    return model
+
+
+def olmoe(r: Reader, notes: list[str]) -> Model:
+    """OLMoE (``OlmoeForCausalLM``): OLMo-style RMSNorms on the whole q (``hidden_size`` wide) and k
+    projections, a bias-free router and gated experts of ``intermediate_size`` in every layer."""
+    model = _base(r, notes, tie=False)
+    if "head_dim" in model:  # q_norm is hidden_size wide: only the same as the q projection without head_dim
+        raise r.fail("head_dim", f"{model['head_dim']} x heads != hidden_size is not modelled (q_norm width)")
+    if r.flag("attention_bias", False):
+        model["attention_bias"] = True
+    model["qk_norm"] = "projection"
+    model["experts"] = r.count("num_experts", "num_local_experts", default=64)
+    model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
+    return model
