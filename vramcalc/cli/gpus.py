@@ -122,7 +122,8 @@ def bandwidth(
         if model is not None:
             from vramcalc.cli._common import load_spec_or_model
 
-            weights_of = load_spec_or_model(spec, model)
+            # without a spec the model is served: a decode step reads its weights and KV cache
+            weights_of = load_spec_or_model(spec, model, None if spec is not None else {"mode": "inference"})
         custom = {
             "bus_width": bus_width,
             "mem_type": memory_type,
