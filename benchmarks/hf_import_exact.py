@@ -9,6 +9,10 @@ Needs a Python with torch and transformers (vramcalc is imported from this check
 
     /tmp/tracer-venv/bin/python benchmarks/hf_import_exact.py            # compare, exit 1 on a mismatch
     /tmp/tracer-venv/bin/python benchmarks/hf_import_exact.py --record   # also rewrite meta_counts.json
+    /tmp/tracer-venv/bin/python benchmarks/hf_import_exact.py --configs tests/data/hf_configs/hub --record
+
+``--configs DIR`` checks another folder (``tests/data/hf_configs/hub``: configs as the Hub serves them,
+written by transformers 4.x, checked by ``tests/spec/test_hf_hub_configs.py``).
 
 ``--record`` stores the transformers counts (with the transformers version and the date) in
 ``tests/data/hf_configs/meta_counts.json``, which ``tests/spec/test_hf_exact.py`` checks vramcalc against
@@ -30,9 +34,10 @@ COUNTS = CONFIGS / "meta_counts.json"
 sys.path.insert(0, str(ROOT))
 
 
-def config_files() -> list[Path]:
+def config_files(folder: Path = CONFIGS) -> list[Path]:
     """Every config of a real model (``unknown-*.json`` are deliberately unsupported configs)."""
-    return sorted(p for p in CONFIGS.glob("*.json") if p != COUNTS and not p.name.startswith("unknown-"))
+    counts = folder / COUNTS.name
+    return sorted(p for p in folder.glob("*.json") if p != counts and not p.name.startswith("unknown-"))
 
 
 def transformers_count(path: Path) -> int:
@@ -65,9 +70,11 @@ def main(argv: list[str]) -> int:
     import transformers
 
     record = "--record" in argv
+    folder = Path(argv[argv.index("--configs") + 1]).resolve() if "--configs" in argv else CONFIGS
+    counts_file = folder / COUNTS.name
     counts: dict[str, Any] = {}
     failures = 0
-    for path in config_files():
+    for path in config_files(folder):
         reference = transformers_count(path)
         counts[path.name] = reference
         try:
@@ -86,8 +93,8 @@ def main(argv: list[str]) -> int:
             "method": "sum(p.numel() for p in architectures[0](config).parameters()) on the meta device",
             "counts": counts,
         }
-        COUNTS.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {COUNTS.relative_to(ROOT)}")
+        counts_file.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {counts_file.relative_to(ROOT)}")
     return 1 if failures else 0
 
 

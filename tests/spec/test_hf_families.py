@@ -149,6 +149,18 @@ def test_estimate_without_precision_uses_torch_dtype() -> None:
     assert json.loads(inference.stdout)["peak_allocated_bytes"] < json.loads(fp32.stdout)["peak_allocated_bytes"]
 
 
+def test_hf_config_alone_fills_the_workload_and_says_so() -> None:
+    """`estimate --hf-config F` with no flag: batch 1, seq_len min(4,096, the model's context), the
+    config's dtype; each default one note, as `--model` does. Llama-3.2-1B: 131,072 positions -> 4,096."""
+    alone = runner.invoke(app, ["estimate", "--hf-config", str(CONFIGS / "llama-3.2-1b.json"), "--json"])
+    assert alone.exit_code == 0, alone.output
+    notes = [line for line in alone.stderr.splitlines() if line.startswith("note: ")]
+    assert notes[:2] == ["note: workload.batch_size not given: 1", "note: workload.seq_len not given: 4,096"]
+    args = ["--batch-size", "1", "--seq-len", "4096", "--precision", "amp-bf16", "--json"]
+    given = runner.invoke(app, ["estimate", "--hf-config", str(CONFIGS / "llama-3.2-1b.json"), *args])
+    assert json.loads(alone.stdout)["total_bytes"] == json.loads(given.stdout)["total_bytes"]
+
+
 def test_import_writes_the_config_dtype() -> None:
     assert "precision: fp16" in import_yaml(CONFIGS / "phi-1_5.json")  # torch_dtype float16
     assert "precision: bf16" in import_yaml(CONFIGS / "gemma-2-2b.json")  # bfloat16

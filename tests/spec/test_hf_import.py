@@ -149,7 +149,11 @@ def test_estimate_hf_config_with_adapter_and_quantization_flags() -> None:
     [
         (["--hf-config", "missing.json", "--batch-size", "1", "--seq-len", "8"], "missing.json: no such file"),
         (["--hf-config", str(CONFIGS / "unknown-mamba.json"), "--batch-size", "1", "--seq-len", "8"], "mamba"),
-        (["--hf-config", str(CONFIGS / "gpt2.json"), "--seq-len", "8"], "batch_size"),
+        # GPT-2's learned position table has 1,024 rows (n_positions): a longer sequence has no position
+        (
+            ["--hf-config", str(CONFIGS / "gpt2.json"), "--batch-size", "1", "--seq-len", "2048"],
+            "max_position_embeddings",
+        ),
         (
             ["--hf-config", str(CONFIGS / "gpt2.json"), "--batch-size", "1", "--seq-len", "8", "--quantization", "[1"],
             "--quantization",

@@ -68,7 +68,8 @@ def load_for_estimate(
     if spec is not None:
         return override_workload(load_spec_file(spec), str(spec), **flags), str(spec)
     from vramcalc.cli._common import notes_to_stderr
-    from vramcalc.spec.hf_import import default_precision, read_config, validated_spec
+    from vramcalc.spec.hf_import import default_precision, model_from_config, read_config, validated_spec
+    from vramcalc.spec.model_flag import default_workload
 
     assert hf_config is not None  # exactly one of the two, checked above
     source = str(hf_config)
@@ -80,9 +81,12 @@ def load_for_estimate(
         precision, note = default_precision(config, source, None if mode is None else str(mode))
         if precision is not None:
             workload["precision"] = precision
+    shape, _ = model_from_config(config, source)
+    context, image = shape.get("max_position_embeddings"), config.get("image_size")
+    workload, filled = default_workload(shape, workload, context, image if isinstance(image, int) else None)
     imported = validated_spec(config, source, workload)
-    if note is not None:  # after validation: a bad config gets its one error line and nothing else
-        notes_to_stderr([note])
+    # after validation: a bad config gets its one error line and nothing else
+    notes_to_stderr([*filled, note] if note is not None else filled)
     return imported, source
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vramcalc.spec.presets import ModelEntry, expand_model, lookup
+from vramcalc.spec.presets import expand_model, lookup
 
 if TYPE_CHECKING:
     from vramcalc.spec.models import Spec
@@ -16,22 +16,21 @@ DEFAULT_SEQ_LEN = 4096
 
 
 def default_workload(
-    entry: ModelEntry, model: dict[str, Any], workload: dict[str, Any]
+    model: dict[str, Any], workload: dict[str, Any], context: int | None, image_size: int | None = None
 ) -> tuple[dict[str, Any], list[str]]:
-    """``workload`` with the length a spec needs filled in when the flags give none: seq_len 4,096 (or the
-    model's context, when shorter) for a text model, the config's image_size (else 224) for a vision one;
-    batch_size 1."""
+    """``workload`` with what a spec needs filled in when the flags give none, and a note for each:
+    batch_size 1; seq_len 4,096 (or ``context``, the model's, when shorter) for a text model, the
+    config's ``image_size`` (else 224) for a vision one. Used by ``--model`` and ``--hf-config``."""
     notes = []
     if "batch_size" not in workload:
         workload, notes = {**workload, "batch_size": 1}, ["workload.batch_size not given: 1"]
     if model.get("architecture") in ("vit", "resnet"):
         if "image_size" in workload:
             return workload, notes
-        size = entry.config_value("image_size") or 224
+        size = image_size or 224
         return {**workload, "image_size": size}, [*notes, f"workload.image_size not given: {size}"]
     if any(key in workload for key in ("seq_len", "prompt_len")):
         return workload, notes
-    context = entry.context_length
     seq = min(context, DEFAULT_SEQ_LEN) if context else DEFAULT_SEQ_LEN
     return {**workload, "seq_len": seq}, [*notes, f"workload.seq_len not given: {seq:,}"]
 
@@ -51,7 +50,8 @@ def spec_with_model(
         data["model"], data["name"] = expand_model(entry.id, source), entry.id
         return override_workload(parse_spec(data, source), source, **workload), []
     model, _ = entry.model_mapping()
-    filled, notes = default_workload(entry, model, {key: value for key, value in workload.items() if value is not None})
+    given = {key: value for key, value in workload.items() if value is not None}
+    filled, notes = default_workload(model, given, entry.context_length, entry.config_value("image_size"))
     if entry.config is None:
         return parse_spec({"name": entry.id, "model": model, "workload": filled}, source), notes
     from vramcalc.spec.hf_import import default_precision, validated_spec
