@@ -89,8 +89,8 @@ def test_zero_heads_with_head_dim_is_refused_not_divided_by(tmp_path: Path) -> N
         ('"8192"', "expected a whole number, got '8192'"),
         ("[8192]", "expected a whole number, got [8192]"),
         ("1.5", "expected a whole number, got 1.5"),
-        ("-5", "-5 is out of range (1 to 10,000,000)"),
-        ("0", "0 is out of range (1 to 10,000,000)"),
+        ("-5", "-5 is out of range (1 to 1,000,000,000)"),
+        ("0", "0 is out of range (1 to 1,000,000,000)"),
         ("true", "expected a whole number, got True"),
     ],
 )

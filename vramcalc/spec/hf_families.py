@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vramcalc.spec.hf_heads import decoder_head, head_kind
-from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.spec.hf_reader import MAX_POSITIONS, Model, Reader
 
 Converter = Callable[[Reader, list[str]], Model]
 
@@ -77,7 +77,7 @@ def _base(r: Reader, notes: list[str], *, tie: bool, head_dim: int | None = None
     dim = r.count("head_dim", default=head_dim)
     if dim is not None and dim * heads != hidden:
         model["head_dim"] = dim
-    max_positions = r.count("max_position_embeddings", default=None)
+    max_positions = r.count("max_position_embeddings", default=None, maximum=MAX_POSITIONS)
     if max_positions is not None:
         model["max_position_embeddings"] = max_positions
     model.update(decoder_head(r, head_kind(r, "lm")))

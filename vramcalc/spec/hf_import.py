@@ -48,6 +48,7 @@ FAMILIES: dict[str, Callable[[Reader, list[str]], Model]] = {
     "deepseek_v3": moe.deepseek,
     "phimoe": moe.phimoe,
     "olmoe": moe.olmoe,
+    "llama4_text": moe.llama4_text,
     "phi": gpt.phi,
     "gpt2": gpt.gpt2,
     "gpt_neox": gpt.gpt_neox,
@@ -65,7 +66,7 @@ FAMILIES: dict[str, Callable[[Reader, list[str]], Model]] = {
     "vit": enc.vit,
 }
 #: Multimodal wrappers whose text model is counted (the vision tower is noted, not counted).
-TEXT_CONFIGS = {"gemma3": "gemma3_text"}
+TEXT_CONFIGS = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
 
 def read_config(path: str | Path) -> Config:

@@ -109,3 +109,44 @@ def olmoe(r: Reader, notes: list[str]) -> Model:
     model["experts"] = r.count("num_experts", "num_local_experts", default=64)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
     return model
+
+
+def _llama4_moe_layers(r: Reader, model: Model) -> bool:
+    """Llama 4's MoE layers (``moe_layers``, else every ``interleave_moe_layer_step``-th from layer step - 1)
+    as ``moe_layer_frequency`` and ``first_dense_layers``; False when no layer is MoE."""
+    layers = model["layers"]
+    step = r.count("interleave_moe_layer_step", default=1) or 1
+    if r.config.get("moe_layers") is None:
+        sparse = list(range(step - 1, layers, step))
+    else:
+        sparse = sorted({i for i in r.numbers("moe_layers") if i < layers})
+    if not sparse:
+        return False
+    frequency = sparse[1] - sparse[0] if len(sparse) > 1 else sparse[0] + 1
+    first_dense = 0 if sparse[0] == frequency - 1 else sparse[0]
+    if [i for i in range(first_dense, layers) if (i + 1) % frequency == 0] != sparse:
+        raise r.fail("moe_layers", f"{quoted(sparse)}: only every n-th layer after dense first layers is modelled")
+    if frequency != 1:
+        model["moe_layer_frequency"] = frequency
+    if first_dense:
+        model["first_dense_layers"] = first_dense
+    return True
+
+
+def llama4_text(r: Reader, notes: list[str]) -> Model:
+    """Llama 4's text model (``Llama4ForCausalLM``): dense layers with a SwiGLU MLP of
+    ``intermediate_size_mlp``; MoE layers with ``num_local_experts`` experts of ``intermediate_size``, a
+    bias-free router and one shared expert of ``intermediate_size``. The L2 q/k norm has no weights."""
+    model = _base(r, notes, tie=False, head_dim=128)  # Llama4TextConfig: head_dim 128
+    if r.flag("attention_bias", False):
+        model["attention_bias"] = True
+    model["ffn_size"] = r.count("intermediate_size_mlp", default=16384)
+    expert_ffn = r.need("intermediate_size")
+    if _llama4_moe_layers(r, model):
+        model["experts"] = r.count("num_local_experts", default=16)
+        model["experts_per_token"] = r.count("num_experts_per_tok", default=1)
+        model.update(expert_ffn_size=expert_ffn, shared_experts=1)
+    chunk = r.count("attention_chunk_size", default=None if "attention_chunk_size" in r.config else 8192)
+    if chunk:
+        notes.append(f"attention_chunk_size {chunk}: chunked attention on the RoPE layers; KV cache counted in full")
+    return model

@@ -14,6 +14,8 @@ Model = dict[str, Any]
 #: The largest size or count a spec accepts (``PositiveInt`` in vramcalc/spec/models.py): a larger
 #: config value is refused where the error can still name the config's own field.
 MAX_FIELD = 10**7
+#: The largest ``max_position_embeddings`` (a context length, not a tensor size: Llama 4 Scout has 10,485,760).
+MAX_POSITIONS = 10**9
 
 
 class Reader:
@@ -30,13 +32,13 @@ class Reader:
                 return name, self.config[name]
         return names[0], None
 
-    def _whole(self, name: str, value: Any, minimum: int) -> int:
+    def _whole(self, name: str, value: Any, minimum: int, maximum: int = MAX_FIELD) -> int:
         if isinstance(value, float) and value.is_integer():
             value = int(value)  # 4096.0 is 4096; 4096.5 is refused below
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(f"{self.source}: {name}: expected a whole number, got {quoted(value)}")
-        if not minimum <= value <= MAX_FIELD:
-            raise SpecError(f"{self.source}: {name}: {quoted(value)} is out of range ({minimum} to {MAX_FIELD:,})")
+        if not minimum <= value <= maximum:
+            raise SpecError(f"{self.source}: {name}: {quoted(value)} is out of range ({minimum} to {maximum:,})")
         return value
 
     def need(self, *names: str, minimum: int = 1) -> int:
@@ -47,10 +49,10 @@ class Reader:
             raise SpecError(f"{self.source}: {name}: missing (needed for model_type {model_type})")
         return self._whole(name, value, minimum)
 
-    def count(self, *names: str, default: int | None, minimum: int = 1) -> int | None:
-        """An optional whole number: the first of ``names`` given, at least ``minimum``; else ``default``."""
+    def count(self, *names: str, default: int | None, minimum: int = 1, maximum: int = MAX_FIELD) -> int | None:
+        """An optional whole number: the first of ``names`` given, from ``minimum`` to ``maximum``; else ``default``."""
         name, value = self._first(names)
-        return default if value is None else self._whole(name, value, minimum)
+        return default if value is None else self._whole(name, value, minimum, maximum)
 
     def _typed(self, name: str, default: Any, kind: type, expected: str) -> Any:
         value = self.config.get(name)

@@ -41,6 +41,8 @@ BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u206
 PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=10**7)]
+#: A context length: larger than any tensor dimension (Llama 4 Scout: 10,485,760 positions).
+PositionCount = Annotated[int, Field(strict=True, gt=0, le=10**9)]
 
 #: Spellings of a precision that name the same choice (PyTorch/Hugging Face dtype names).
 PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
@@ -62,7 +64,7 @@ class ModelSpec(SpecSection):
     norm: Norm | None = None
     position: Position | None = None
     vocab_size: PositiveInt | None = None
-    max_position_embeddings: PositiveInt | None = None
+    max_position_embeddings: PositionCount | None = None
     tie_embeddings: bool | None = None
     params: PositiveCount | None = None
     head: Head | None = None
