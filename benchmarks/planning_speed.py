@@ -42,6 +42,16 @@ BATCHES = list(range(1, 101))
 SEQS = list(range(64, 64 * 101, 64))
 
 
+def seqs_for(spec: object) -> list[int]:
+    """100 sequence lengths: 64 to 6,400, or evenly up to a learned position table's rows (GPT-2: 1,024,
+    BERT: 512), which has no row for a longer sequence."""
+    model = spec.model  # type: ignore[attr-defined]
+    if model.position == "learned" or (model.position is None and model.max_position_embeddings):
+        step = model.max_position_embeddings // 100
+        return list(range(step, step * 101, step))
+    return SEQS
+
+
 def median_s(fn: object, runs: int) -> float:
     times = []
     for _ in range(runs):
@@ -89,7 +99,7 @@ def _grid_rate(config: str) -> tuple[int, float, float]:
     rates = []
     for _ in range(2):
         start = time.perf_counter()
-        totals = grid_totals(spec, BATCHES, SEQS, hopper_or_newer=True)
+        totals = grid_totals(spec, BATCHES, seqs_for(spec), hopper_or_newer=True)
         rates.append(len(totals) / (time.perf_counter() - start))
     return len(totals), rates[0], rates[1]
 
@@ -101,7 +111,7 @@ def sweep_rate() -> None:
         points, first, again = _grid_rate(config)
         print(f"sweep {config}: {points:,} points, {first:,.0f} estimates/s (second sweep: {again:,.0f}/s)")
     spec = load_spec(ROOT / "configs" / GRID_SPEC)
-    batches, seqs = BATCHES[:20], SEQS[:50]
+    batches, seqs = BATCHES[:20], seqs_for(spec)[:50]
     specs = [with_workload(spec, batch_size=b, seq_len=s) for b in batches for s in seqs]
     start = time.perf_counter()
     full = [estimate(point).total_bytes for point in specs]
