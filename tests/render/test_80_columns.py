@@ -36,6 +36,7 @@ CASES: dict[str, list[str]] = {
         "--gpu a100-80gb-sxm",
         "configs/llama-2-7b.yaml --gpu a100-80gb-sxm",
         "--params 70B --gpu h100-sxm --batch 8",
+        "--model mixtral-8x7b --gpu h100-sxm --batch 8",  # the experts and routing rows
         "--bus-width 256 --memory-type GDDR6 --memory-clock 1750MHz --params 7B",
     ],
     "gpus": ["", "--sort bandwidth --vendor nvidia", "--vendor apple"],

@@ -9,7 +9,6 @@ multipliers are in :mod:`vramcalc.hardware.memory_bus`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,6 +21,8 @@ from vramcalc.hardware.memory_bus import (
     parse_clock_mhz,
     parse_data_rate_gbps,
 )
+from vramcalc.hardware.roofline import FLOPS_PER_PARAM as FLOPS_PER_PARAM  # re-exported
+from vramcalc.hardware.roofline import Roofline
 from vramcalc.hardware.weights import KvCache, Weights
 from vramcalc.units import parse_decimal, quoted
 
@@ -48,8 +49,6 @@ PCIE_LANE: dict[int, tuple[float, float]] = {
     6: (64.0, 242 / 256),
     7: (128.0, 242 / 256),
 }
-#: FLOPs per parameter per generated token in a decode step (one multiply-add per weight).
-FLOPS_PER_PARAM = 2
 
 
 def custom_card(
@@ -165,7 +164,8 @@ def select_card(
 
 @dataclass(frozen=True)
 class Streaming:
-    """Time to read the weights once from device memory: the floor on one decode step."""
+    """Time to read the weights a batch-1 decode step reads (a mixture of experts: the non-expert weights
+    and top-k experts per MoE layer) from device memory: the floor on one decode step."""
 
     weights_bytes: int
     bytes_per_s: int
@@ -220,47 +220,6 @@ class HostTransfer:
 
 
 @dataclass(frozen=True)
-class Roofline:
-    """Decode step at batch B: 2 x params x B FLOPs over one read of the weights."""
-
-    n_params: int
-    weights_bytes: int
-    batch: int
-    flops_per_s: float
-    bytes_per_s: int
-    precision: str
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity, FLOP per byte of weights read: 2 x params x B / weights_bytes."""
-        return FLOPS_PER_PARAM * self.n_params * self.batch / self.weights_bytes
-
-    @property
-    def ridge(self) -> float:
-        """The card's ridge point, FLOP per byte: peak FLOP/s / peak bytes/s."""
-        return self.flops_per_s / self.bytes_per_s
-
-    @property
-    def crossover_batch(self) -> float:
-        """Batch where the step turns compute-bound: ridge x weights_bytes / (2 x params)."""
-        return self.ridge * self.weights_bytes / (FLOPS_PER_PARAM * self.n_params)
-
-    @property
-    def first_compute_bound_batch(self) -> int:
-        """Smallest whole batch at or past the crossover."""
-        return max(1, math.ceil(self.crossover_batch))
-
-    @property
-    def bound(self) -> str:
-        return "compute" if self.intensity >= self.ridge else "memory"
-
-    @property
-    def compute_s(self) -> float:
-        """Time for the step's FLOPs at the peak dense rate."""
-        return FLOPS_PER_PARAM * self.n_params * self.batch / self.flops_per_s
-
-
-@dataclass(frozen=True)
 class Report:
     """Everything `vramcalc bandwidth` shows; parts are None where they do not apply (see notes)."""
 
@@ -273,13 +232,20 @@ class Report:
     roofline: Roofline | None = None
     kv: KvCache | None = None
     notes: list[str] = field(default_factory=list)
+    batch: int = 1  # sequences per decode step (--batch, else the spec's, else 1)
+
+    @property
+    def streamed_weights_bytes(self) -> int | None:
+        """Weight bytes a decode step of ``batch`` sequences reads (a mixture of experts: the experts its
+        tokens are expected to route to); None without weights."""
+        return None if self.weights is None else self.weights.streamed_bytes(self.batch)
 
     @property
     def decode_step_s(self) -> float | None:
-        """Weights plus KV-cache read once at peak bandwidth (None without a KV cache)."""
+        """Weights (as streamed at ``batch``) plus KV-cache read once at peak bandwidth (None without a KV cache)."""
         if self.kv is None or self.weights is None:
             return None
-        return (self.weights.weights_bytes + self.kv.read_bytes_per_step) / self.bus.bytes_per_s
+        return (self.weights.streamed_bytes(self.kv.batch) + self.kv.read_bytes_per_step) / self.bus.bytes_per_s
 
     @property
     def name(self) -> str:
@@ -293,16 +259,17 @@ def _roofline(bus: MemoryBus, gpu: GPU | None, weights: Weights, batch: int, not
     if flops is None:
         notes.append("roofline skipped: no dense FP16 tensor TFLOPS for this card")
         return None
-    if weights.n_params is None:
+    if weights.flop_params is None:
         notes.append("roofline skipped: parameter count unknown (give --params or --dtype with --weights)")
         return None
     return Roofline(
-        n_params=weights.n_params,
+        n_params=weights.flop_params,
         weights_bytes=weights.weights_bytes,
         batch=batch,
         flops_per_s=flops,
         bytes_per_s=bus.bytes_per_s,
         precision="FP8" if use_fp8 else "FP16/BF16",
+        experts=weights.experts,
     )
 
 
@@ -348,9 +315,10 @@ def analyse(
         gpu=gpu,
         efficiency=efficiency,
         weights=weights,
-        streaming=Streaming(weights.weights_bytes, bus.bytes_per_s, efficiency),
+        streaming=Streaming(weights.streamed_bytes(1), bus.bytes_per_s, efficiency),
         host=_host(gpu, weights, host_efficiency, notes),
         roofline=_roofline(bus, gpu, weights, size, notes),
         kv=kv,
         notes=notes,
+        batch=size,
     )

@@ -27,9 +27,62 @@ class KvCache:
         return self.bytes_per_token * self.context_tokens * self.batch
 
 
+#: The routing assumption behind :meth:`ExpertStream.expected_experts`, as the output states it.
+ROUTING_ASSUMPTION = (
+    "each token picks its top-k experts uniformly at random, independently of the other tokens in the batch"
+)
+
+
+def expected_experts(experts: int, top_k: int, batch: float) -> float:
+    """Expected number of distinct experts of one layer that ``batch`` tokens route to: E x (1 - (1 - k/E)^B).
+
+    Under :data:`ROUTING_ASSUMPTION` a token misses a given expert with probability C(E-1, k) / C(E, k)
+    = 1 - k/E, and B tokens all miss it with probability (1 - k/E)^B. One token reads k experts; the count
+    approaches all E as B grows. Real routers are skewed, so a real batch reads fewer distinct experts.
+    """
+    if batch == 1:  # exactly k (the float formula can land a hair below)
+        return float(top_k)
+    return experts * (1 - (1 - top_k / experts) ** batch)
+
+
+@dataclass(frozen=True)
+class ExpertStream:
+    """The routed experts of a mixture-of-experts model: how many a decode step reads depends on the batch.
+
+    Shared experts, routers, attention and embeddings are not here: every step reads them.
+    """
+
+    experts: int  # routed experts per MoE layer
+    top_k: int  # experts each token is routed to
+    moe_layers: int
+    expert_params: int  # one expert of one layer
+    expert_bytes: int  # its bytes as stored
+
+    def expected_experts(self, batch: float) -> float:
+        return expected_experts(self.experts, self.top_k, batch)
+
+    def routed_bytes(self, batch: float) -> float:
+        """Expected bytes of routed experts a step of ``batch`` tokens reads, over every MoE layer."""
+        return self.moe_layers * self.expected_experts(batch) * self.expert_bytes
+
+    @property
+    def all_bytes(self) -> int:
+        """Every routed expert of every MoE layer."""
+        return self.moe_layers * self.experts * self.expert_bytes
+
+    def streamed_bytes(self, weights_bytes: int, batch: int) -> int:
+        """Of ``weights_bytes`` (every parameter), what a step of ``batch`` tokens reads: all but the routed
+        experts once, plus the expected distinct experts of each MoE layer."""
+        return weights_bytes - self.all_bytes + round(self.routed_bytes(batch))
+
+
 @dataclass(frozen=True)
 class Weights:
-    """The bytes a decode step streams, with the parameter count when known."""
+    """The bytes a decode step streams, with the parameter count when known.
+
+    ``weights_bytes`` is every parameter; a mixture of experts (``experts``) reads only the experts its
+    batch routes to (:meth:`streamed_bytes`) and does the FLOPs of ``active_params`` per token.
+    """
 
     weights_bytes: int
     n_params: int | None
@@ -39,6 +92,21 @@ class Weights:
     context_tokens: int | None = None
     kv_bytes_per_token: int | None = None
     notes: tuple[str, ...] = ()
+    experts: ExpertStream | None = None
+    active_params: int | None = None  # parameters a token passes through (mixture of experts)
+
+    def streamed_bytes(self, batch: int) -> int:
+        """Weight bytes a decode step of ``batch`` sequences reads: all of them for a dense model; for a
+        mixture of experts, everything but the routed experts once, plus the expected distinct experts
+        of each MoE layer."""
+        if self.experts is None:
+            return self.weights_bytes
+        return self.experts.streamed_bytes(self.weights_bytes, batch)
+
+    @property
+    def flop_params(self) -> int | None:
+        """Parameters each generated token multiplies through (2 FLOPs each): the active ones."""
+        return self.active_params if self.active_params is not None else self.n_params
 
 
 def weights_from_flags(params: str | None, dtype: str | None, weights: str | None) -> Weights | None:

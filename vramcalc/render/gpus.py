@@ -16,6 +16,7 @@ from rich.table import Table
 from vramcalc.hardware.bandwidth import Report
 from vramcalc.hardware.catalog import GPU
 from vramcalc.hardware.memory_bus import GPUZ_CLOCK_DIVISOR, NVIDIA_SMI_CLOCK_DIVISOR, MemoryBus
+from vramcalc.hardware.weights import ROUTING_ASSUMPTION
 from vramcalc.render.text import print_wrapped, table_width
 from vramcalc.units import GB, KB, MB, GiB, KiB, MiB
 
@@ -189,9 +190,23 @@ def _weight_rows(report: Report, table: Table) -> None:
     weights, stream = report.weights, report.streaming
     table.add_row("", "")
     table.add_row("weights", f"{size(weights.weights_bytes)} ({weights.origin})")
+    moe = weights.experts
+    if moe is not None:
+        table.add_row(
+            "experts",
+            f"{moe.experts} routed per layer x {moe.moe_layers} MoE layers, top-{moe.top_k} per token; "
+            f"{weights.active_params:,} parameters active per token",
+        )
+        table.add_row(
+            "routing",
+            f"batch {report.batch} reads E x (1 - (1 - k/E)^B) = {moe.expected_experts(report.batch):,.3f} distinct "
+            f"experts per layer (assuming {ROUTING_ASSUMPTION}; all {moe.experts} as B grows): "
+            f"{size(report.streamed_weights_bytes or 0)} of weights per step",
+        )
+    read = "active weights: " if moe is not None else ""
     table.add_row(
         "weight stream",
-        f"{duration(stream.weight_stream_s)} per decode step at {gb_s(stream.bytes_per_s)} "
+        f"{read}{duration(stream.weight_stream_s)} per decode step at {gb_s(stream.bytes_per_s)} "
         f"-> at most {stream.tokens_per_s_upper_bound:,.2f} tokens/s (batch 1)",
     )
     table.add_row(
@@ -207,7 +222,8 @@ def _weight_rows(report: Report, table: Table) -> None:
         )
         table.add_row(
             "decode step",
-            f"weights + KV cache: {duration(report.decode_step_s)} at peak -> "
+            f"{'streamed weights' if moe is not None else 'weights'} + KV cache: "
+            f"{duration(report.decode_step_s)} at peak -> "
             f"{kv.batch / report.decode_step_s:,.2f} tokens/s (batch {kv.batch})",
         )
     if report.host is not None:

@@ -22,6 +22,9 @@ class RooflineResult(Result):
 
     batch: int = Field(description="Decode batch (sequences per step).")
     intensity_flop_per_byte: float = Field(description="Arithmetic intensity: FLOPs per byte of weights read.")
+    weights_read_bytes: int = Field(
+        description="Weight bytes the step reads at this batch (a mixture of experts: the experts its tokens route to)."
+    )
     ridge_flop_per_byte: float = Field(description="The card's ridge point: peak FLOP/s / peak bytes/s.")
     flops_per_s: float = Field(description="Peak dense tensor rate used, FLOP/s.")
     precision: str = Field(description="The tensor rate's precision: 'FP16/BF16' or 'FP8'.")
@@ -34,6 +37,7 @@ class RooflineResult(Result):
         return cls(
             batch=roof.batch,
             intensity_flop_per_byte=roof.intensity,
+            weights_read_bytes=roof.bytes_per_step,
             ridge_flop_per_byte=roof.ridge,
             flops_per_s=roof.flops_per_s,
             precision=roof.precision,
@@ -65,11 +69,17 @@ class BandwidthResult(Result):
     bandwidth_differs: bool = Field(description="The computed figure differs from the vendor's by more than 1 %.")
     capacity_bytes: int | None = Field(description="Memory capacity, bytes (null for a custom card).")
     capacity_vendor: str | None = Field(description="Capacity as the vendor states it (e.g. '80 GB'), or null.")
-    weights_bytes: int | None = Field(None, description="Bytes of weights a decode step streams.")
+    weights_bytes: int | None = Field(
+        None, description="Bytes of all the weights (a dense decode step streams them all; see streamed_weights_bytes)."
+    )
     n_params: int | None = Field(None, description="Parameter count (null when only a size was given).")
     dtype: str | None = Field(None, description="Weight dtype (e.g. 'fp16', 'int4'), null when not known.")
     efficiency: float | None = Field(None, description="Achieved share of peak memory bandwidth assumed (0-1].")
-    weight_stream_s: float | None = Field(None, description="Seconds to read the weights once at peak bandwidth.")
+    weight_stream_s: float | None = Field(
+        None,
+        description="Seconds to read at peak bandwidth the weights a batch-1 step reads (a mixture of experts: its "
+        "non-expert weights and top-k experts per MoE layer).",
+    )
     weight_stream_realistic_s: float | None = Field(None, description="weight_stream_s / efficiency, seconds.")
     decode_tokens_per_s_upper_bound: float | None = Field(
         None, description="Batch-1 decode tokens/s if a step only read the weights at peak bandwidth."
@@ -88,7 +98,23 @@ class BandwidthResult(Result):
         None, description="KV cache a decode step reads: per token x context x batch, bytes."
     )
     decode_step_s: float | None = Field(
-        None, description="Seconds to read the weights and the KV cache once at peak bandwidth (null without KV)."
+        None,
+        description="Seconds to read the streamed weights and the KV cache once at peak bandwidth (null without KV).",
+    )
+    decode_batch: int | None = Field(None, description="Sequences per decode step (--batch, else the spec's, else 1).")
+    streamed_weights_bytes: int | None = Field(
+        None,
+        description="Weight bytes a decode step of decode_batch sequences reads: weights_bytes for a dense model; a "
+        "mixture of experts reads its non-expert weights plus expected_experts_per_layer experts per MoE layer.",
+    )
+    active_params: int | None = Field(None, description="Parameters a token passes through (mixture of experts).")
+    moe_layers: int | None = Field(None, description="Layers with routed experts (null for a dense model).")
+    experts_per_layer: int | None = Field(None, description="Routed experts per MoE layer (null for a dense model).")
+    experts_per_token: int | None = Field(None, description="Experts each token is routed to, top-k (or null).")
+    expected_experts_per_layer: float | None = Field(
+        None,
+        description="Expected distinct experts per MoE layer that decode_batch tokens route to: E x (1 - (1 - k/E)^B), "
+        "assuming uniform, independent routing (null for a dense model).",
     )
     roofline: RooflineResult | None = Field(None, description="The decode roofline (null when not computable).")
     notes: list[str] = Field(description="What was skipped or assumed, one line each.")
@@ -125,6 +151,7 @@ def _card_keys(report: Report) -> dict[str, Any]:
 def _weight_keys(report: Report) -> dict[str, Any]:
     assert report.weights is not None and report.streaming is not None
     weights, stream, host, kv, roof = report.weights, report.streaming, report.host, report.kv, report.roofline
+    moe = weights.experts
     return {
         "weights_bytes": weights.weights_bytes,
         "n_params": weights.n_params,
@@ -141,5 +168,12 @@ def _weight_keys(report: Report) -> dict[str, Any]:
         "kv_cache_bytes_per_token": kv.bytes_per_token if kv else None,
         "kv_cache_read_bytes_per_step": kv.read_bytes_per_step if kv else None,
         "decode_step_s": report.decode_step_s,
+        "decode_batch": report.batch,
+        "streamed_weights_bytes": report.streamed_weights_bytes,
+        "active_params": weights.active_params,
+        "moe_layers": moe.moe_layers if moe else None,
+        "experts_per_layer": moe.experts if moe else None,
+        "experts_per_token": moe.top_k if moe else None,
+        "expected_experts_per_layer": moe.expected_experts(report.batch) if moe else None,
         "roofline": None if roof is None else RooflineResult.of(roof),
     }
