@@ -84,7 +84,10 @@ def bandwidth(
         ),
     ] = None,
     weights: Annotated[str | None, typer.Option(help="Weight bytes, e.g. 140GB.", rich_help_panel=WEIGHTS)] = None,
-    batch: Annotated[int | None, typer.Option(help="Decode batch: the roofline and the experts a MoE step reads (default: spec's, else 1).")] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option(help="Decode batch: the roofline and the experts a MoE step reads (default: spec's, else 1)."),
+    ] = None,
     efficiency: Annotated[
         str | None, typer.Option(help="Achieved share of peak memory bandwidth (default 85%).")
     ] = None,
