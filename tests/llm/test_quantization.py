@@ -75,12 +75,10 @@ def test_embeddings_head_and_norms_stay_16_bit() -> None:
     assert estimate(s).components["parameters"] == wb.total_bytes
 
 
-def test_gguf_is_an_average_over_the_whole_file() -> None:
-    # llama.cpp tools/quantize/README.md, Llama-2-7B table: Q4_K_M 4.84 bpw over all weights;
-    # ceil(6,738,415,616 x 4.84 / 8) = 4,076,741,448 B
-    assert estimate(spec(quantization="q4_k_m")).components["parameters"] == 4_076_741_448
-    # q8_0: 34-byte blocks of 32 weights = 8.5 bpw: 6,738,415,616 x 8.5 / 8 = 7,159,566,592
-    assert estimate(spec(quantization="q8_0")).components["parameters"] == 7_159_566_592
+def test_gguf_is_counted_per_tensor() -> None:
+    # Llama-2-7B q8_0: every 2-D tensor (output included) at 34 B per 32 weights, the 266,240 norm weights
+    # (32 layers x 2 x 4,096 + 4,096) at F32: 6,738,149,376 x 34 / 32 + 266,240 x 4 = 7,160,348,672
+    assert estimate(spec(quantization="q8_0")).components["parameters"] == 7_160_348_672
 
 
 def test_4bit_below_8bit_below_fp16() -> None:

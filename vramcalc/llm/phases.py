@@ -20,6 +20,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
 from vramcalc.llm import adapters, generation, kvcache, moe, quantization
+from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
 
 Phases = dict[str, dict[str, int]]
@@ -46,10 +47,13 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     if q is None:
         return n_params * dt.param, None
     wb = quantization.weight_bytes(shape, q, n_params, dt.param)
-    notes.append(f"quantization {quantization.describe(q)}")
-    if q.method.value not in quantization.GGUF_BPW:
+    gw = quantization.gguf_weights(shape, q, n_params) if q.method in GGUF else None
+    if gw is not None:
+        notes.append(f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights")
+    else:
+        notes.append(f"quantization {quantization.describe(q)}")
         notes.append(f"embeddings, LM head, norms and biases stay {spec.workload.precision.value} ({wb.kept_params:,})")
-    info = {
+    info: dict[str, Any] = {
         "method": q.method.value,
         "bits_per_weight": round(wb.bits_per_quantized_weight, 4),
         "quantized_params": wb.quantized_params,
@@ -57,6 +61,10 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
         "kept_params": wb.kept_params,
         "kept_bytes": wb.kept_bytes,
     }
+    if gw is not None:
+        info["gguf_types"] = {
+            n: {"tensors": t.tensors, "params": t.params, "bytes": t.bytes} for n, t in gw.by_type.items()
+        }
     return wb.total_bytes, info
 
 

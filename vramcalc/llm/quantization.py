@@ -6,8 +6,9 @@ routers. This is what the common loaders do: transformers' bitsandbytes integrat
 embedding (``get_keys_to_not_convert``) and only replaces ``nn.Linear``; AutoGPTQ/AutoAWQ quantize the
 decoder layers' linears and keep ``lm_head`` in fp16; vLLM's fp8 keeps embeddings and ``lm_head`` in
 16 bits; MoE routers are left unquantized (AutoAWQ/GPTQ ``modules_to_not_convert: [gate]``).
-GGUF k-quant mixtures are the exception: the file mixes tensor types per tensor (token embedding and
-output included), so they are counted as the published average bits per weight over all parameters.
+GGUF files are the exception: llama.cpp gives every tensor its own type (token embedding and output
+included), chosen per file type, tensor and layer; :mod:`vramcalc.llm.gguf` applies those rules to the
+model's own tensors.
 
 Layouts per quantized matrix of ``out`` rows and ``in`` columns (N = out x in weights):
 
@@ -23,43 +24,23 @@ Layouts per quantized matrix of ``out`` rows and ``in`` columns (N = out x in we
   one fp32 absmax per 256 of them plus an fp32 offset per tensor: 4 + 32/64 = 4.5 bits per weight
   without, 4 + 8/64 + 32/(64 x 256) = 4.127 with.
 * fp8 (vLLM / transformers FP8 checkpoints): 1 byte per weight + one fp32 scale per tensor.
-* GGUF (llama.cpp ``ggml-common.h`` blocks): q4_0 = 18 B / 32 weights (4.5 bpw), q4_1 20 B (5.0),
-  q5_0 22 B (5.5), q5_1 24 B (6.0), q8_0 34 B (8.5); k-quant mixtures at the averages llama.cpp
-  publishes for Llama-2-7B (``tools/quantize/README.md``): q2_k 3.35 ... q6_k 6.56.
+* GGUF: per tensor, see :mod:`vramcalc.llm.gguf`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 from vramcalc.choices import QuantMethod
-from vramcalc.spec.llm import BNB_4BIT, GROUPED, QuantizationSpec
+from vramcalc.llm import gguf
+from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, QuantizationSpec
 
 DEFAULT_GROUP = 128
 DEFAULT_BITS = 4
 BNB_BLOCK = 64
 BNB_NESTED_BLOCK = 256
 FP32, FP16, INT32 = 4, 2, 4
-
-#: GGUF types by average bits per weight over a whole model file (see the module docstring).
-GGUF_BPW: dict[QuantMethod, Fraction] = {
-    QuantMethod.q4_0: Fraction(18 * 8, 32),
-    QuantMethod.q4_1: Fraction(20 * 8, 32),
-    QuantMethod.q5_0: Fraction(22 * 8, 32),
-    QuantMethod.q5_1: Fraction(24 * 8, 32),
-    QuantMethod.q8_0: Fraction(34 * 8, 32),
-    QuantMethod.q2_k: Fraction("3.35"),
-    QuantMethod.q3_k_s: Fraction("3.50"),
-    QuantMethod.q3_k_m: Fraction("3.91"),
-    QuantMethod.q3_k_l: Fraction("4.27"),
-    QuantMethod.q4_k_s: Fraction("4.58"),
-    QuantMethod.q4_k_m: Fraction("4.84"),
-    QuantMethod.q5_k_s: Fraction("5.52"),
-    QuantMethod.q5_k_m: Fraction("5.68"),
-    QuantMethod.q6_k: Fraction("6.56"),
-}
 
 
 @dataclass(frozen=True)
@@ -152,14 +133,28 @@ class WeightBytes:
 
 def weight_bytes(shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
     """All parameter bytes of ``shape`` with its linear layers stored as ``q`` (the rest at ``param_bytes``)."""
-    if q.method in GGUF_BPW:
-        total = math.ceil(n_params * GGUF_BPW[q.method] / 8)
-        return WeightBytes(total, n_params, total, 0, 0)
+    if q.method in GGUF:
+        gw = gguf_weights(shape, q, n_params)
+        (qp, qb), (kp, kb) = gw.part(quantized=True), gw.part(quantized=False)
+        return WeightBytes(gw.total_bytes, qp, qb, kp, kb)
     matrices = quantized_matrices(shape)
     n_quant = sum(m.count * m.out * m.inp for m in matrices)
     quant = sum(m.count * matrix_bytes(q, m.out, m.inp) for m in matrices)
     kept = max(0, n_params - n_quant)
     return WeightBytes(quant + kept * param_bytes, n_quant, quant, kept, kept * param_bytes)
+
+
+def gguf_weights(shape: object, q: QuantizationSpec, n_params: int) -> gguf.GgufWeights:
+    """The GGUF file's weights, per ggml type, for a spec's GGUF quantization."""
+    from vramcalc.core.shape import ModelShape
+
+    assert isinstance(shape, ModelShape)
+    opts = gguf.Overrides(
+        output_type=gguf.ggml_name(q.output_tensor_type),
+        embedding_type=gguf.ggml_name(q.token_embedding_type),
+        imatrix=bool(q.imatrix),
+    )
+    return gguf.file_weights(shape, q.method.value, n_params, opts)
 
 
 def dequant_buffer_bytes(shape: object, q: QuantizationSpec, n_tokens: int, compute_bytes: int) -> int:
@@ -183,8 +178,8 @@ def dequant_buffer_bytes(shape: object, q: QuantizationSpec, n_tokens: int, comp
 def describe(q: QuantizationSpec) -> str:
     """One line naming the method and the layout parameters in force (defaults included)."""
     m = q.method
-    if m in GGUF_BPW:
-        return f"{m.value}: GGUF, {float(GGUF_BPW[m]):g} bits per weight averaged over the whole model"
+    if m in GGUF:
+        return f"{m.value}: GGUF, llama.cpp's per-tensor types (llama_tensor_get_type)"
     if m in BNB_4BIT:
         dq = "with" if q.double_quant else "without"
         return f"{m.value}: bitsandbytes 4-bit, blocks of {q.block_size or BNB_BLOCK}, {dq} double quantization"

@@ -37,7 +37,8 @@ def render_llm(result: Estimate, console: Console, budget: Budget | None, fit: F
         print_wrapped(
             console,
             f"quantized weights: {q['quantized_params']:,} params at {q['bits_per_weight']:g} bits "
-            f"({q['method']}); {q['kept_params']:,} kept at the model dtype",
+            f"({q['method']}); {q['kept_params']:,} kept at "
+            + ("F32/F16 (GGUF)" if q.get("gguf_types") else "the model dtype"),
         )
     if info.kv_cache_bytes_per_token:
         print_wrapped(

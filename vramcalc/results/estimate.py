@@ -59,6 +59,14 @@ class GpuVerdict(Result):
         )
 
 
+class GgufTypeShare(Result):
+    """The tensors of one ggml type in a GGUF file."""
+
+    tensors: int = Field(description="2-D tensors of this type (1-D norms and biases are not counted).")
+    params: int = Field(description="Parameters stored in this type.")
+    bytes: int = Field(description="Bytes of those parameters (whole ggml blocks).")
+
+
 class Quantization(Result):
     """How the weights are quantized (weight-only quantization of the linear layers)."""
 
@@ -68,6 +76,11 @@ class Quantization(Result):
     quantized_bytes: int = Field(description="Bytes of the quantized parameters.")
     kept_params: int = Field(description="Parameters kept at the model dtype (embeddings, LM head, norms, biases).")
     kept_bytes: int = Field(description="Bytes of the parameters kept at the model dtype.")
+    gguf_types: dict[str, GgufTypeShare] | None = Field(
+        default=None,
+        description="GGUF only: per ggml type (q4_K, q6_K, f32, ...) the tensors, parameters and bytes "
+        "llama.cpp stores in it.",
+    )
 
 
 class ParallelPlan(Result):

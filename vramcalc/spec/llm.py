@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 GROUPED = (QuantMethod.int4, QuantMethod.gptq, QuantMethod.awq)
 #: bitsandbytes 4-bit data types (blockwise absmax, optional double quantization).
 BNB_4BIT = (QuantMethod.nf4, QuantMethod.fp4)
+#: GGUF file types (llama.cpp ``llama-quantize`` presets; per-tensor types in vramcalc/llm/gguf.py).
+GGUF = tuple(m for m in QuantMethod if m.value.startswith("q") and m.value[1].isdigit())
+#: ggml tensor types accepted by ``output_tensor_type`` / ``token_embedding_type``.
+GgmlTypeName = Literal[
+    "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"
+]
 
 ALL_LINEAR = "all-linear"
 
@@ -34,6 +40,10 @@ class QuantizationSpec(SpecSection):
     group_size: Annotated[int, Field(strict=True, ge=-1, le=1 << 20)] | None = None
     double_quant: bool | None = None
     block_size: Annotated[int, Field(strict=True, gt=0, le=4096)] | None = None
+    #: GGUF only: llama-quantize's --output-tensor-type, --token-embedding-type and --imatrix.
+    output_tensor_type: GgmlTypeName | None = None
+    token_embedding_type: GgmlTypeName | None = None
+    imatrix: bool | None = None
 
     @model_validator(mode="after")
     def _keys_fit_method(self) -> "QuantizationSpec":
@@ -46,6 +56,12 @@ class QuantizationSpec(SpecSection):
             raise ValueError("group_size: must be positive, or -1 for one group per input row")
         if (self.double_quant is not None or self.block_size is not None) and not bnb4:
             raise ValueError("double_quant: only for the bitsandbytes 4-bit methods nf4 and fp4")
+        gguf_keys = (self.output_tensor_type, self.token_embedding_type, self.imatrix)
+        if any(k is not None for k in gguf_keys) and self.method not in GGUF:
+            raise ValueError(
+                "output_tensor_type, token_embedding_type, imatrix: only for GGUF file types "
+                "(q4_0 ... q8_0, q2_k ... q6_k)"
+            )
         return self
 
 
