@@ -158,5 +158,10 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
     return {"activations": max(block, head), "kv_cache": kv, "temporaries": temporaries, "inputs": _ids(ids)}
 
 
+def ids_bytes(n_tokens: int) -> int:
+    """The int64 token ids of ``n_tokens`` tokens (one allocation)."""
+    return _ids(n_tokens)
+
+
 def _ids(n_tokens: int) -> int:
     return allocation_bytes(n_tokens * act.TOKEN_ID)

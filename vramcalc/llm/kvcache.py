@@ -11,9 +11,10 @@ counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
   head and token for K and for V (LMDeploy's online KV quantization): head_dim + 4 bytes per head.
 * Paged KV (vLLM, Kwon et al. 2023 "PagedAttention"): a sequence holds ``ceil(tokens / block)`` blocks
   of ``kv_block_size`` tokens (16 by default, vLLM's ``--block-size``).
-* Capacity (vLLM's ``determine_num_available_blocks``, v0.6.4 and later): the KV budget is
-  ``memory_utilization x total memory`` minus the non-KV peak of the profile run (weights + activation
-  peak + non-torch memory); the CUDA context is in vLLM's baseline and is not subtracted.
+* Capacity (vLLM's ``determine_available_memory``; ``determine_num_available_blocks`` in V0): the KV
+  budget is ``memory_utilization x`` the total vLLM sees (the driver total less ``KvPool.unseen_bytes``)
+  minus the non-KV peak of the profile run (weights + activation peak + non-torch memory; see
+  :mod:`vramcalc.llm.vllm`); the CUDA context is in vLLM's baseline and is not subtracted.
   ``num_blocks = budget // (block x bytes per token)``; "GPU KV cache size" = num_blocks x block tokens;
   "maximum concurrency" = KV tokens / context length.
 * Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence.
@@ -136,6 +137,19 @@ def paged_tokens(tokens: int, block: int) -> int:
 
 
 @dataclass(frozen=True)
+class EngineProfile:
+    """vLLM's engine settings behind a KV pool and what its profile step measured (vramcalc/llm/vllm.py)."""
+
+    version: str
+    engine: str
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    activation_peak_bytes: int
+    non_torch_bytes: int
+
+
+@dataclass(frozen=True)
 class KvPool:
     """What vLLM's KV pool depends on, for one serving spec (int bytes): the memory share it may take,
     the non-KV peak of its profiling step (independent of the number of requests), the paging, and the
@@ -148,6 +162,8 @@ class KvPool:
     context: int
     bytes_per_sequence: int  # one sequence of ``context`` tokens in whole blocks (+ cross-attention K/V)
     kv_bytes: int  # the spec's batch_size sequences
+    unseen_bytes: int = 0  # the card's driver total minus the total vLLM sees (torch.cuda.mem_get_info)
+    engine: EngineProfile | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
-from vramcalc.llm import adapters, generation, kvcache, moe, quantization
+from vramcalc.llm import adapters, generation, kvcache, moe, quantization, vllm
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
 
@@ -130,11 +130,28 @@ def inference_phases(
     phases = {"prefill": prefill, "decode": decode}
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
     pool = None
+    vllm.check_keys(wl, gen.runtime is Runtime.vllm)
     if gen.runtime is Runtime.vllm:
-        non_kv = profile_non_kv_bytes(spec, shape, gen, dt, base, notes)
+        non_kv, profile, activations = profile_non_kv_bytes(spec, shape, gen, dt, base, notes)
         per_sequence = decode["kv_cache"] // gen.batch
         pool = kvcache.KvPool(
-            gen.memory_utilization, non_kv, gen.per_token, gen.block, gen.context, per_sequence, decode["kv_cache"]
+            gen.memory_utilization,
+            non_kv,
+            gen.per_token,
+            gen.block,
+            gen.context,
+            per_sequence,
+            decode["kv_cache"],
+            unseen_bytes=vllm.UNSEEN_BYTES,
+            engine=kvcache.EngineProfile(
+                profile.version,
+                profile.engine,
+                profile.max_model_len,
+                profile.max_num_batched_tokens,
+                profile.max_num_seqs,
+                activations,
+                vllm.NON_TORCH_BYTES,
+            ),
         )
     return phases, replace(
         details,
@@ -150,18 +167,24 @@ def inference_phases(
 
 def profile_non_kv_bytes(
     spec: Spec, shape: ModelShape, gen: generation.Generation, dt: act.Dtypes, base: dict[str, int], notes: list[str]
-) -> int:
-    """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool: weights plus the
-    prefill of one sequence of ``context`` tokens (max_num_batched_tokens = max_model_len), whatever
-    the number of requests. vLLM chunks longer prefills to that size, so no request exceeds it."""
-    one = replace(gen, batch=1, prompt=gen.context)
-    profile = {**base, **generation.prefill_phase(shape, one, dt, spec.workload.attention)}
-    profile["temporaries"] = _dequant(spec, shape, gen.context, dt)
+) -> tuple[int, vllm.Profile, int]:
+    """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.llm.vllm`):
+    weights plus one forward of ``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` dummy
+    requests (logits for each request's last token) plus memory outside PyTorch, whatever the number of
+    requests the spec serves. Returns the bytes, the engine settings and the profile's activation peak."""
+    profile = vllm.resolve(spec.workload, gen.context, notes)
+    tokens, rows = profile.max_num_batched_tokens, profile.requests
+    flat = act.Tokens(batch=1, seq=tokens, target=tokens)  # varlen attention: no S x S scores
+    head = generation.head_bytes(shape, rows, rows, dt, fp32_copy=True)
+    activations = generation.prefill_transient(shape, flat, dt, spec.workload.attention, head)
+    peak = {**base, "activations": activations, "inputs": generation.ids_bytes(tokens)}
+    peak["temporaries"] = _dequant(spec, shape, tokens, dt)
     notes.append(
-        f"vLLM KV pool: sized after a profiling forward of one {gen.context:,}-token sequence "
-        "(independent of batch_size)"
+        f"vLLM KV pool: sized after a profiling forward of {tokens:,} tokens over {rows:,} requests "
+        f"(vLLM {profile.version}, {profile.engine}; independent of batch_size); CUDA graphs are captured "
+        "after the KV cache, outside its budget"
     )
-    return sum(profile.values()) - profile["kv_cache"]
+    return sum(peak.values()) + vllm.NON_TORCH_BYTES, profile, activations
 
 
 def moe_training_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -> Phases:

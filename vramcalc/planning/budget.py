@@ -103,8 +103,9 @@ def fit_of(result: Estimate, budget: Budget) -> Fit:
 def fit_of_pool(pool: kvcache.KvPool, budget: Budget) -> Fit:
     """The verdict of a vLLM serving spec, from its KV pool alone: the profile's non-KV peak plus the
     batch's KV cache against the share of the card vLLM manages."""
+    seen = max(0, budget.available_bytes - pool.unseen_bytes)  # the total torch.cuda.mem_get_info() reports
     capacity = kvcache.capacity(
-        budget.available_bytes,
+        seen,
         pool.memory_utilization,
         pool.non_kv_bytes,
         pool.bytes_per_token,
@@ -112,7 +113,7 @@ def fit_of_pool(pool: kvcache.KvPool, budget: Budget) -> Fit:
         pool.context,
         pool.bytes_per_sequence,
     )
-    managed = math.floor(pool.memory_utilization * budget.available_bytes)
+    managed = math.floor(pool.memory_utilization * seen)
     return Fit(pool.non_kv_bytes + pool.kv_bytes, managed, capacity)
 
 

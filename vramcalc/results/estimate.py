@@ -140,6 +140,20 @@ class ParallelPlan(Result):
         )
 
 
+class VllmEngine(Result):
+    """What vLLM subtracts before sizing its KV cache at start-up (vramcalc/llm/vllm.py), int bytes."""
+
+    version: str = Field(description="The vLLM release modelled (workload.versions.vllm, else the default).")
+    engine: str = Field(description="V0 or V1 (the default engine from 0.8.0).")
+    max_model_len: int = Field(description="Longest request vLLM admits, tokens.")
+    max_num_batched_tokens: int = Field(description="Tokens of the profiling forward (one scheduler step).")
+    max_num_seqs: int = Field(description="Most requests per step.")
+    activation_peak_bytes: int = Field(description="The profile step's activation peak (torch_peak_increase).")
+    non_torch_bytes: int = Field(description="Memory outside PyTorch measured during profiling.")
+    cuda_graph_bytes: int = Field(description="CUDA-graph memory subtracted from the KV budget (0: captured after).")
+    total_seen_bytes: int | None = Field(None, description="The card's total as torch.cuda.mem_get_info reports it.")
+
+
 class EstimateResult(Result):
     """One step's peak memory by component and phase (``vramcalc estimate --json``), int bytes.
 
@@ -180,6 +194,10 @@ class EstimateResult(Result):
     max_concurrent_sequences: int | None = Field(
         None, description="Whole sequences the KV blocks hold: the largest batch_size that fits (vLLM serving spec)."
     )
+    kv_cache_blocks: int | None = Field(
+        None, description="KV blocks on the card: vLLM's '# GPU blocks' (vLLM serving spec on a card)."
+    )
+    vllm: VllmEngine | None = Field(None, description="vLLM's engine settings and start-up profile (vLLM serving).")
     trainable_params: int | None = Field(None, description="Parameters of the adapter (LoRA/QLoRA).")
     active_params: int | None = Field(None, description="Parameters active per token (mixture of experts).")
     quantization: Quantization | None = Field(None, description="The weight quantization (quantized models).")
@@ -209,7 +227,7 @@ class EstimateResult(Result):
         }
         if budget is not None and fit is not None:
             doc["gpu"] = GpuVerdict.of(budget, fit)
-        doc.update(_llm_keys(result, fit))
+        doc.update(_llm_keys(result, fit, budget))
         details = result.parallel
         doc["per_rank"] = details is not None
         doc["host_bytes"] = details.host_bytes if details is not None else 0
@@ -219,7 +237,7 @@ class EstimateResult(Result):
         return cls(**doc)
 
 
-def _llm_keys(result: Estimate, fit: Fit | None) -> dict[str, Any]:
+def _llm_keys(result: Estimate, fit: Fit | None, budget: Budget | None = None) -> dict[str, Any]:
     """The LLM keys that apply: KV cache (inference), vLLM's KV pool on the card, adapter, experts, quantization."""
     info = result.llm
     if info is None:
@@ -237,6 +255,21 @@ def _llm_keys(result: Estimate, fit: Fit | None) -> dict[str, Any]:
             doc["kv_cache_tokens"] = pool.tokens
             doc["max_concurrency"] = pool.max_concurrency
             doc["max_concurrent_sequences"] = pool.max_sequences
+            doc["kv_cache_blocks"] = pool.blocks
+        engine = info.kv_pool.engine if info.kv_pool is not None else None
+        if engine is not None:
+            seen = max(0, budget.available_bytes - info.kv_pool.unseen_bytes) if budget is not None else None
+            doc["vllm"] = VllmEngine(
+                version=engine.version,
+                engine=engine.engine,
+                max_model_len=engine.max_model_len,
+                max_num_batched_tokens=engine.max_num_batched_tokens,
+                max_num_seqs=engine.max_num_seqs,
+                activation_peak_bytes=engine.activation_peak_bytes,
+                non_torch_bytes=engine.non_torch_bytes,
+                cuda_graph_bytes=0,
+                total_seen_bytes=seen,
+            )
     if info.trainable_params is not None:
         doc["trainable_params"] = info.trainable_params
     if info.active_params is not None:

@@ -197,6 +197,10 @@ class ModelSpec(SpecSection):
         return self
 
 
+#: Libraries whose release a workload may pin in ``versions:`` (where their allocations changed over time).
+VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft")
+
+
 class Workload(SpecSection):
     """What is run: training step or inference forward, batch shape, precision, optimizer."""
 
@@ -219,6 +223,11 @@ class Workload(SpecSection):
     kv_cache_dtype: KvCacheDtype | None = None
     kv_block_size: PositiveInt | None = None
     memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    # vLLM's engine settings (vramcalc/llm/vllm.py): its scheduler's limits and the release modelled.
+    max_model_len: PositiveCount | None = None
+    max_num_batched_tokens: PositiveCount | None = None
+    max_num_seqs: PositiveInt | None = None
+    versions: dict[str, Annotated[str, Field(min_length=1, max_length=40)]] | None = None
     quantization: QuantizationSpec | None = None
     adapter: AdapterSpec | None = None
 
@@ -237,6 +246,16 @@ class Workload(SpecSection):
             return data  # the field validators report the bad value
         return {**data, "seq_len": total}
 
+    @field_validator("versions")
+    @classmethod
+    def _known_libraries(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name in value or {}:
+            if name not in VERSIONED_LIBRARIES:
+                raise ValueError(
+                    f"{name!r} is not a library whose version is modelled ({', '.join(VERSIONED_LIBRARIES)})"
+                )
+        return value
+
     @field_validator("quantization", mode="before")
     @classmethod
     def _quantization_name(cls, value: Any) -> Any:
@@ -245,8 +264,9 @@ class Workload(SpecSection):
     @model_validator(mode="after")
     def _generation_rules(self) -> "Workload":
         llm_keys = ("prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size")
+        serving = ("memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
         if self.mode is Mode.train:
-            given = [key for key in (*llm_keys, "memory_utilization") if getattr(self, key) is not None]
+            given = [key for key in (*llm_keys, *serving) if getattr(self, key) is not None]
             if given:
                 raise ValueError(f"{given[0]}: only valid with mode: inference")
         elif self.adapter is not None:
@@ -330,12 +350,23 @@ class Spec(SpecSection):
 
 
 #: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).
-GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization")
+GENERATION_KEYS = (
+    "prompt_len",
+    "max_new_tokens",
+    "runtime",
+    "kv_cache_dtype",
+    "kv_block_size",
+    "memory_utilization",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+)
 
 
 def is_generation(wl: Workload) -> bool:
-    """True when any KV-cache key is given (else: the plain forward of the existing inference mode)."""
-    return any(getattr(wl, key) is not None for key in GENERATION_KEYS)
+    """True when any KV-cache key is given, or a vLLM release (else: the plain forward of the existing
+    inference mode)."""
+    return any(getattr(wl, key) is not None for key in GENERATION_KEYS) or "vllm" in (wl.versions or {})
 
 
 def uses_llm_keys(spec: Spec) -> bool:

@@ -1,0 +1,128 @@
+"""vLLM's start-up profile: the memory it subtracts before sizing the KV cache (int bytes).
+
+vLLM sizes its KV cache once, at start-up (``Worker.determine_available_memory`` in
+vllm/v1/worker/gpu_worker.py, ``Worker.determine_num_available_blocks`` in vllm/worker/worker.py for the
+V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryProfilingResult`` has
+``weights_memory``, ``torch_peak_increase`` and ``non_torch_increase``)::
+
+    KV budget = gpu_memory_utilization x total   (total: torch.cuda.mem_get_info()[1])
+                - weights                        (weights_memory)
+                - the profile step's peak        (torch_peak_increase)
+                - memory outside PyTorch         (non_torch_increase)
+
+* **total**: what ``cudaMemGetInfo`` reports, which is less than nvidia-smi's ``memory.total`` (the
+  catalog's driver total) by :data:`UNSEEN_BYTES`, measured from published start-up logs that print it
+  (``total_gpu_memory``): T4 14.56 GiB of 15,360 MiB (measured.yaml ``vllm-qwen2.5-1.5b-t4-util0.5``),
+  RTX 4090 23.55 GiB of 24,564 MiB (vllm-project/vllm#11550), RTX 3090 23.58 GiB of 24,576 MiB
+  (vllm-project/vllm#14447), H100 80GB HBM3 79.22 GiB of 81,559 MiB (vllm-project/vllm#10511): 451, 449,
+  430 and 438 MiB less (each +-5 MiB: the logs print two decimals of GiB).
+* **profile step** (``GPUModelRunner.profile_run`` -> ``_dummy_run(max_num_tokens)`` and
+  ``_dummy_sampler_run`` in vllm/v1/worker/gpu_model_runner.py; ``GPUModelRunnerBase.profile_run`` in
+  vllm/worker/model_runner.py for V0): one forward of ``max_num_batched_tokens`` tokens split over
+  ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests, then logits (and their fp32 copy for
+  sampling) for the last token of each request. Attention runs through a varlen kernel (FlashAttention,
+  XFormers): no S x S scores, so the tokens act as one flat batch.
+* **max_num_batched_tokens default**: V0 without chunked prefill, ``max(max_model_len, 2048)``
+  (``SchedulerConfig.__post_init__``, vllm/config.py); V1 (the default engine since 0.8.0) always chunks
+  prefills and takes ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py): 2048 tokens and 256
+  sequences for ``vllm serve`` (OPENAI_API_SERVER) on cards under 70 GiB and A100s. H100-class cards get
+  8192 and 1024 (the offline ``LLM`` class 8192/256 and 16384/1024): give the keys for those.
+* **non-torch memory**: on one GPU the published breakdown prints 0.01 GiB (the T4 log above); modelled
+  as :data:`NON_TORCH_BYTES` = 0. NCCL buffers and custom all-reduce appear with tensor parallelism.
+* **CUDA graphs**: captured after the KV cache is allocated (``compile_or_warm_up_model`` runs after
+  ``initialize_from_config`` in V1, ``capture_model`` after ``initialize_cache`` in V0), so they come out
+  of the ``1 - gpu_memory_utilization`` share, not the KV budget (the T4 log prints "CUDA graph capture"
+  0.17 GiB after the KV cache); V1 subtracts an estimate only with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``
+  (default 0, vllm/envs.py), which is not modelled.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vramcalc.errors import SpecError
+from vramcalc.spec.models import Workload
+from vramcalc.units import MiB
+
+#: The vLLM release assumed when ``versions: {vllm: ...}`` is not given (V1 engine).
+DEFAULT_VERSION = "0.11.0"
+#: First release whose default engine is V1 (``VLLM_USE_V1`` defaults to 1 from 0.8.0).
+V1_FROM = (0, 8)
+#: nvidia-smi's memory.total minus what torch.cuda.mem_get_info() reports as total (see the module docstring).
+UNSEEN_BYTES = 440 * MiB
+#: Memory outside PyTorch's allocator that appears during profiling on one GPU (non_torch_increase).
+NON_TORCH_BYTES = 0
+#: V0 ``SchedulerConfig``: max_num_batched_tokens floor without chunked prefill (_DEFAULT_MAX_NUM_BATCHED_TOKENS).
+V0_MIN_BATCHED_TOKENS = 2048
+#: V1 ``EngineArgs.get_batch_defaults``, OPENAI_API_SERVER on cards under 70 GiB (and A100s).
+V1_SERVE_BATCHED_TOKENS = 2048
+#: max_num_seqs default (V0 ``SchedulerConfig``; V1 ``get_batch_defaults`` on cards under 70 GiB).
+DEFAULT_MAX_NUM_SEQS = 256
+#: The workload keys of vLLM's scheduler and engine.
+VLLM_KEYS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs")
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
+
+
+@dataclass(frozen=True)
+class Profile:
+    """vLLM's engine settings that size its start-up profile."""
+
+    version: str
+    engine: str  # "V0" or "V1"
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+
+    @property
+    def requests(self) -> int:
+        """Dummy requests of the profile step: ``min(max_num_seqs, max_num_batched_tokens)``."""
+        return min(self.max_num_seqs, self.max_num_batched_tokens)
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """``"0.6.4"`` -> (0, 6); raises SpecError naming ``workload.versions.vllm``."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise SpecError(f"workload.versions.vllm: {text!r} is not a release number (e.g. 0.6.4)")
+    return int(match.group(1)), int(match.group(2))
+
+
+def check_keys(wl: Workload, is_vllm: bool) -> None:
+    """vLLM's scheduler keys only apply to the vllm runtime."""
+    if is_vllm:
+        return
+    for key in VLLM_KEYS:
+        if getattr(wl, key, None) is not None:
+            raise SpecError(f"workload.{key}: only valid with runtime: vllm")
+
+
+def resolve(wl: Workload, context: int, notes: list[str]) -> Profile:
+    """The engine settings of a vLLM serving spec (defaults noted); ``context`` is the request's length."""
+    versions = wl.versions or {}
+    version = versions.get("vllm") or DEFAULT_VERSION
+    engine = "V1" if parse_version(version) >= V1_FROM else "V0"
+    if "vllm" not in versions:
+        notes.append(f"vLLM version not given (versions: {{vllm: ...}}): {version} assumed ({engine} engine)")
+    max_len = wl.max_model_len if wl.max_model_len is not None else context
+    if wl.max_model_len is None:
+        notes.append(f"max_model_len not given: {max_len:,} (the request's context)")
+    elif context > max_len:
+        raise SpecError(f"workload.seq_len: the request's context {context:,} is longer than max_model_len {max_len:,}")
+    tokens = wl.max_num_batched_tokens
+    if tokens is None:
+        if engine == "V0":
+            tokens = max(max_len, V0_MIN_BATCHED_TOKENS)
+            rule = "V0 without chunked prefill: max(max_model_len, 2048)"
+        else:
+            tokens = V1_SERVE_BATCHED_TOKENS
+            rule = "V1 vllm serve on a card under 70 GiB; 8192 on H100-class cards, 8192/16384 for the LLM class"
+        notes.append(f"max_num_batched_tokens not given: {tokens:,} ({rule})")
+    elif engine == "V0" and tokens < max_len:
+        raise SpecError(
+            f"workload.max_num_batched_tokens: {tokens:,} is less than max_model_len {max_len:,} "
+            "(vLLM's V0 engine needs chunked prefill for that, which is not modelled)"
+        )
+    seqs = wl.max_num_seqs if wl.max_num_seqs is not None else DEFAULT_MAX_NUM_SEQS
+    return Profile(version, engine, max_len, tokens, seqs)
