@@ -24,12 +24,13 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from vramcalc.llm.vllm import UNSEEN_BYTES
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.check import CheckReport, CheckRow
 from vramcalc.planning.suggest import Suggestion
 from vramcalc.render.escape import github_data, github_property, markdown_text, terminal_line, xml_text
 from vramcalc.render.text import narrow_table, table_width, terminal_width, wrap_text
-from vramcalc.units import GiB
+from vramcalc.units import GiB, MiB
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -39,7 +40,8 @@ AVAILABLE = "available = the card's usable memory (below) minus the reserve"
 #: How a vLLM serving spec is judged (added to the notes when one is shown).
 SERVING = (
     "vLLM serving spec: needed = its profiling step's non-KV peak + the batch's KV cache; "
-    "available = memory_utilization x (usable - reserve)"
+    "available = memory_utilization x (the total vLLM sees - reserve), where vLLM sees the usable memory "
+    f"less {UNSEEN_BYTES // MiB} MiB (its start-up logs)"
 )
 
 

@@ -131,9 +131,15 @@ def available_text(b: Budget) -> str:
 
 def _managed(limit: Limit) -> str:
     """For a vLLM serving spec: the share of the available memory vLLM manages (KV pool + profile peak)."""
+    from vramcalc.llm.vllm import UNSEEN_BYTES
+    from vramcalc.units import MiB
+
     if limit.available_bytes == limit.budget.available_bytes:
         return ""
-    return f"; vLLM manages {gib(limit.available_bytes)} GiB of it (memory_utilization x available)"
+    return (
+        f"; vLLM manages {gib(limit.available_bytes)} GiB of it (memory_utilization x the total vLLM sees, "
+        f"{UNSEEN_BYTES // MiB} MiB less than usable)"
+    )
 
 
 def limit_text(source: str, name: str, limit: Limit, fixed: dict[str, int | None], width: int | None = None) -> str:
