@@ -140,3 +140,11 @@ class QuantMethod(StrEnum):
 
 class AdapterType(StrEnum):
     lora = "lora"
+
+
+class CrossEntropy(StrEnum):
+    """How the LM loss handles the vocabulary-sized logits (vramcalc/core/techniques.py)."""
+
+    standard = "standard"  # Hugging Face: all logits, their fp32 upcast and the log-softmax at once
+    chunked = "chunked"  # torchtune CEWithChunkedOutputLoss (8 output chunks)
+    fused_linear = "fused_linear"  # Liger LigerFusedLinearCrossEntropyLoss (logits one token chunk at a time)

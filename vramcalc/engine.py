@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from vramcalc.choices import Architecture, Mode, Precision
-from vramcalc.core.dense import phase_candidates
+from vramcalc.core.dense import host_bytes, phase_candidates
+from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.estimate import Estimate, assemble, select_phases
 from vramcalc.core.workload import (
     image_elements,
@@ -31,7 +32,7 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
         phases, n_params, assumptions = vision.resnet_phases(spec, hopper_or_newer=hopper_or_newer)
         return assemble(spec, n_params, phases, assumptions)
     work = resolve_workload(spec)
-    assumptions = list(work.notes)
+    assumptions = [*work.notes, *technique_notes(spec.workload)]
     wl = spec.workload
     base = {
         "parameters": work.n_params * work.dtypes.param,
@@ -44,8 +45,9 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
         from vramcalc.llm import phases as llm
 
         phases, details = llm.llm_phases(work, base, assumptions)
-        return dataclasses.replace(assemble(spec, work.n_params, phases, assumptions), llm=details)
+        result = assemble(spec, work.n_params, phases, assumptions)
+        return dataclasses.replace(result, llm=details, host_bytes=host_bytes(work))
     if wl.mode is Mode.train and wl.optimizer is None:
         assumptions.append("optimizer not given: adamw")
     phases = select_phases(phase_candidates(work, base))
-    return assemble(spec, work.n_params, phases, assumptions)
+    return dataclasses.replace(assemble(spec, work.n_params, phases, assumptions), host_bytes=host_bytes(work))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Norm
 from vramcalc.core import activations as act
+from vramcalc.core import techniques
 from vramcalc.core.estimate import Phase, select_phases
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params
@@ -47,13 +48,20 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     optimizer, n_params = work.optimizer, work.n_params
     param_bytes = n_params * dt.param
     states = optimizer_state_bytes(optimizer, shape, dt.param)
+    temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
+    if wl.optimizer_offload == "cpu":
+        offloaded = techniques.cpu_offload_optimizer(shape, optimizer, wl.optimizer_impl, dt)
+        states, temps = offloaded.device_states, offloaded.device_temps
     copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
-    loss = act.loss_bytes(shape, tk, dt)
+    loss = techniques.loss_bytes(shape, tk, dt, wl.cross_entropy)
     saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
     live = {**base, "optimizer_states": states}
     if wl.gradient_checkpointing is Checkpointing.full:
         outside = act.embedding_saved_bytes(shape, tk, dt) + act.head_saved_bytes(shape, tk, dt)
         kept = act.checkpoint_saved_bytes(shape, tk, dt) + outside
+        if wl.activation_offloading:
+            stash = tk.encoder * shape.hidden * dt.residual  # one block input
+            kept = techniques.offload_activations(kept, act.head_saved_bytes(shape, tk, dt), stash).device
         layer = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
         n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
         head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
@@ -74,6 +82,9 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     else:
         if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             saved -= _eager_score_bytes(shape, tk, dt)
+        if wl.activation_offloading:
+            stash = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
+            saved = techniques.offload_activations(saved, act.head_saved_bytes(shape, tk, dt), stash).device
         forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
         start = {
             **live,
@@ -90,9 +101,30 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         }
         backward = [start, last_block]
     end_of_backward = {**live, "gradients": param_bytes}
-    temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
     step = {**live, "gradients": param_bytes, "temporaries": temps}
-    return {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
+    candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
+    if wl.optimizer_in_backward:
+        return techniques.optimizer_in_backward(candidates, shape, optimizer, wl.optimizer_impl, dt)
+    return candidates
+
+
+def host_bytes(work: ResolvedWorkload) -> int:
+    """Host memory the step's process holds for offloaded tensors: the optimizer's (``optimizer_offload``)
+    and the saved activations' (``activation_offloading``)."""
+    wl, shape, tk, dt = work.spec.workload, work.shape, work.tokens, work.dtypes
+    total = 0
+    if wl.optimizer_offload == "cpu":
+        total += techniques.cpu_offload_optimizer(shape, work.optimizer, wl.optimizer_impl, dt).host
+    if wl.activation_offloading:
+        head = act.head_saved_bytes(shape, tk, dt)
+        if wl.gradient_checkpointing is Checkpointing.full:
+            kept = act.checkpoint_saved_bytes(shape, tk, dt) + act.embedding_saved_bytes(shape, tk, dt) + head
+        else:
+            kept = act.saved_activation_bytes(shape, tk, dt, wl.attention)
+            if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
+                kept -= _eager_score_bytes(shape, tk, dt)
+        total += techniques.offload_activations(kept, head, 0).host
+    return total
 
 
 def head_gradient_params(shape: ModelShape) -> int:

@@ -54,6 +54,7 @@ class Estimate:
     assumptions: list[str] = field(default_factory=list)
     llm: Any = None  # vramcalc.llm.phases.LlmDetails: KV cache, adapter, experts, quantization
     parallel: Any = None  # vramcalc.parallel.phases.ParallelDetails: plan, stage, host memory
+    host_bytes: int = 0  # one GPU: host memory of optimizer_offload / activation_offloading (core/techniques.py)
 
     @property
     def peak_allocated_bytes(self) -> int:

@@ -57,6 +57,7 @@ from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
 from vramcalc.core.workload import resolve_workload
 from vramcalc.spec.models import Spec
+from vramcalc.spec.techniques import given_techniques
 
 #: At most this many points per pass through the blocks; neighbouring blocks are grouped beyond it.
 MAX_BLOCK_POINTS = 8
@@ -152,6 +153,8 @@ def build_timeline(spec: Spec, estimate: Estimate, *, max_block_points: int = MA
         return _finish(estimate, _inference_points(estimate.phase_components["forward"]), detailed=True)
     if estimate.mode != "train" or phases != TRAINING_PHASES or spec.model.architecture not in (*TRANSFORMERS, None):
         return phase_timeline(estimate, "one point per phase (no step model for this kind of estimate)")
+    if given_techniques(spec.workload):
+        return phase_timeline(estimate, "one point per phase (no step model with the workload's training techniques)")
     parts = step_parts(spec)
     points = _training_points(estimate, parts, max_block_points)
     if points is None:

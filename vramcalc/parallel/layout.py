@@ -144,7 +144,9 @@ class ParallelDetails:
 def resolve_plan(spec: Spec, shape: ModelShape) -> tuple[Plan, list[str]]:
     """The plan of ``spec`` (a one-GPU plan for ``mixed-*`` precision without a ``parallel`` section),
     checked against the model; raises :class:`SpecError` naming the ``parallel.KEY`` that fails."""
-    section = spec.parallel or ParallelSpec()
+    # workload.optimizer_offload on one GPU with mixed-* precision: DeepSpeed ZeRO-Offload (stage 1)
+    one_gpu = {"zero": 1, "offload": {"optimizer": "cpu"}} if spec.workload.optimizer_offload == "cpu" else {}
+    section = spec.parallel or ParallelSpec.model_validate(one_gpu)
     try:
         check_rules(section)
     except ValueError as exc:

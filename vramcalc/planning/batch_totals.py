@@ -37,6 +37,7 @@ from vramcalc.core.workload import (
 from vramcalc.engine import estimate
 from vramcalc.spec.load import override_workload
 from vramcalc.spec.models import Spec, uses_llm_keys
+from vramcalc.spec.techniques import given_techniques
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ def _symbolic_path(spec: Spec) -> bool:
     :func:`~vramcalc.core.dense.phase_candidates`)."""
     mixed = spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16)
     resnet = spec.model.architecture is Architecture.resnet
-    return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec)
+    techniques = given_techniques(spec.workload)  # estimated per batch size (vramcalc/core/techniques.py)
+    return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec) and not techniques
 
 
 def _symbolic_peak(work: ResolvedWorkload, hopper_or_newer: bool) -> Any:

@@ -230,7 +230,7 @@ class EstimateResult(Result):
         doc.update(_llm_keys(result, fit, budget))
         details = result.parallel
         doc["per_rank"] = details is not None
-        doc["host_bytes"] = details.host_bytes if details is not None else 0
+        doc["host_bytes"] = details.host_bytes if details is not None else result.host_bytes
         doc["parallel"] = ParallelPlan.of(details) if details is not None else None
         if timeline is not None:
             doc["timeline"] = TimelineResult.of(timeline)

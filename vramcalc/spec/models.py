@@ -16,6 +16,7 @@ from vramcalc.choices import (
     Architecture,
     Attention,
     Checkpointing,
+    CrossEntropy,
     Head,
     KvCacheDtype,
     Mlp,
@@ -33,6 +34,7 @@ from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
+from vramcalc.spec.techniques import spec_rules, workload_rules
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
 #: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
@@ -230,6 +232,11 @@ class Workload(SpecSection):
     versions: dict[str, Annotated[str, Field(min_length=1, max_length=40)]] | None = None
     quantization: QuantizationSpec | None = None
     adapter: AdapterSpec | None = None
+    # Training techniques of current stacks (vramcalc/core/techniques.py, rules in vramcalc/spec/techniques.py):
+    optimizer_in_backward: bool = False
+    optimizer_offload: Literal["cpu", "none"] = "none"
+    activation_offloading: bool = False
+    cross_entropy: CrossEntropy = CrossEntropy.standard
 
     @model_validator(mode="before")
     @classmethod
@@ -282,6 +289,11 @@ class Workload(SpecSection):
             )
         if self.prompt_len > self.seq_len:
             raise ValueError(f"prompt_len: {self.prompt_len} is longer than seq_len {self.seq_len} (the total context)")
+        return self
+
+    @model_validator(mode="after")
+    def _technique_rules(self) -> "Workload":
+        workload_rules(self)
         return self
 
     @field_validator("precision", mode="before")
@@ -346,6 +358,7 @@ class Spec(SpecSection):
             patch = self.model.patch_size or 16
             if wl.image_size is not None and wl.image_size % patch:
                 raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
+        spec_rules(self)
         return self
 
 

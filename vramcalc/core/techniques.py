@@ -1,0 +1,183 @@
+"""Training techniques of current stacks, applied to the dense training step of
+:mod:`vramcalc.core.dense` (one GPU). Each follows its library's source:
+
+* ``optimizer_in_backward`` (torchtune ``optimizer_in_bwd``: ``register_optim_in_bwd_hooks`` in
+  torchtune/training/memory.py, one optimizer per parameter stepped from PyTorch's
+  ``register_post_accumulate_grad_hook``, then ``zero_grad``): a gradient lives from its accumulation to
+  its parameter's step, so at most the largest parameter's gradient exists at once; no gradient survives
+  backward, and each step's temporary is that one parameter's.
+* ``optimizer_offload: cpu`` (torchao ``CPUOffloadOptimizer`` in torchao/optim/cpu_offload.py): every
+  parameter of at least ``minimal_size`` (4096) elements gets a pinned host copy and a pinned host
+  gradient of its dtype, and its optimizer (fused AdamW by default) steps on the CPU. On the device stay the
+  parameters, the gradients (``offload_gradients`` is off by default: a gradient is copied, not freed, until
+  ``zero_grad``) and the smaller tensors' states, stepped there by a fused AdamW. With ``mixed-*``
+  precision the DeepSpeed ZeRO-Offload layout is used instead (vramcalc/parallel/layout.py).
+* ``activation_offloading`` (torchtune ``OffloadActivations`` in torchtune/training/_activation_offloading.py,
+  ``get_act_offloading_ctx_manager``): every saved tensor of at least 1024 bytes inside the model is copied
+  to pinned host memory during forward. The output layer is excluded (a ``NoOpManager`` around it), the loss
+  runs outside the context, and ``max_fwd_stash_size`` (5) tensors are kept on the device until their copy
+  completes; in backward the tensors of the node being differentiated are brought back. Counted on the
+  device: the head's saved tensors and the loss, plus one block's saved tensors (with checkpointing, one
+  block input) for the stash and the tensors brought back. The rest is host memory.
+* ``cross_entropy`` (:func:`loss_bytes`): torchtune ``CEWithChunkedOutputLoss`` and Liger
+  ``LigerFusedLinearCrossEntropyLoss``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramcalc.choices import CrossEntropy, Optimizer, OptimizerImpl
+from vramcalc.core import activations as act
+from vramcalc.core.estimate import Phase
+from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
+from vramcalc.core.params import param_tensors
+from vramcalc.core.shape import ModelShape
+from vramcalc.units import allocation_bytes, ceil_div
+
+#: torchtune CEWithChunkedOutputLoss(num_output_chunks=8), its recipes' default.
+CE_CHUNKS = 8
+#: torchao CPUOffloadOptimizer(minimal_size=4096): smaller tensors keep their optimizer on the device.
+CPU_OFFLOAD_MIN_SIZE = 4096
+
+
+def _next_pow2(value: int) -> int:
+    return 1 << max(0, value - 1).bit_length()
+
+
+def liger_chunk_tokens(n_tokens: int, vocab: int, hidden: int) -> int:
+    """Liger's ``fused_linear_cross_entropy_forward``: ``inc_factor = cdiv(V, H)``,
+    ``chunk_size = next_power_of_2(cdiv(BT, inc_factor))``, at most the BT tokens there are."""
+    return min(n_tokens, _next_pow2(ceil_div(n_tokens, ceil_div(vocab, hidden))))
+
+
+def loss_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, cross_entropy: CrossEntropy, head_trainable: bool = True
+) -> act.LossBytes:
+    """The loss tensors (:func:`vramcalc.core.activations.loss_bytes`) under each ``cross_entropy``.
+
+    chunked (torchtune, eager): the model returns its logits as 8 chunks split along the sequence
+    (``tensor_split``), all alive at the loss in the compute dtype; ``compute_cross_entropy`` upcasts one
+    chunk at a time (``logits.float()``), and each chunk's log-softmax output (fp32) is saved for backward,
+    so the saved bytes are those of the standard loss but the forward transient holds the 16-bit logits
+    plus one chunk's upcast, and backward one chunk's fp32 gradients.
+
+    fused_linear (Liger): per chunk of tokens, the logits are computed in the compute dtype, the loss and
+    their gradient written in place, and the input and weight gradients accumulated in forward
+    (``grad_input`` like the hidden state, ``grad_weight`` like the head weight when it is trained); those
+    are what backward keeps. Transient: one chunk of logits and the fp32 per-token losses.
+    """
+    tokens = tk.encoder
+    if cross_entropy is CrossEntropy.chunked:
+        n = tokens * shape.vocab
+        chunk = tk.batch * ceil_div(tk.seq, CE_CHUNKS) * shape.vocab
+        upcast = chunk * act.FP32 if dt.compute != act.FP32 else 0
+        return act.LossBytes(n * act.FP32, n * dt.compute + upcast, 2 * chunk * act.FP32)
+    if cross_entropy is CrossEntropy.fused_linear:
+        grad_weight = shape.vocab * shape.hidden * dt.param if head_trainable else 0
+        saved = tokens * shape.hidden * dt.compute + grad_weight
+        chunk = liger_chunk_tokens(tokens, shape.vocab, shape.hidden)
+        return act.LossBytes(saved, chunk * shape.vocab * dt.compute + tokens * act.FP32, 0)
+    return act.loss_bytes(shape, tk, dt)
+
+
+@dataclass(frozen=True)
+class OffloadedActivations:
+    """Saved activations under activation offloading: what stays on the device, what goes to the host."""
+
+    device: int
+    host: int
+
+
+def offload_activations(kept: int, head: int, stash: int) -> OffloadedActivations:
+    """``kept``: the saved bytes without offloading (loss tensors excluded); ``head``: the head's share, which
+    stays; ``stash``: the device bytes of the forward stash and the tensors brought back (one block)."""
+    host = max(0, kept - head)
+    return OffloadedActivations(device=head + min(stash, host), host=host)
+
+
+def largest_param_bytes(shape: ModelShape, param_bytes: int) -> int:
+    """The largest parameter tensor's bytes (as allocated): the most gradient one step-in-backward keeps."""
+    return max(allocation_bytes(r * c * param_bytes) for _, r, c in param_tensors(shape))
+
+
+def optimizer_in_backward(
+    candidates: dict[str, list[Phase]], shape: ModelShape, optimizer: Optimizer, impl: OptimizerImpl, dt: act.Dtypes
+) -> dict[str, list[Phase]]:
+    """The step's moments when each parameter is stepped in backward: gradients capped at the largest
+    parameter's, the step temporaries those of one parameter (the largest), no gradient at the end of
+    backward; the "optimizer" phase is the last parameter's step (the embedding's, at the end of backward)."""
+    largest = largest_param_bytes(shape, dt.param)
+    rows, cols = max(((r, c) for _, r, c in param_tensors(shape)), key=lambda rc: rc[0] * rc[1])
+    temp = optimizer_temp_bytes_for(optimizer, impl, [(1, rows, cols)], rows * cols * dt.param, dt.param)
+    backward = []
+    for moment in candidates["backward"]:
+        grads = moment.get("gradients", 0)
+        if grads:
+            moment = {
+                **moment,
+                "gradients": min(grads, largest),
+                "temporaries": max(moment.get("temporaries", 0), temp),
+            }
+        backward.append(moment)
+    end = {**candidates["optimizer"][0], "gradients": 0, "temporaries": 0}
+    step = {**end, "gradients": largest, "temporaries": temp}
+    return {**candidates, "backward": [*backward[:-1], end], "optimizer": [step]}
+
+
+@dataclass(frozen=True)
+class OffloadedOptimizer:
+    """torchao CPUOffloadOptimizer: the device's states and step temporaries, and the host bytes."""
+
+    device_states: int
+    device_temps: int
+    host: int
+
+
+def cpu_offload_optimizer(
+    shape: ModelShape, optimizer: Optimizer, impl: OptimizerImpl, dt: act.Dtypes
+) -> OffloadedOptimizer:
+    """Tensors of at least 4096 elements: host parameter copy + host gradient (the parameter's dtype) + their
+    optimizer states on the host. Smaller ones: states on the device, stepped by the same optimizer class
+    (AdamW fused by default, so no temporaries)."""
+    tensors = param_tensors(shape)
+    large = [t for t in tensors if t[1] * t[2] >= CPU_OFFLOAD_MIN_SIZE]
+    small = [t for t in tensors if t[1] * t[2] < CPU_OFFLOAD_MIN_SIZE]
+    copies = sum(n * 2 * r * c * dt.param for n, r, c in large)
+    host = copies + optimizer_state_bytes_for(optimizer, large, dt.param)
+    if not small:
+        return OffloadedOptimizer(0, 0, host)
+    small_impl = OptimizerImpl.fused if optimizer is Optimizer.adamw else impl
+    small_bytes = sum(n * allocation_bytes(r * c * dt.param) for n, r, c in small)
+    temps = optimizer_temp_bytes_for(optimizer, small_impl, small, small_bytes, dt.param)
+    return OffloadedOptimizer(optimizer_state_bytes_for(optimizer, small, dt.param), temps, host)
+
+
+def notes(wl: object) -> list[str]:
+    """One assumption line per technique the workload turns on (what stays on the device)."""
+    lines = []
+    if getattr(wl, "optimizer_in_backward", False):
+        lines.append(
+            "optimizer_in_backward: each parameter stepped as its gradient is accumulated (torchtune), "
+            "at most the largest parameter's gradient alive"
+        )
+    if getattr(wl, "optimizer_offload", "none") == "cpu":
+        lines.append(
+            "optimizer_offload: states and a copy of each parameter and gradient of >= 4096 elements in host "
+            "memory (torchao CPUOffloadOptimizer); parameters and gradients stay on the GPU"
+        )
+    if getattr(wl, "activation_offloading", False):
+        lines.append(
+            "activation_offloading: saved activations in host memory (torchtune); the head's, the loss and one "
+            "block's stay on the GPU"
+        )
+    ce = getattr(wl, "cross_entropy", CrossEntropy.standard)
+    if ce is CrossEntropy.chunked:
+        lines.append(
+            f"cross_entropy: chunked (torchtune, {CE_CHUNKS} chunks): 16-bit logits whole, fp32 upcast per chunk"
+        )
+    if ce is CrossEntropy.fused_linear:
+        lines.append(
+            "cross_entropy: fused_linear (Liger): one chunk of logits at a time, gradients computed in forward"
+        )
+    return lines
