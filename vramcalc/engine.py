@@ -8,8 +8,8 @@ import dataclasses
 
 from vramcalc.choices import Architecture, Mode, Precision
 from vramcalc.core.dense import host_bytes, phase_candidates
-from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.estimate import Estimate, assemble, select_phases
+from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import (
     image_elements,
     input_bytes,
