@@ -287,8 +287,12 @@ def _kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes: list[
         ckpt = True
         notes.append("gradient_checkpointing not given: full (prepare_model_for_kbit_training enables it, reentrant)")
     notes.append(
-        f"prepare_kbit: {kept:,} non-quantized parameters upcast to fp32; the residual stream runs in fp32"
-        + ("" if dt.amp else " and so do the activations (no autocast)")
+        f"prepare_kbit: those {kept:,} parameters are upcast to fp32 (prepare_model_for_kbit_training), so the "
+        + (
+            "residual stream runs in fp32"
+            if dt.amp
+            else "activations run in fp32 (no autocast; amp-bf16 keeps them 16-bit)"
+        )
     )
     adt = act.Dtypes(param=act.FP32, compute=dt.compute if dt.amp else act.FP32, residual=act.FP32, amp=dt.amp)
     return Kbit(True, ckpt, upcast, adt, release, act.FP32, dt.compute)
