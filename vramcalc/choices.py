@@ -74,6 +74,8 @@ class Optimizer(StrEnum):
     adam = "adam"
     adamw = "adamw"
     adamw_8bit = "adamw-8bit"
+    paged_adamw_8bit = "paged-adamw-8bit"
+    paged_adamw_32bit = "paged-adamw-32bit"
     adafactor = "adafactor"
     lion = "lion"
 

@@ -18,6 +18,8 @@ from vramcalc.units import allocation_bytes, ceil_div
 #: 4096 elements keep 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size=4096).
 BNB_BLOCK = 2048
 BNB_MIN_8BIT_SIZE = 4096
+#: bitsandbytes optimizers update in one fused kernel per tensor: no step temporaries.
+BNB_FUSED = (Optimizer.adamw_8bit, Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit)
 
 
 def _round_tensors(tensors: Sequence[tuple[int, int, int]], bytes_per_element: int) -> int:
@@ -31,7 +33,8 @@ def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: 
 
     Adam/AdamW: exp_avg + exp_avg_sq (torch/optim/adamw.py). SGD momentum and Lion: one buffer.
     Adafactor (torch.optim.Adafactor): row and column second-moment vectors for matrices, a full
-    variance for vectors. 8-bit AdamW: two 1-byte states + fp32 absmax per 2048-block.
+    variance for vectors. 8-bit AdamW (paged or not): two 1-byte states + fp32 absmax per 2048-block;
+    paged 32-bit AdamW: two fp32 states.
     """
     return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes)
 
@@ -44,6 +47,8 @@ def optimizer_state_bytes_for(optimizer: Optimizer, tensors: Sequence[tuple[int,
         return _round_tensors(tensors, state_bytes)
     if optimizer in (Optimizer.adam, Optimizer.adamw):
         return 2 * _round_tensors(tensors, state_bytes)
+    if optimizer is Optimizer.paged_adamw_32bit:  # bitsandbytes 32-bit states are fp32 whatever the param dtype
+        return 2 * _round_tensors(tensors, 4)
     if optimizer is Optimizer.adafactor:
         total = 0
         for n, rows, cols in tensors:
@@ -66,7 +71,7 @@ def optimizer_temp_bytes(
     """Temporaries of ``optimizer.step()``. foreach Adam/AdamW/Adafactor/Lion: one parameter-sized
     list (sqrt of exp_avg_sq; Adafactor's update); forloop: the largest parameter; fused: none.
     SGD (with or without momentum) updates in place."""
-    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):
+    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, *BNB_FUSED):
         return 0
     if impl is OptimizerImpl.fused:
         return 0
@@ -77,7 +82,7 @@ def optimizer_temp_bytes_for(
     optimizer: Optimizer, impl: OptimizerImpl, tensors: Sequence[tuple[int, int, int]], param_bytes: int, dt: int
 ) -> int:
     """:func:`optimizer_temp_bytes` for an explicit list of parameter tensors."""
-    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, Optimizer.adamw_8bit):
+    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, *BNB_FUSED):
         return 0
     if impl is OptimizerImpl.fused:
         return 0

@@ -81,6 +81,8 @@ class AdapterSpec(SpecSection):
     #: None: PEFT's default (fp32 adapters on a 16-bit base); litgpt keeps the model's dtype.
     autocast_adapter_dtype: bool | None = None
     framework: Literal["peft", "litgpt"] = "peft"
+    #: PEFT's prepare_model_for_kbit_training (vramcalc/llm/bnb.py); None: on for PEFT on a bitsandbytes base.
+    prepare_kbit: bool | None = None
 
     @field_validator("targets")
     @classmethod

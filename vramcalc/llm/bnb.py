@@ -1,0 +1,175 @@
+"""bitsandbytes k-bit training as the libraries allocate it, per release (int bytes).
+
+Read from bitsandbytes' source (bitsandbytes/autograd/_functions.py, bitsandbytes/nn/modules.py,
+bitsandbytes/optim/optimizer.py) and PEFT's (peft/utils/other.py):
+
+* **MatMul4Bit** (``Linear4bit``, nf4/fp4). ``Linear4bit.forward`` casts its input to
+  ``bnb_4bit_compute_dtype`` (``x.to(self.compute_dtype)``: the same tensor when the dtypes match, a new
+  16-bit copy otherwise) and casts the output back to the input's dtype. Up to 0.43.1,
+  ``MatMul4Bit.forward`` kept ``ctx.tensors = (A, B)`` whenever an input needed a gradient: the 16-bit
+  input of every 4-bit linear stayed alive until backward although only the weight is needed to compute
+  the input's gradient. 0.43.2 ("fix QLoRA mem bug: delete useless buffered activation", #1270) keeps
+  ``(None, B)``: only the packed weight. ``ctx.tensors`` is an attribute of the autograd context, not
+  ``save_for_backward``: PyTorch keeps one reference per call, so linears reading the same tensor
+  (q, k and v on one norm output) hold it once.
+* **MatMul8bitLt** (``Linear8bitLt``, LLM.int8). ``Linear8bitLt.forward`` passes its input unchanged;
+  the function keeps ``ctx.tensors = (CAt, subA, A)``: the input ``A`` in every release, and up to 0.44.x
+  (``F.double_quant`` on every call) the column-wise int8 copy ``CAt`` (one byte per input element) with
+  its fp32 column scales ``SCAt``. From 0.45.0 ``CAt`` is computed only when the weight needs a gradient
+  (``int8_double_quant`` vs ``int8_vectorwise_quant``), never for a frozen base. ``subA``, the outlier
+  columns above ``threshold`` (6.0), depends on the data and is not counted.
+* **prepare_model_for_kbit_training** (PEFT, ``peft.utils.other``): casts every fp16/bf16 parameter that
+  is not 4-bit packed (``Params4bit``) or int8 to fp32 (embeddings, norms, LM head, biases) and, with its
+  default ``use_gradient_checkpointing=True``, enables gradient checkpointing with ``use_reentrant=True``
+  (the no-grad forward keeps nothing; the block recomputed in backward holds its saved inputs).
+  With fp32 norm weights, HF's RMSNorm output (``weight * hidden.to(input_dtype)``) is fp32, so every
+  4-bit linear makes its own 16-bit copy of it.
+* **Paged optimizers** (``PagedAdamW8bit``, ``PagedAdamW32bit``): ``Optimizer2State.get_state_buffer``
+  allocates the states of tensors of 100,000 elements or more with ``F.get_paged`` (``cudaMallocManaged``):
+  unified memory, resident on the GPU while it fits and evicted to host memory page by page when the GPU
+  runs short, instead of failing. They are counted here at full size on the device (where they live
+  during a step that fits); under memory pressure they spill to the host, slowly, rather than run out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape, moe_layers
+from vramcalc.errors import SpecError
+from vramcalc.spec.llm import BNB_4BIT
+
+#: The bitsandbytes release assumed when ``versions: {bitsandbytes: ...}`` is not given.
+DEFAULT_VERSION = "0.50.1"
+#: First release whose MatMul4Bit keeps only the packed weight (#1270).
+FOUR_BIT_DROPS_INPUT = (0, 43, 2)
+#: First release whose MatMul8bitLt skips the column-wise int8 copy of the input for a frozen weight.
+INT8_DROPS_CAT = (0, 45, 0)
+#: ``get_state_buffer``: smaller tensors get ordinary (non-paged) state buffers.
+PAGED_MIN_ELEMENTS = 100_000
+FP32 = 4
+BNB_METHODS = (*BNB_4BIT, QuantMethod.int8)
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``"0.41.1"`` -> (0, 41, 1); raises SpecError naming ``workload.versions.bitsandbytes``."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise SpecError(f"workload.versions.bitsandbytes: {text!r} is not a release number (e.g. 0.41.1)")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+@dataclass(frozen=True)
+class Release:
+    """What a bitsandbytes release keeps for backward."""
+
+    version: str
+    four_bit_keeps_input: bool
+    int8_keeps_int8_copy: bool
+
+
+def resolve(versions: dict[str, str] | None, notes: list[str]) -> Release:
+    """The release a spec pins (or the default, noted)."""
+    given = (versions or {}).get("bitsandbytes")
+    version = given or DEFAULT_VERSION
+    key = parse_version(version)
+    if given is None:
+        notes.append(f"bitsandbytes version not given (versions: {{bitsandbytes: ...}}): {version} assumed")
+    return Release(version, key < FOUR_BIT_DROPS_INPUT, key < INT8_DROPS_CAT)
+
+
+def uses_bnb(method: QuantMethod | None) -> bool:
+    return method in BNB_METHODS
+
+
+@dataclass(frozen=True)
+class LinearInputs:
+    """How the quantized linears of one block read their inputs: ``width`` features, ``calls`` linears
+    reading it, ``dtype`` bytes of the tensor as it arrives, ``kept``: whether the frozen base saves that
+    tensor anyway (then a reference to it costs nothing)."""
+
+    width: int
+    calls: int
+    dtype: int
+    kept: bool
+
+
+def block_inputs(shape: ModelShape, dt: act.Dtypes, norm_out: int, attention: Attention) -> list[LinearInputs]:
+    """The inputs of one decoder block's linears: the attention norm output (q, k, v or a fused qkv), the
+    attention context (o), the MLP norm output (gate and up, or fc1) and the MLP product (down).
+
+    ``norm_out``: bytes of a norm output (fp32 when the norm weight is fp32, as after
+    prepare_model_for_kbit_training). The context reaches o at the compute dtype under autocast (and
+    is the output the fused SDPA kernel saves), else at the norm output's dtype (the 4-bit linears cast
+    their outputs back to their input's dtype). The MLP product follows the up projection's output."""
+    kernel = act.sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    ctx_dtype = dt.compute if dt.amp else norm_out
+    ctx_kept = kernel in ("flash", "efficient") and ctx_dtype == dt.compute
+    qkv_calls = 1 if shape.fused_qkv else 3
+    up_calls = 2 if shape.gated else 1
+    relu_kept = shape.mlp is Mlp.relu  # relu saves its output, which is fc2's input
+    return [
+        LinearInputs(shape.hidden, qkv_calls, norm_out, False),
+        LinearInputs(shape.q_width, 1, ctx_dtype, ctx_kept),
+        LinearInputs(shape.hidden, up_calls, norm_out, False),
+        LinearInputs(shape.ffn, 1, norm_out, relu_kept),
+    ]
+
+
+def kept_bytes_per_token(
+    method: QuantMethod, release: Release, inputs: list[LinearInputs], compute: int, lora_shares: bool
+) -> int:
+    """Bytes per token per block that quantized linears keep for backward beyond the frozen base.
+
+    4-bit (releases up to 0.43.1): the input cast to the compute dtype, once per tensor when no cast is
+    needed (linears on one tensor share it), once per linear when each casts its own copy. int8: the
+    input as it arrives (shared by the linears reading it), plus before 0.45 one int8 copy per linear
+    and its fp32 column scales (negligible per token, not counted). ``lora_shares``: LoRA's ``lora_A``
+    already saves the raw input (no cast, no dropout), so a shared reference adds nothing."""
+    total = 0
+    for inp in inputs:
+        shared_free = inp.kept or lora_shares
+        if method in BNB_4BIT:
+            if not release.four_bit_keeps_input:
+                continue
+            if inp.dtype == compute:
+                total += 0 if shared_free else inp.width * compute
+            else:
+                total += inp.calls * inp.width * compute
+            continue
+        total += 0 if shared_free else inp.width * inp.dtype
+        if release.int8_keeps_int8_copy:
+            total += inp.calls * inp.width
+    return total
+
+
+def kept_layer_bytes(
+    shape: ModelShape,
+    method: QuantMethod,
+    release: Release,
+    n_tokens: int,
+    dt: act.Dtypes,
+    norm_out: int,
+    attention: Attention,
+    lora_shares: bool,
+) -> int:
+    """:func:`kept_bytes_per_token` of one block for ``n_tokens`` tokens (decoder blocks; a MoE layer's
+    experts are not counted)."""
+    if shape.architecture is not Architecture.decoder:
+        return 0
+    inputs = block_inputs(shape, dt, norm_out, attention)
+    if shape.moe is not None and moe_layers(shape) == shape.layers:
+        inputs = inputs[:2]
+    return n_tokens * kept_bytes_per_token(method, release, inputs, dt.compute, lora_shares)
+
+
+def paged_state_note(optimizer_value: str) -> str:
+    return (
+        f"{optimizer_value}: bitsandbytes paged states (cudaMallocManaged, for tensors of 100,000 elements or more) "
+        "are counted on the GPU at full size; short of memory they page out to the host instead of failing"
+    )
