@@ -143,7 +143,9 @@ def bandwidth(
 
             sized = capacity_card(gpu)
             if sized is not None:
-                load = select_weights(weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel)
+                load = select_weights(
+                    weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel
+                )
                 show_capacity_only(*sized, load, json_out)
                 return
         bus, card, note = bw.select_card(gpu, **custom)

@@ -247,7 +247,9 @@ def _check_shape(spec: Spec, section: ParallelSpec, shape: ModelShape) -> None:
         if what == "kv_heads" and spec.workload.mode is Mode.inference and value and t % value == 0:
             continue  # serving replicates each KV head over tensor / kv_heads ranks (vLLM's QKVParallelLinear)
         if value % t:
-            extra = f" and is not a multiple of it" if what == "kv_heads" and spec.workload.mode is Mode.inference else ""
+            extra = (
+                f" and is not a multiple of it" if what == "kv_heads" and spec.workload.mode is Mode.inference else ""
+            )
             raise SpecError(f"parallel.tensor: {t} does not divide {what} ({value}){extra}")
     if p > 1 and shape.architecture is Architecture.encoder_decoder:
         raise SpecError("parallel.pipeline: not modelled for encoder-decoder models")
