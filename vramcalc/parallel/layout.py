@@ -248,7 +248,7 @@ def _check_shape(spec: Spec, section: ParallelSpec, shape: ModelShape) -> None:
             continue  # serving replicates each KV head over tensor / kv_heads ranks (vLLM's QKVParallelLinear)
         if value % t:
             extra = (
-                f" and is not a multiple of it" if what == "kv_heads" and spec.workload.mode is Mode.inference else ""
+                " and is not a multiple of it" if what == "kv_heads" and spec.workload.mode is Mode.inference else ""
             )
             raise SpecError(f"parallel.tensor: {t} does not divide {what} ({value}){extra}")
     if p > 1 and shape.architecture is Architecture.encoder_decoder:

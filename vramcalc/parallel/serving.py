@@ -40,7 +40,6 @@ from vramcalc.core.params import embedding_params, head_params, layer_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
 from vramcalc.errors import SpecError
-from vramcalc.llm import kvcache
 from vramcalc.llm import phases as llm
 from vramcalc.parallel.layout import ParallelDetails, Plan, resolve_plan
 from vramcalc.spec.llm import GGUF
@@ -165,7 +164,7 @@ def serving_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases, int,
 
 def _stage(work: ResolvedWorkload, plan: Plan, stage: Stage, hopper: bool) -> tuple[Phases, Any, list[str], int]:
     """One rank of ``stage``: the single-GPU LLM phases of its share of the model."""
-    spec, shape = work.spec, work.shape
+    shape = work.shape
     full_weights = stage_weight_params(shape, 1, Stage("only", shape.layers, True, True))
     n = stage_weight_params(shape, plan.tensor, stage)
     if work.n_params != full_weights:  # a stated parameter count scales every rank's share alike
