@@ -21,6 +21,11 @@ from vramcalc.spec.models import Spec, uses_llm_keys
 
 def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     """Estimate the peak allocated memory of one step of ``spec``."""
+    if spec.parallel is not None and spec.workload.mode is Mode.inference and uses_llm_keys(spec):
+        from vramcalc.parallel.serving import serving_estimate  # serving across GPUs: per rank
+
+        phases, n_params, assumptions, ranked, details = serving_estimate(spec, hopper_or_newer=hopper_or_newer)
+        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
     if spec.parallel is not None or spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
         from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank
 

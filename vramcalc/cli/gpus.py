@@ -88,6 +88,10 @@ def bandwidth(
         int | None,
         typer.Option(help="Decode batch: the roofline and the experts a MoE step reads (default: spec's, else 1)."),
     ] = None,
+    tensor_parallel: Annotated[
+        int | None,
+        typer.Option(help="GPUs of tensor parallelism: each streams its share per step.", rich_help_panel=WEIGHTS),
+    ] = None,
     efficiency: Annotated[
         str | None, typer.Option(help="Achieved share of peak memory bandwidth (default 85%).")
     ] = None,
@@ -139,11 +143,13 @@ def bandwidth(
 
             sized = capacity_card(gpu)
             if sized is not None:
-                load = select_weights(weights_of, params=params, dtype=dtype, weights=weights)
+                load = select_weights(
+                    weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel
+                )
                 show_capacity_only(*sized, load, json_out)
                 return
         bus, card, note = bw.select_card(gpu, **custom)
-        load = select_weights(weights_of, params=params, dtype=dtype, weights=weights)
+        load = select_weights(weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel)
         report = bw.analyse(
             bus,
             load,

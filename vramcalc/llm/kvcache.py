@@ -164,6 +164,7 @@ class KvPool:
     kv_bytes: int  # the spec's batch_size sequences
     unseen_bytes: int = 0  # the card's driver total minus the total vLLM sees (torch.cuda.mem_get_info)
     engine: EngineProfile | None = None
+    ranks: tuple[KvPool, ...] = ()  # several GPUs: the other pipeline stages' pools (blocks: the minimum)
 
 
 @dataclass(frozen=True)

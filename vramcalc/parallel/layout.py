@@ -232,8 +232,8 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
     if model.experts is not None:
         raise SpecError(f"{key}: not modelled for mixture-of-experts models (no expert parallelism)")
     given = [name for name in LLM_KEYS if getattr(wl, name) is not None]
-    if given:
-        raise SpecError(f"{key}: not modelled together with workload.{given[0]} (an LLM workload key)")
+    if given and wl.mode is Mode.train:  # serving (mode: inference) is vramcalc/parallel/serving.py
+        raise SpecError(f"{key}: not modelled together with workload.{given[0]} in training (an LLM workload key)")
     if wl.mode is Mode.inference:
         train_keys = [k for k in TRAIN_ONLY if getattr(section, k) is not None]
         if section.offload.optimizer == "cpu" or section.offload.params == "cpu":
@@ -246,8 +246,13 @@ def _check_shape(spec: Spec, section: ParallelSpec, shape: ModelShape) -> None:
     """Divisibility rules: heads, kv_heads and ffn_size by tensor; layers by pipeline; tokens by context."""
     t, p = section.tensor, section.pipeline
     for what, value in (("heads", shape.heads), ("kv_heads", shape.kv_heads), ("ffn_size", shape.ffn)):
+        if what == "kv_heads" and spec.workload.mode is Mode.inference and value and t % value == 0:
+            continue  # serving replicates each KV head over tensor / kv_heads ranks (vLLM's QKVParallelLinear)
         if value % t:
-            raise SpecError(f"parallel.tensor: {t} does not divide {what} ({value})")
+            extra = (
+                " and is not a multiple of it" if what == "kv_heads" and spec.workload.mode is Mode.inference else ""
+            )
+            raise SpecError(f"parallel.tensor: {t} does not divide {what} ({value}){extra}")
     if p > 1 and shape.architecture is Architecture.encoder_decoder:
         raise SpecError("parallel.pipeline: not modelled for encoder-decoder models")
     chunks = p * (section.virtual_stages or 1)
@@ -279,7 +284,11 @@ def tp_local(shape: ModelShape, tensor: int) -> ModelShape:
         return shape
     vocab = ceil_div(shape.vocab, tensor)
     return replace(
-        shape, heads=shape.heads // tensor, kv_heads=shape.kv_heads // tensor, ffn=shape.ffn // tensor, vocab=vocab
+        shape,
+        heads=shape.heads // tensor,
+        kv_heads=max(1, shape.kv_heads // tensor),  # inference replicates KV heads when fewer than ranks
+        ffn=shape.ffn // tensor,
+        vocab=vocab,
     )
 
 

@@ -102,7 +102,15 @@ def fit_of(result: Estimate, budget: Budget) -> Fit:
 
 def fit_of_pool(pool: kvcache.KvPool, budget: Budget) -> Fit:
     """The verdict of a vLLM serving spec, from its KV pool alone: the profile's non-KV peak plus the
-    batch's KV cache against the share of the card vLLM manages."""
+    batch's KV cache against the share of the card vLLM manages. Across pipeline stages (``pool.ranks``)
+    vLLM keeps the fewest KV blocks of any rank: the verdict of that rank."""
+    if pool.ranks:
+        fits = [_fit_of_one(p, budget) for p in (pool, *pool.ranks)]
+        return min(fits, key=lambda f: (f.kv_pool.blocks if f.kv_pool is not None else 0, f.headroom_bytes))
+    return _fit_of_one(pool, budget)
+
+
+def _fit_of_one(pool: kvcache.KvPool, budget: Budget) -> Fit:
     seen = max(0, budget.available_bytes - pool.unseen_bytes)  # the total torch.cuda.mem_get_info() reports
     capacity = kvcache.capacity(
         seen,

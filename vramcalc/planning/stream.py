@@ -38,9 +38,11 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
     return ExpertStream(shape.moe.experts, shape.moe.top_k, moe_layers(shape), per_expert, n_bytes)
 
 
-def weights_from_spec(path: str | Path | Spec) -> Weights:
+def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = None) -> Weights:
     """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token;
-    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`."""
+    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`. With a ``parallel``
+    section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
+    (:func:`_per_gpu`)."""
     from vramcalc.choices import Architecture, KvCacheDtype, Mode
     from vramcalc.core.params import active_params
     from vramcalc.core.resolve import resolve_model
@@ -54,6 +56,10 @@ def weights_from_spec(path: str | Path | Spec) -> Weights:
         (spec, found), label = load_spec_arg(path), Path(path).name
     else:
         spec, label = path, "spec"
+    if tensor_parallel is not None:
+        spec = _with_tensor(spec, tensor_parallel)
+    if spec.parallel is not None:
+        return _per_gpu(spec, label, found)
     result = estimate(spec)
     workload = spec.workload
     per_token, notes = None, [found] if found else []
@@ -88,12 +94,91 @@ def weights_from_spec(path: str | Path | Spec) -> Weights:
 
 
 def select_weights(
-    spec: str | Path | Spec | None, *, params: str | None, dtype: str | None, weights: str | None
+    spec: str | Path | Spec | None,
+    *,
+    params: str | None,
+    dtype: str | None,
+    weights: str | None,
+    tensor_parallel: int | None = None,
 ) -> Weights | None:
     """Weights from a spec (a file or a loaded one) or from --params/--dtype/--weights (never both); None
-    when none is given."""
+    when none is given. ``tensor_parallel``: one GPU's share of N (--tensor-parallel)."""
+    if tensor_parallel is not None and tensor_parallel < 1:
+        raise UnitError(f"--tensor-parallel: {tensor_parallel} must be 1 or more")
     if spec is not None:
         if params is not None or dtype is not None or weights is not None:
             raise UnitError("give either a spec file or --params/--dtype/--weights, not both")
-        return weights_from_spec(spec)
-    return weights_from_flags(params, dtype, weights)
+        return weights_from_spec(spec, tensor_parallel)
+    found = weights_from_flags(params, dtype, weights)
+    if found is None or tensor_parallel is None or tensor_parallel == 1:
+        return found
+    return split_flags(found, tensor_parallel)
+
+
+def split_flags(found: Weights, tensor: int) -> Weights:
+    """--params/--weights over ``tensor`` GPUs: each streams ``1 / tensor`` of the bytes (its column- and
+    row-parallel shares; the replicated norms are not known without a model and are left out)."""
+    from dataclasses import replace
+
+    return replace(
+        found,
+        weights_bytes=-(-found.weights_bytes // tensor),
+        n_params=-(-found.n_params // tensor) if found.n_params is not None else None,
+        origin=f"{found.origin}, 1/{tensor} per GPU (tensor parallel {tensor})",
+        notes=(*found.notes, TP_NOTE),
+    )
+
+
+#: What ``bandwidth`` leaves out with several GPUs.
+TP_NOTE = (
+    "tensor parallel: each GPU streams its share of the weights and KV cache per decode step; the two "
+    "all-reduces per layer (batch x hidden elements each) are not modelled (latency-bound on NVLink)"
+)
+
+
+def _with_tensor(spec: Spec, tensor: int) -> Spec:
+    """``spec`` served with ``tensor`` GPUs of tensor parallelism (refused when it has its own section)."""
+    from vramcalc.spec.parallel import ParallelSpec
+
+    if spec.parallel is not None:
+        raise UnitError("--tensor-parallel: the spec has a parallel section; set parallel.tensor there")
+    return spec.model_copy(update={"parallel": ParallelSpec(tensor=tensor)})
+
+
+def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
+    """One GPU's weights and KV bytes per token under the spec's parallel section. A decode step passes
+    through the pipeline stages in turn, so its weights are one tensor-parallel rank's share of every
+    stage: the most loaded stage's times ``pipeline``."""
+    from vramcalc.choices import KvCacheDtype, Mode
+    from vramcalc.core.resolve import resolve_model
+    from vramcalc.core.workload import DTYPES
+    from vramcalc.engine import estimate
+    from vramcalc.llm.kvcache import shape_bytes_per_token
+    from vramcalc.parallel.serving import rank_shape
+
+    result = estimate(spec)
+    ranked = result.parallel
+    assert ranked is not None and spec.parallel is not None
+    t, p = ranked.plan.tensor, ranked.plan.pipeline
+    wl = spec.workload
+    notes = [found] if found else []
+    per_token = None
+    if wl.mode is Mode.inference:
+        shape, _ = resolve_model(spec.model, wl)
+        kv_dtype = wl.kv_cache_dtype or KvCacheDtype.auto
+        per_token = shape_bytes_per_token(rank_shape(shape, t), kv_dtype, DTYPES[wl.precision].compute)
+    else:
+        notes.append("spec is a training workload: no KV cache read")
+    notes.append(TP_NOTE)
+    if p > 1:
+        notes.append(f"pipeline {p}: a token passes through the stages in turn (most loaded stage x {p})")
+    return Weights(
+        weights_bytes=result.components["parameters"] * p,
+        n_params=ranked.params_per_rank * p,
+        dtype=wl.precision.value,
+        origin=f"{label}: one GPU's share of {result.name} (tensor {t} x pipeline {p})",
+        batch=wl.batch_size,
+        context_tokens=wl.seq_len,
+        kv_bytes_per_token=per_token,
+        notes=tuple(notes),
+    )
