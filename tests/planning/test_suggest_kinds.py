@@ -67,12 +67,16 @@ def test_shorter_context_is_the_longest_prompt_that_fits() -> None:
 
 
 def test_serving_spec_that_nothing_fixes_says_what_was_tried() -> None:
-    # Llama-3-8B bf16 weights alone (about 16 GB) exceed a T4's 15 GiB: only 4-bit weights fit
+    # Llama-3-8B bf16 weights alone (about 16 GB) exceed a T4's 15 GiB: 4-bit weights fit, or the same
+    # weights split over two T4s (about 8 GB each, tensor parallelism)
     t4 = budget_for(get_gpu("t4"))
     fit = check_on(serving_spec(batch=1), t4)
-    assert [s.change.split(":")[0] for s in fit.suggestions] == ["quantization"]
-    # Llama-3-70B from a 4-bit AWQ checkpoint (configs/llama-3-70b.yaml): about 37 GB of weights, no fix
-    no_fix = check_on(load_spec(CONFIGS / "llama-3-70b.yaml"), t4)
+    assert [s.change.split(":")[0] for s in fit.suggestions] == ["quantization", "tensor parallelism over 2 GPUs"]
+    # Llama-3-70B from a 4-bit AWQ checkpoint (configs/llama-3-70b.yaml): about 37 GB of weights, 4.6 GB
+    # per GPU even over tensor parallelism 8 (one node): nothing fixes it on a 4 GiB card
+    from vramcalc.hardware.lookup import find_card
+
+    no_fix = check_on(load_spec(CONFIGS / "llama-3-70b.yaml"), budget_for(find_card("4GiB")[0]))
     assert not no_fix.fits and not no_fix.suggestions
     (line,) = fixes(CheckRow("llama-3-70b.yaml", "llama-3-70b", no_fix))
     assert f"tried: {TRIED_SERVING})" in line and "checkpointing" not in line and "Adafactor" not in line
@@ -125,3 +129,28 @@ def test_plain_inference_gets_tensor_parallelism_that_vramcalc_computes() -> Non
     assert found[0].total_bytes == fit_on(tp2, budget_for(t4)).needed_bytes
     four = [s for s in check_on(spec, budget_for(t4, count=4)).suggestions if s.change.startswith("tensor")]
     assert [s.change for s in four] == ["tensor parallelism over 4 GPUs"]
+
+
+def test_serving_spec_too_big_for_one_card_gets_tensor_parallelism() -> None:
+    """Llama-3-70B in bf16 under vLLM, 8 requests of 8,192 tokens, on one H100 (71.3 GiB managed): the
+    weights alone are 70.6e9 x 2 B = 131 GiB, so one card cannot hold them; over TP 2 a GPU holds 65.7 GiB of
+    weights plus its half of the KV cache (80 layers x 2 x 4 KV heads x 128 x 2 B = 163,840 B/token x 65,536
+    tokens = 10 GiB), more than 71.3 GiB; over TP 4 about 33 + 5 GiB. So the fewest GPUs is 4."""
+    spec = parse_spec(
+        {
+            "model": "llama-3-70b",
+            "workload": {
+                "mode": "inference",
+                "batch_size": 8,
+                "prompt_len": 4096,
+                "max_new_tokens": 4096,
+                "precision": "bf16",
+                "runtime": "vllm",
+            },
+        }
+    )
+    fit = check_on(spec, budget_for(get_gpu("h100-sxm")))
+    assert not fit.fits
+    tp = [s for s in fit.suggestions if s.change.startswith("tensor parallelism")]
+    assert [s.change for s in tp] == ["tensor parallelism over 4 GPUs"]
+    assert tp[0].parallel == {"tensor": 4} and tp[0].headroom_bytes > 0

@@ -159,8 +159,8 @@ def unsearchable(spec: Spec) -> str | None:
         given = [key for key in LLM_KEYS if getattr(spec.workload, key) is not None]
         if given:
             return (
-                f"vramcalc does not model several GPUs together with workload.{given[0]} (an LLM workload key); "
-                "tensor parallelism (vLLM's tensor_parallel_size) would split the weights and the KV cache"
+                f"the plan search does not cover serving specs (workload.{given[0]}); tensor parallelism "
+                "(vLLM's tensor_parallel_size; parallel: {tensor: N}) splits the weights and the KV cache"
             )
         return "the plan search covers training only (it varies ZeRO/FSDP sharding)"
     section = spec.parallel or ParallelSpec()
@@ -288,10 +288,11 @@ class ShardSearch:
         return f"{plan.gpus} x {budget.gpu_id} with {plan_text(plan)}"
 
     def tensor_parallel(self, budget: Budget) -> Suggestion | None:
-        """For an inference spec with neither LLM keys nor a parallel section: the fewest GPUs of tensor
-        parallelism that fit (up to 8, one node), or when the run is planned for several GPUs exactly those."""
+        """For an inference or serving spec without a parallel section: the fewest GPUs of tensor
+        parallelism that fit (up to 8, one node), or when the run is planned for several GPUs exactly those.
+        A serving spec is estimated per GPU as vLLM shards it (vramcalc/parallel/serving.py)."""
         spec, wl = self.spec, self.spec.workload
-        if wl.mode is Mode.train or spec.parallel is not None or any(getattr(wl, k) is not None for k in LLM_KEYS):
+        if wl.mode is Mode.train or spec.parallel is not None:
             return None
         for t in [budget.count] if budget.count > 1 else range(2, min(TP_LIMIT, self.max_gpus) + 1):
             changed = spec.model_copy(update={"parallel": ParallelSpec(tensor=t)})
