@@ -9,6 +9,7 @@ LayerNorm 512: 8,192,000 + 262,144 + 2 x 789,760 + 512 = 10,034,176.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +129,19 @@ def test_cross_entropy_needs_a_decoder() -> None:
     model = {"architecture": "encoder", "layers": 2, "hidden_size": 256, "heads": 4, "vocab_size": VOCAB}
     with pytest.raises(ValueError, match="decoder language models only"):
         Spec.model_validate({"model": model, "workload": {"batch_size": 2, "seq_len": 64, "cross_entropy": "chunked"}})
+
+
+def test_cross_entropy_with_an_adapter_is_refused_not_ignored() -> None:
+    """The LoRA/QLoRA path computes the standard loss: a chunked or fused loss there would be a number for
+    a setting vramcalc does not model, so it is one error line instead."""
+    import pytest
+    import yaml
+
+    from vramcalc.errors import SpecError
+    from vramcalc.spec.load import parse_spec
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "qwen2.5-7b-lora.yaml"
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    spec["workload"]["cross_entropy"] = "chunked"
+    with pytest.raises(SpecError, match=r"cross_entropy: only modelled for full fine-tuning \(not with adapter\)"):
+        parse_spec(spec, "lora.yaml")

@@ -30,7 +30,7 @@ def workload_rules(wl: Any) -> None:
     if wl.optimizer_in_backward and wl.optimizer_offload == "cpu":
         raise ValueError("optimizer_offload: not modelled together with optimizer_in_backward")
     if wl.adapter is not None:
-        for key in ("optimizer_in_backward", "optimizer_offload", "activation_offloading"):
+        for key in ("optimizer_in_backward", "optimizer_offload", "activation_offloading", "cross_entropy"):
             if key in given:
                 raise ValueError(f"{key}: only modelled for full fine-tuning (not with adapter)")
 
