@@ -489,3 +489,12 @@ def test_smallest_efficiency_gives_strict_json() -> None:
         raise AssertionError(f"{constant} is not JSON (RFC 8259)")
 
     json.loads(result.stdout, parse_constant=refuse)  # finite everywhere at the lowest efficiency
+
+
+def test_bandwidth_of_a_resnet_spec_streams_its_weights() -> None:
+    """A ResNet has no transformer shape (no experts, no KV cache): bandwidth streams its parameters, as for
+    any spec (ResNet-50: 25,557,032 parameters, torchvision's count, in configs/resnet-50.yaml)."""
+    from vramcalc.planning.stream import weights_from_spec
+
+    weights = weights_from_spec(Path(__file__).resolve().parents[2] / "configs" / "resnet-50.yaml")
+    assert weights.n_params == 25_557_032 and weights.kv_bytes_per_token is None and weights.experts is None

@@ -63,10 +63,13 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     result = estimate(spec)
     workload = spec.workload
     per_token, notes = None, [found] if found else []
-    shape, _ = resolve_model(spec.model, workload)
-    experts = expert_stream(shape, spec)
+    # a ResNet has no transformer shape: no experts and no KV cache
+    shape = None if spec.model.architecture is Architecture.resnet else resolve_model(spec.model, workload)[0]
+    experts = expert_stream(shape, spec) if shape is not None else None
     if workload.mode is not Mode.inference:
         notes.append("spec is a training workload: no KV cache read")
+    elif shape is None:
+        notes.append("a convolutional network: no KV cache")
     else:
         if shape.architecture is Architecture.encoder:
             notes.append("encoder-only model: no KV cache (it does not decode token by token)")
@@ -89,7 +92,7 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
         kv_bytes_per_token=per_token,
         notes=tuple(notes),
         experts=experts,
-        active_params=active_params(shape, result.params) if experts is not None else None,
+        active_params=active_params(shape, result.params) if experts is not None and shape is not None else None,
     )
 
 
