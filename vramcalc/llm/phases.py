@@ -53,10 +53,7 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
         notes.append(f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights")
     else:
         notes.append(f"quantization {quantization.describe(q)}")
-        notes.append(
-            f"embeddings, LM head, norms and biases are not quantized: {wb.kept_params:,} parameters, loaded as "
-            f"{spec.workload.precision.value}"
-        )
+        notes.append(quantization.kept_line(shape, q, wb.kept_params, spec.workload.precision.value))
     info: dict[str, Any] = {
         "method": q.method.value,
         "bits_per_weight": round(wb.bits_per_quantized_weight, 4),

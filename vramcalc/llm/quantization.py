@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from vramcalc.choices import QuantMethod
 from vramcalc.llm import gguf
+from vramcalc.llm.quant_skip import kept_layers, resolve_skips
 from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, QuantizationSpec
 
 DEFAULT_GROUP = 128
@@ -92,28 +93,69 @@ def matrix_bytes(q: QuantizationSpec, out: int, inp: int) -> int:
     raise AssertionError(f"no layout for {m}")  # GGUF is counted per model, not per matrix
 
 
-def quantized_matrices(shape: object) -> list[Matrix]:
-    """The linear weights a loader quantizes: every block's projections and every expert's MLP."""
+def _block_linears(shape: object) -> list[tuple[str, Matrix]]:
+    """Every block's linear weights, keyed by projection (q, k, v, o, qkv, gate, up, down); ``count`` is
+    per block and ``Matrix`` rows of the same key and block kind follow each other (layers in ``_layers``)."""
+    from vramcalc.core.shape import ModelShape
+
+    assert isinstance(shape, ModelShape)
+    h, q, kv, f = shape.hidden, shape.q_width, shape.kv_width, shape.ffn
+    if shape.fused_qkv:
+        attn = [("qkv", Matrix(1, q + 2 * kv, h))]
+    else:
+        attn = [("q", Matrix(1, q, h)), ("k", Matrix(1, kv, h)), ("v", Matrix(1, kv, h))]
+    attn.append(("o", Matrix(1, h, q)))
+    ups = ["gate", "up"] if shape.gated else ["up"]
+    return [*attn, *[(k, Matrix(1, f, h)) for k in ups], ("down", Matrix(1, h, f))]
+
+
+def linear_groups(shape: object, q: QuantizationSpec | None = None) -> tuple[list[Matrix], list[Matrix]]:
+    """The linear weights a loader quantizes and those ``skip_modules`` keeps: every block's projections
+    and every expert's MLP (the LM head is :func:`head_matrix`)."""
     from vramcalc.choices import Architecture
     from vramcalc.core.shape import ModelShape, moe_layers
 
     assert isinstance(shape, ModelShape)
-    h, q, kv, f = shape.hidden, shape.q_width, shape.kv_width, shape.ffn
-    attn = [Matrix(1, q + 2 * kv, h)] if shape.fused_qkv else [Matrix(1, q, h), Matrix(2, kv, h)]
-    attn.append(Matrix(1, h, q))
-    n_up = 2 if shape.gated else 1
+    skips = resolve_skips(shape, q) if q is not None and q.skip_modules else []
+    linears = _block_linears(shape)
     n_moe = moe_layers(shape)
-    out = [Matrix(m.count * shape.layers, m.out, m.inp) for m in attn]
-    dense_layers = shape.layers - n_moe
-    out += [Matrix(n_up * dense_layers, f, h), Matrix(dense_layers, h, f)]
-    if shape.moe is not None and n_moe:
-        per_layer = shape.moe.experts + shape.moe.shared
-        fe = shape.moe.expert_ffn
-        out += [Matrix(n_up * per_layer * n_moe, fe, h), Matrix(per_layer * n_moe, h, fe)]
+    groups: list[tuple[str, Matrix, int]] = []  # key, matrix per block, blocks
+    for key, m in linears:
+        mlp = key in ("gate", "up", "down")
+        groups.append((key, m, shape.layers - n_moe if mlp else shape.layers))
+        if mlp and shape.moe is not None and n_moe:
+            fe = shape.moe.expert_ffn
+            n = shape.moe.experts + shape.moe.shared
+            groups.append((key, Matrix(n, fe, m.inp) if key != "down" else Matrix(n, m.out, fe), n_moe))
+    quant: list[Matrix] = []
+    kept: list[Matrix] = []
+    for key, m, blocks in groups:
+        k = kept_layers(skips, key, blocks)
+        quant.append(Matrix(m.count * (blocks - k), m.out, m.inp))
+        kept.append(Matrix(m.count * k, m.out, m.inp))
     if shape.architecture is Architecture.encoder_decoder:  # decoder: self- and cross-attention + MLP
-        out += [Matrix(2 * m.count * shape.decoder_layers, m.out, m.inp) for m in attn]
-        out += [Matrix(n_up * shape.decoder_layers, f, h), Matrix(shape.decoder_layers, h, f)]
-    return [m for m in out if m.count]
+        for key, m in linears:
+            n = (2 if key not in ("gate", "up", "down") else 1) * shape.decoder_layers
+            k = kept_layers(skips, key, n)
+            quant.append(Matrix(m.count * (n - k), m.out, m.inp))
+            kept.append(Matrix(m.count * k, m.out, m.inp))
+    return [m for m in quant if m.count], [m for m in kept if m.count]
+
+
+def quantized_matrices(shape: object, q: QuantizationSpec | None = None) -> list[Matrix]:
+    """The linear weights a loader quantizes: every block's projections and every expert's MLP, less
+    ``skip_modules``; with ``lm_head: true`` the output layer too."""
+    head = head_matrix(shape, q)
+    return linear_groups(shape, q)[0] + ([head] if head is not None else [])
+
+
+def head_matrix(shape: object, q: QuantizationSpec | None) -> Matrix | None:
+    """The LM head as a quantized matrix when ``lm_head: true`` (None otherwise, or without a vocabulary head)."""
+    from vramcalc.core.params import has_vocab_head
+
+    if q is None or not q.lm_head or not has_vocab_head(shape):  # type: ignore[arg-type]
+        return None
+    return Matrix(1, shape.vocab, shape.embed_width)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -137,10 +179,13 @@ def weight_bytes(shape: object, q: QuantizationSpec, n_params: int, param_bytes:
         gw = gguf_weights(shape, q, n_params)
         (qp, qb), (kp, kb) = gw.part(quantized=True), gw.part(quantized=False)
         return WeightBytes(gw.total_bytes, qp, qb, kp, kb)
-    matrices = quantized_matrices(shape)
+    matrices = quantized_matrices(shape, q)
     n_quant = sum(m.count * m.out * m.inp for m in matrices)
     quant = sum(m.count * matrix_bytes(q, m.out, m.inp) for m in matrices)
     kept = max(0, n_params - n_quant)
+    head = head_matrix(shape, q)
+    if head is not None and getattr(shape, "tie_embeddings", False):
+        kept += head.out * head.inp  # a tied head is untied: the embedding keeps its 16-bit table
     return WeightBytes(quant + kept * param_bytes, n_quant, quant, kept, kept * param_bytes)
 
 
@@ -167,7 +212,7 @@ def dequant_buffer_bytes(shape: object, q: QuantizationSpec, n_tokens: int, comp
     """
     if n_tokens <= 1:
         return 0
-    largest = max(quantized_matrices(shape), key=lambda m: m.out * m.inp)
+    largest = max(quantized_matrices(shape, q), key=lambda m: m.out * m.inp)
     if q.method is QuantMethod.int8:
         return n_tokens * (largest.inp + INT32 * largest.out)
     if q.method is QuantMethod.fp8:
@@ -189,3 +234,24 @@ def describe(q: QuantizationSpec) -> str:
     if m is QuantMethod.int8:
         return "int8: bitsandbytes LLM.int8, an fp32 scale per output row"
     return "fp8: 1 byte per weight, one fp32 scale per tensor"
+
+
+def kept_line(shape: object, q: QuantizationSpec, kept_params: int, precision: str) -> str:
+    """The assumption line naming what stays at the parameter dtype."""
+    line = (
+        "embeddings, norms and biases are not quantized"
+        if q.lm_head
+        else ("embeddings, LM head, norms and biases are not quantized")
+    )
+    if q.skip_modules:
+        kept = sum(m.count * m.out * m.inp for m in linear_groups(shape, q)[1])
+        line += f"; skip_modules keeps {kept:,} linear weights"
+    line += f": {kept_params:,} parameters, loaded as {precision}"
+    if q.lm_head:
+        tied = getattr(shape, "tie_embeddings", False)
+        line += "; lm_head: true quantizes the output layer" + (
+            " (tied: quantize_ gives the head its own quantized copy, the embedding keeps the 16-bit table)"
+            if tied
+            else ""
+        )
+    return line

@@ -8,7 +8,7 @@ What one GPU holds (vLLM's layers, vllm/model_executor/layers/linear.py and voca
   and the row-parallel layers' biases are replicated. ``heads`` and ``ffn_size`` must divide by
   ``tensor`` (vLLM's ``divide`` asserts it). Quantized weights are split the same way: each rank holds
   its share of the quantized bytes (fp8, AWQ/GPTQ int4, bitsandbytes), the embeddings and LM head stay
-  at the parameter dtype.
+  at the parameter dtype, and so does each rank's share of the ``skip_modules``.
 * **vocabulary**: ``VocabParallelEmbedding`` and ``ParallelLMHead`` pad the vocabulary to a multiple
   of 64 (``pad_vocab_size(vocab_size, pad_to=DEFAULT_VOCAB_PADDING_SIZE)``, 64) and give each rank
   ``padded / tensor`` rows (``divide(num_embeddings_padded, tp_size)``); Llama-3's 128,256 is already a
@@ -135,6 +135,11 @@ def check_serving(spec: Spec, shape: ModelShape) -> None:
         raise SpecError(f"parallel.{key}: not modelled for serving (tensor, pipeline and data replicas are)")
     if wl.quantization is not None and wl.quantization.method in GGUF:
         raise SpecError("workload.quantization: GGUF files are not split across GPUs (llama.cpp splits by layer)")
+    q = wl.quantization
+    if q is not None and q.lm_head and section.tensor > 1:
+        raise SpecError("workload.quantization.lm_head: a quantized LM head is not modelled with parallel.tensor > 1")
+    if q is not None and section.pipeline > 1 and any(not isinstance(m, str) for m in q.skip_modules or []):
+        raise SpecError("workload.quantization.skip_modules: layer ranges are not modelled with parallel.pipeline > 1")
     if shape.mla is not None and section.tensor > 1:
         raise SpecError("parallel.tensor: not modelled for multi-head latent attention (its KV cache is not split)")
     if shape.kv_heads % section.tensor and section.tensor % shape.kv_heads:

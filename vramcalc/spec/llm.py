@@ -32,6 +32,34 @@ GgmlTypeName = Literal[
 ALL_LINEAR = "all-linear"
 
 
+def _check_names(value: list[str], key: str) -> list[str]:
+    if not value:
+        raise ValueError(f"{key}: empty list (name modules such as q_proj, mlp, attention)")
+    for name in value:
+        if not isinstance(name, str) or not name or len(name) > 100 or not name.isprintable():
+            raise ValueError(f"{key}: a module name is empty, too long or not printable")
+    return value
+
+
+class SkipRange(SpecSection):
+    """``{layers: [0, 125], modules: [mlp]}``: modules kept unquantized in the blocks ``first`` .. ``last``
+    (inclusive, counted from 0)."""
+
+    layers: tuple[Annotated[int, Field(strict=True, ge=0)], Annotated[int, Field(strict=True, ge=0)]]
+    modules: list[str]
+
+    @field_validator("modules")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        return _check_names(value, "skip_modules.modules")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "SkipRange":
+        if self.layers[0] > self.layers[1]:
+            raise ValueError("skip_modules.layers: [first, last] with first <= last")
+        return self
+
+
 class QuantizationSpec(SpecSection):
     """``quantization: nf4`` or ``{method: gptq, bits: 4, group_size: 128}`` (layouts: vramcalc/llm/quantization.py)."""
 
@@ -44,6 +72,21 @@ class QuantizationSpec(SpecSection):
     output_tensor_type: GgmlTypeName | None = None
     token_embedding_type: GgmlTypeName | None = None
     imatrix: bool | None = None
+    #: Quantize the output layer too (torchao ``quantize_`` on every nn.Linear, GPTQ ``lm_head: true``);
+    #: None/false: the LM head stays at the parameter dtype.
+    lm_head: bool | None = None
+    #: Modules kept at the parameter dtype (bitsandbytes ``llm_int8_skip_modules``, transformers
+    #: ``modules_to_not_convert``, vLLM / compressed-tensors ``ignore``): names, or ranges of layers.
+    skip_modules: list[str | SkipRange] | None = None
+
+    @field_validator("skip_modules")
+    @classmethod
+    def _skip_names(cls, value: Any) -> Any:
+        if value is not None:
+            _check_names([v for v in value if isinstance(v, str)] or ["-"], "skip_modules")
+            if not value:
+                raise ValueError("skip_modules: empty list (name modules such as q_proj, mlp, attention)")
+        return value
 
     @model_validator(mode="after")
     def _keys_fit_method(self) -> "QuantizationSpec":
@@ -62,6 +105,13 @@ class QuantizationSpec(SpecSection):
                 "output_tensor_type, token_embedding_type, imatrix: only for GGUF file types "
                 "(q4_0 ... q8_0, q2_k ... q6_k)"
             )
+        if self.method in GGUF and (self.lm_head is not None or self.skip_modules is not None):
+            raise ValueError(
+                "lm_head, skip_modules: not for GGUF file types (llama.cpp picks each tensor's type; "
+                "use output_tensor_type)"
+            )
+        if self.lm_head and self.skip_modules and "lm_head" in self.skip_modules:
+            raise ValueError("skip_modules: lists lm_head while lm_head: true quantizes it")
         return self
 
 
