@@ -9,6 +9,8 @@ purpose: vocab_size 1000, hidden_size 64, 2 layers, 4 heads unless said otherwis
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,176 +57,48 @@ MLA = {
 del MLA["kv_heads"]
 DECODER = {"architecture": "decoder", "layers": 2, "hidden_size": 64, "heads": 4, "vocab_size": 1000}
 
-# (transformers class and config: the keyword arguments given to the config class), spec, count
-CASES: dict[str, tuple[dict[str, Any], int]] = {
-    # Qwen2ForCausalLM, Qwen2Config(intermediate_size=160, num_key_value_heads=2, tie_word_embeddings=False)
-    "qwen2-qkv-bias": ({**LLAMA, "tie_embeddings": False, "qkv_bias": True}, 214_592),
-    # Qwen3ForCausalLM, Qwen3Config(intermediate_size=160, num_key_value_heads=2, head_dim=32, tie_word_embeddings=True)
-    "qwen3-qk-norm": ({**LLAMA, "head_dim": 32, "tie_embeddings": True, "qk_norm": "head"}, 175_040),
-    # LlamaForCausalLM, LlamaConfig(..., attention_bias=True, mlp_bias=True, tie_word_embeddings=False)
-    "llama-biases": ({**LLAMA, "tie_embeddings": False, "attention_bias": True, "mlp_bias": True}, 215_488),
-    # LlamaForSequenceClassification, LlamaConfig(..., num_labels=3): score without bias
-    "llama-seq-cls": ({**LLAMA, "head": "classification", "num_labels": 3}, 150_528),
-    # LlamaForTokenClassification, LlamaConfig(..., num_labels=5): score with bias
-    "llama-token-cls": ({**LLAMA, "head": "token_classification", "num_labels": 5}, 150_661),
-    # Gemma2ForCausalLM, Gemma2Config(intermediate_size=160, num_key_value_heads=2, head_dim=32, sliding_window=16)
-    "gemma2": (
-        {**LLAMA, "mlp": "geglu", "head_dim": 32, "norms_per_layer": 4, "tie_embeddings": True, "sliding_window": 16},
-        175_168,
-    ),
-    # Gemma3ForCausalLM, Gemma3TextConfig(num_hidden_layers=6, intermediate_size=160, num_key_value_heads=2,
-    # head_dim=32, sliding_window=16)
-    "gemma3": (
-        {
-            **LLAMA,
-            "layers": 6,
-            "mlp": "geglu",
-            "head_dim": 32,
-            "norms_per_layer": 4,
-            "qk_norm": "head",
-            "tie_embeddings": True,
-        },
-        397_760,
-    ),
-    # Olmo2ForCausalLM, Olmo2Config(intermediate_size=160, num_key_value_heads=2, tie_word_embeddings=False)
-    "olmo2": ({**LLAMA, "tie_embeddings": False, "qk_norm": "projection"}, 214_528),
-    # DeepseekV2ForCausalLM, DeepseekV2Config(num_hidden_layers=3, num_key_value_heads=4, intermediate_size=160,
-    # moe_intermediate_size=32, n_routed_experts=8, n_shared_experts=2, num_experts_per_tok=2,
-    # first_k_dense_replace=1, kv_lora_rank=32, q_lora_rank=None, qk_rope_head_dim=8, qk_nope_head_dim=16,
-    # v_head_dim=16, tie_word_embeddings=False)
-    "deepseek-v2-lite-like": (MLA, 333_856),
-    # DeepseekV3ForCausalLM, DeepseekV3Config(the same, q_lora_rank=24, n_group=2, topk_group=1)
-    "deepseek-v3-like": ({**MLA, "q_lora_rank": 24}, 327_016),
-    # Qwen2MoeForCausalLM, Qwen2MoeConfig(intermediate_size=160, num_key_value_heads=2, num_experts=8,
-    # num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=96, tie_word_embeddings=False)
-    "qwen2-moe": (
-        {
-            **LLAMA,
-            "tie_embeddings": False,
-            "qkv_bias": True,
-            "experts": 8,
-            "expert_ffn_size": 32,
-            "shared_expert_ffn_size": 96,
-            "shared_expert_gate": True,
-        },
-        289_472,
-    ),
-    # Qwen3MoeForCausalLM, Qwen3MoeConfig(intermediate_size=160, num_key_value_heads=2, num_experts=8,
-    # num_experts_per_tok=2, moe_intermediate_size=32)
-    "qwen3-moe": (
-        {**LLAMA, "tie_embeddings": False, "qk_norm": "head", "experts": 8, "expert_ffn_size": 32},
-        252_288,
-    ),
-    # FalconForCausalLM, FalconConfig(multi_query=True, parallel_attn=True, new_decoder_architecture=False, bias=False)
-    "falcon-7b-like": (
-        {
-            **DECODER,
-            "kv_heads": 1,
-            "mlp": "gelu",
-            "norm": "layernorm",
-            "position": "rotary",
-            "bias": False,
-            "parallel_block": True,
-            "norms_per_layer": 1,
-        },
-        150_400,
-    ),
-    # PhiForCausalLM, PhiConfig(intermediate_size=256, partial_rotary_factor=0.4, tie_word_embeddings=False)
-    "phi2-like": (
-        {
-            **DECODER,
-            "ffn_size": 256,
-            "mlp": "gelu_tanh",
-            "norm": "layernorm",
-            "position": "rotary",
-            "bias": True,
-            "parallel_block": True,
-            "norms_per_layer": 1,
-            "lm_head_bias": True,
-            "tie_embeddings": False,
-        },
-        228_840,
-    ),
-    # OPTForCausalLM, OPTConfig(ffn_dim=256, max_position_embeddings=128, word_embed_proj_dim=64)
-    "opt": (
-        {**DECODER, "ffn_size": 256, "mlp": "relu", "max_position_embeddings": 128, "position_offset": 2},
-        172_416,
-    ),
-    # OPTForCausalLM, OPTConfig(ffn_dim=256, max_position_embeddings=128, word_embed_proj_dim=32,
-    # do_layer_norm_before=False): project_in/project_out, no final norm (as OPT-350m)
-    "opt-350m-like": (
-        {
-            **DECODER,
-            "ffn_size": 256,
-            "mlp": "relu",
-            "max_position_embeddings": 128,
-            "position_offset": 2,
-            "embedding_dim": 32,
-            "final_norm": False,
-        },
-        144_384,
-    ),
-    # BloomForCausalLM, BloomConfig(vocab_size=1000, hidden_size=64, n_layer=2, n_head=4)
-    "bloom": ({**DECODER, "mlp": "gelu", "position": "none", "embedding_norm": True}, 164_224),
-    # Starcoder2ForCausalLM, Starcoder2Config(intermediate_size=256, num_key_value_heads=2, sliding_window=16,
-    # use_bias=True)
-    "starcoder2": (
-        {
-            **LLAMA,
-            "ffn_size": 256,
-            "mlp": "gelu_tanh",
-            "norm": "layernorm",
-            "position": "rotary",
-            "bias": True,
-            "tie_embeddings": True,
-            "sliding_window": 16,
-        },
-        155_776,
-    ),
-    # BertForTokenClassification, BertConfig(intermediate_size=256, max_position_embeddings=128, num_labels=5)
-    "bert-token-cls": ({**BERT, "head": "token_classification", "num_labels": 5}, 172_741),
-    # BertForQuestionAnswering, BertConfig(intermediate_size=256, max_position_embeddings=128)
-    "bert-qa": ({**BERT, "head": "question_answering"}, 172_546),
-    # BertForPreTraining, BertConfig(intermediate_size=256, max_position_embeddings=128)
-    "bert-pretraining": ({**BERT, "head": "pretraining"}, 181_994),
-    # BertForSequenceClassification, BertConfig(..., num_labels=3)
-    "bert-seq-cls": ({**BERT, "head": "classification", "num_labels": 3, "pooler": True}, 176_771),
-    # RobertaForSequenceClassification, RobertaConfig(intermediate_size=256, max_position_embeddings=130,
-    # type_vocab_size=1, num_labels=3): dense + out_proj head
-    "roberta-seq-cls": (
-        {
-            **BERT,
-            "max_position_embeddings": 130,
-            "type_vocab_size": 1,
-            "head": "classification",
-            "num_labels": 3,
-            "pooler": True,
-        },
-        176_835,
-    ),
-    # GPT2ForSequenceClassification, GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=128,
-    # num_labels=3): score without bias
-    "gpt2-seq-cls": (
-        {**DECODER, "max_position_embeddings": 128, "mlp": "gelu_tanh", "head": "classification", "num_labels": 3},
-        172_480,
-    ),
-    # T5ForConditionalGeneration, T5Config(vocab_size=1000, d_model=64, d_ff=128, d_kv=16, num_layers=2,
-    # num_heads=4, feed_forward_proj="gated-gelu", tie_word_embeddings=False): transformers 5 ties the LM
-    # head of T5 whatever the config says
-    "t5-v1.1": (
-        {
-            "architecture": "encoder-decoder",
-            "layers": 2,
-            "hidden_size": 64,
-            "heads": 4,
-            "ffn_size": 128,
-            "vocab_size": 1000,
-            "mlp": "geglu",
-            "tie_embeddings": True,
-        },
-        261_632,
-    ),
+# The networks: the ``model:`` sections of benchmarks/hf_meta_counts.py, each written next to the transformers
+# config class and arguments that build the same network (one home for both sides of the comparison).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from hf_meta_counts import CASES as META_CASES  # noqa: E402  (plain data; imports no torch)
+
+#: Parameters of each case as transformers 5.24.0 (torch 2.13.0, CPU) builds it on the meta device:
+#: `PYTHONPATH=. python benchmarks/hf_meta_counts.py --json`, run 2026-12-01; the independent reference.
+TRANSFORMERS_COUNTS = {
+    "qwen2-qkv-bias": 214_592,
+    "qwen3-qk-norm": 175_040,
+    "llama-attention-mlp-bias": 215_488,
+    "llama-sequence-classification": 150_528,
+    "llama-token-classification": 150_661,
+    "gemma2-geglu-4-norms": 175_168,
+    "gemma3-qk-norm": 397_760,
+    "olmo2-projection-qk-norm": 214_528,
+    "deepseek-v2-lite-like": 333_856,
+    "deepseek-v3-like": 327_016,
+    "qwen2-moe-shared-expert": 289_472,
+    "qwen3-moe": 252_288,
+    "falcon-7b-like-parallel": 150_400,
+    "phi2-like-lm-head-bias": 228_840,
+    "opt-offset-2": 172_416,
+    "opt-350m-like-projections": 144_384,
+    "bloom-embedding-norm": 164_224,
+    "starcoder2-bias-sliding": 155_776,
+    "bert-token-classification": 172_741,
+    "bert-question-answering": 172_546,
+    "bert-pretraining": 181_994,
+    "bert-sequence-classification": 176_771,
+    "roberta-classification": 176_835,
+    "gpt2-sequence-classification": 172_480,
+    "t5-v1.1-geglu": 261_632,
 }
+CASES: dict[str, tuple[dict[str, Any], int]] = {
+    name: ({key: value for key, value in META_CASES[name][3].items() if value is not None}, count)
+    for name, count in TRANSFORMERS_COUNTS.items()
+}
+
+
+def test_every_case_of_the_reference_script_is_checked() -> None:
+    assert sorted(TRANSFORMERS_COUNTS) == sorted(META_CASES)
 
 
 def shape_of(seq_len: int = 64, **model: Any) -> tuple[ModelShape, list[str]]:
@@ -280,7 +154,7 @@ def test_qkv_bias_overrides_attention_bias() -> None:
 
 def test_linear_weights_include_the_lm_head_bias_and_projections() -> None:
     # OPT-350m-like: project_in (32 -> 64) and project_out (64 -> 32) are linears; the tied head is counted
-    shape, _ = shape_of(**CASES["opt-350m-like"][0])
+    shape, _ = shape_of(**CASES["opt-350m-like-projections"][0])
     per_layer = 4 * (64 * 64 + 64) + 2 * 64 * 256 + 256 + 64
     assert linear_weight_params(shape) == 2 * per_layer + 2 * 32 * 64 + 1000 * 32
 
@@ -299,7 +173,7 @@ def test_defaults_are_stated() -> None:
 
 def test_vocab_from_params_uses_the_row_width_of_the_head() -> None:
     # Phi-2-like: each vocabulary row holds an embedding row, an untied head row and a head bias: 129 parameters
-    spec = {k: v for k, v in CASES["phi2-like"][0].items() if k != "vocab_size"}
+    spec = {k: v for k, v in CASES["phi2-like-lm-head-bias"][0].items() if k != "vocab_size"}
     shape, _ = shape_of(**spec, params=228_840)
     assert shape.vocab == 1000
 
@@ -330,8 +204,8 @@ def _saved(shape: ModelShape) -> int:
 
 def test_a_parallel_block_with_one_norm_saves_one_norm_output() -> None:
     # LayerNorm, bf16, 8 tokens x 64: input (2 B) + output (2 B) + mean/rstd (8 B) per token = 8 x 264 B
-    two, _ = shape_of(**CASES["falcon-7b-like"][0], seq_len=8)
-    one, _ = shape_of(**{**CASES["falcon-7b-like"][0], "norms_per_layer": 2}, seq_len=8)
+    two, _ = shape_of(**CASES["falcon-7b-like-parallel"][0], seq_len=8)
+    one, _ = shape_of(**{**CASES["falcon-7b-like-parallel"][0], "norms_per_layer": 2}, seq_len=8)
     assert _saved(one) - _saved(two) == 8 * (64 * 2 + 64 * 2 + 8)
 
 
