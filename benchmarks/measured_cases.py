@@ -1,0 +1,384 @@
+"""The vramcalc spec of every case of ``shared/calibration/measured.yaml`` that a spec can express.
+
+``case_for(record)`` returns a :class:`Case` (the spec, what to compare, the inputs the source did not
+state) or a :class:`NotExpressible` with the reason. Scoring is in ``benchmarks/measured_score.py``.
+
+Where a curated spec already exists it is used, so one run is described in one place:
+``benchmarks/data/measured_llm.yaml`` (LLM generation, LoRA, vLLM), ``benchmarks/parallel_accuracy.py``
+(torchtitan, Megatron-LM, DeepSpeed) and ``benchmarks/accuracy.py`` (BERT-large with the HF Trainer on a
+V100). The other families are mapped here from the record's own fields; every value a source did not
+state is listed in ``Case.inferred``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import accuracy
+import parallel_accuracy
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+MiB = 2**20
+
+#: CUDA context measured on the V100 with 2022 PyTorch (case hf-perf-bert-large-load-context-only).
+V100_CONTEXT = 1343 * MiB
+#: transformers' PyTorchBenchmark on a TITAN RTX with PyTorch 1.4: "about 1 GB" of CUDA context
+#: (shared/calibration/README.md, nvml_used caveats). Not measured by itself in the set.
+TITAN_RTX_CONTEXT = 1024 * MiB
+#: The HF SDPA generation tables do not state the number of new tokens; the peak is the prefill's
+#: full-vocabulary logits, which the new tokens' KV cache barely moves (about 0.2 MB per token here).
+SDPA_NEW_TOKENS = 100
+#: PEFT's 2022 example scripts (twitter_complaints) pad to at most 64 tokens (``max_length = 64``).
+PEFT_EXAMPLE_SEQ = 64
+
+#: measured.yaml `compare` rules.
+ALLOCATED, ALLOCATED_CONTEXT, RESERVED, NVML, KV_TOKENS, WEIGHTS, WEIGHTS_CONTEXT, LABEL, STATIC = (
+    "allocated",
+    "allocated+context",
+    "reserved",
+    "nvml",
+    "kv_tokens",
+    "weights",
+    "weights+context",
+    "label",
+    "static",
+)
+
+
+@dataclass
+class Case:
+    """One measured number and the spec of its run.
+
+    ``compare``: allocated (peak allocated vs v), allocated+context (the source's figure includes memory
+    outside PyTorch: peak allocated + CUDA context vs v), reserved (allocated + allocator reserve vs v), nvml
+    (reserved + CUDA context vs v), kv_tokens (vLLM's KV tokens vs v), weights (the parameters
+    component, less any stated CPU offload, vs v; weights+context adds the CUDA context), static
+    (weights + gradients + optimizer states after the step vs v), label (the fit verdict on the run's
+    card vs fits/oom). ``bound``: the measurement only bounds the step, so the row is checked
+    one-sidedly and kept out of the signed medians: with
+    ``bound_is_upper`` the estimate at the longest sample must be at least v (variable-length batches
+    draw shorter ones), else the allocated estimate must not exceed v (a whole-run reserved peak)."""
+
+    spec: dict[str, Any]
+    compare: str
+    inferred: list[str] = field(default_factory=list)
+    hopper_or_newer: bool = True
+    usable_bytes: int | None = None
+    offload_bytes: int = 0
+    bound: str = ""
+    bound_is_upper: bool = False
+
+
+@dataclass
+class NotExpressible:
+    reason: str
+
+
+def _by_id(path: Path, key: str = "cases") -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {c["id"]: c for c in (data[key] if key else data)}
+
+
+CURATED_LLM = _by_id(ROOT / "benchmarks" / "data" / "measured_llm.yaml")
+CURATED_MULTI_GPU = _by_id(ROOT / "benchmarks" / "data" / "measured_multi_gpu.yaml", key="")
+LLM_COMPARE = {"allocated": ALLOCATED, "allocated+context": ALLOCATED_CONTEXT, "reserved": RESERVED, "weights": WEIGHTS}
+
+WHOLE_RUN_RESERVED = "reserved peak of a whole run (evaluation included) with variable-length batches"
+
+NOT_EXPRESSIBLE = {
+    "peft-mc-lora--llama-3.2-3B-rank32-lorafa": "LoRA-FA (frozen A matrices, a PEFT optimizer) is not a spec key",
+    "peft-docs-llama2-70b-qlora-": "LoRA/QLoRA training together with `parallel` (ZeRO-3, FSDP) is not modelled",
+    "-ds-offload": "DeepSpeed ZeRO-3 parameter offload of a LoRA run is not modelled",
+    "peft-readme-ds-zero3-offload-log": "DeepSpeed ZeRO-3 parameter offload of a LoRA run is not modelled",
+    "peft-readme-sd14-": "latent diffusion (a UNet, a VAE and a text encoder) is not a model family",
+    "hf-perf-bert-large-load-context-only": "the CUDA context alone: the context the V100 cases use as input",
+    "-longprompt-": "the prompt length is not stated (only the eager/flash difference is usable)",
+    "accelerate-bmi-GPT-NeoX-20B-float32": "weights also offloaded to disk, by an amount the source does not state",
+    "accelerate-bmi-OPT-30B-float32": "weights also offloaded to disk, by an amount the source does not state",
+}
+
+
+def usable_bytes(record: dict[str, Any]) -> tuple[int, list[str]]:
+    """The driver total of the run's card, else its nominal capacity (stated as an input)."""
+    gpu = record["gpu"]
+    if gpu.get("vram_usable_bytes"):
+        return gpu["vram_usable_bytes"], []
+    return gpu["vram_bytes"], ["card memory: the nominal capacity (the driver total is not stated)"]
+
+
+def case_for(record: dict[str, Any]) -> Case | NotExpressible:
+    """The spec of one measured.yaml record, or why none describes the run."""
+    rid = record["id"]
+    for marker, reason in NOT_EXPRESSIBLE.items():
+        if marker in rid:
+            return NotExpressible(reason)
+    if record["kind"] == "training_peft":
+        method = record["workload"]["peft"]["method"] if "peft" in record["workload"] else "DoRA"
+        return NotExpressible(f"PEFT adapter {method}: vramcalc models LoRA adapters only")
+    if rid in CURATED_LLM:
+        return _curated_llm(CURATED_LLM[rid])
+    if rid in CURATED_MULTI_GPU:
+        return _multi_gpu(CURATED_MULTI_GPU[rid])
+    if rid.startswith("hf-perf-bert-large"):
+        return _bert_large_v100(record)
+    for prefix, build in BUILDERS.items():
+        if rid.startswith(prefix):
+            return build(record)
+    return NotExpressible("no spec mapping for this source")
+
+
+def _curated_llm(case: dict[str, Any]) -> Case:
+    spec = {"name": case["id"], **case["spec"]}
+    if case["compare"] == "reserved":
+        return Case(spec, RESERVED, list(case.get("inferred", [])), bound=WHOLE_RUN_RESERVED)
+    if case["compare"] == "kv_tokens":
+        return Case(
+            spec, KV_TOKENS, list(case.get("inferred", [])), case.get("hopper_or_newer", True), case.get("usable_bytes")
+        )
+    return Case(spec, LLM_COMPARE[case["compare"]], list(case.get("inferred", [])))
+
+
+def _multi_gpu(case: dict[str, Any]) -> Case | NotExpressible:
+    reason = parallel_accuracy.comparability(case)
+    if reason:
+        return NotExpressible("torchtitan's op-level selective checkpointing is not vramcalc's `selective`")
+    spec, inferred = parallel_accuracy.case_spec(case)
+    quantity = case["measured"]["quantity"]
+    if quantity in ("fits", "oom"):
+        spec["overhead"] = {"cuda_context": f"{V100_CONTEXT}B"}
+        return Case(spec, LABEL, inferred, usable_bytes=case["gpu"]["vram_usable_bytes"])
+    if quantity == "peak_allocated":  # Megatron-LM: only memory_allocated after the step is stated
+        return Case(spec, STATIC, inferred)
+    return Case(spec, RESERVED, inferred)
+
+
+def _bert_large_v100(record: dict[str, Any]) -> Case:
+    if record["workload"]["mode"] == "load":
+        spec = accuracy.measured_spec(
+            {
+                **record,
+                "workload": {
+                    **record["workload"],
+                    "batch_size": 1,
+                    "seq_len": 512,
+                    "optimizer": "adamw",
+                    "gradient_checkpointing": False,
+                    "attention": "eager",
+                },
+            },
+            V100_CONTEXT,
+        )
+        spec["workload"] = {"mode": "inference", "batch_size": 1, "seq_len": 1, "precision": "fp32"}
+        return Case(spec, WEIGHTS_CONTEXT, [])
+    spec = accuracy.measured_spec(record, V100_CONTEXT)
+    del spec["overhead"]["allocator_reserve"]  # the reserve model decides, as for any spec
+    return Case(spec, NVML, [], hopper_or_newer=False)
+
+
+def _sdpa_table(record: dict[str, Any]) -> Case:
+    """HF SDPA benchmark tables (transformers model docs, 2024): fp16 weights; training is forward +
+    ``logits.sum().backward()`` without an optimizer (``model.train()``: dropout on); generation is
+    ``generate`` after a ``seq_len``-token prompt; BERT inference is one forward."""
+    w, m = record["workload"], record["model"]
+    preset = {"opt": "opt-350m", "gpt-neox": "pythia-410m", "bert": "bert-base-uncased"}[m["arch"]]
+    model: dict[str, Any] = {"preset": preset}
+    inferred: list[str] = []
+    workload: dict[str, Any] = {"batch_size": w["batch_size"], "precision": "fp16", "attention": w["attention"]}
+    if m["arch"] == "bert":
+        model["head"] = "lm"
+        inferred.append("head: BertForMaskedLM (not stated)")
+    if w["mode"] == "fwd_bwd":
+        workload |= {"mode": "train", "seq_len": w["seq_len"], "optimizer": "none"}
+    elif w["mode"] == "forward":
+        workload |= {"mode": "inference", "seq_len": w["seq_len"]}
+    else:
+        workload |= {
+            "mode": "inference",
+            "prompt_len": w["seq_len"],
+            "max_new_tokens": SDPA_NEW_TOKENS,
+            "runtime": "hf-legacy",
+        }
+        inferred += [
+            f"max_new_tokens {SDPA_NEW_TOKENS} (not stated)",
+            "runtime hf-legacy (transformers of early 2024: full-vocabulary fp32 logits at prefill)",
+        ]
+    spec = {"name": record["id"], "model": model, "workload": workload}
+    if record["kind"] == "fit_oom":
+        usable, note = usable_bytes(record)
+        return Case(spec, LABEL, inferred + note, usable_bytes=usable)
+    return Case(spec, ALLOCATED, inferred, hopper_or_newer=False)
+
+
+def _hf_benchmark(record: dict[str, Any]) -> Case:
+    """transformers 2.11 PyTorchBenchmark: BertModel (no head) forward in fp32 under no_grad; NVML used."""
+    m, w = record["model"], record["workload"]
+    model = {
+        "architecture": "encoder",
+        "layers": m["layers"],
+        "hidden_size": m["hidden_size"],
+        "heads": m["heads"],
+        "ffn_size": m["ffn_size"],
+        "vocab_size": m["vocab_size"],
+        "head": "none",
+        "pooler": True,
+    }
+    workload = {
+        "mode": "inference",
+        "batch_size": w["batch_size"],
+        "seq_len": w["seq_len"],
+        "precision": "fp32",
+        "attention": "eager",
+    }
+    spec = {
+        "name": record["id"],
+        "model": model,
+        "workload": workload,
+        "overhead": {"cuda_context": f"{TITAN_RTX_CONTEXT}B"},
+    }
+    return Case(spec, NVML, ["CUDA context 1 GiB ('about 1 GB', PyTorch 1.4 on a TITAN RTX)"], hopper_or_newer=False)
+
+
+def _accelerate_load(record: dict[str, Any]) -> Case:
+    """accelerate big-model inference: weights placed over two GPUs, the rest on the CPU (stated)."""
+    preset = {"gpt-j": "gpt-j-6b", "gpt-neox": "gpt-neox-20b", "opt": "opt-30b"}.get(record["model"]["arch"])
+    model = {"preset": preset} if preset else _shaped("t5-v1.1-base", record["model"])
+    precision = record["workload"]["precision"]
+    spec = {
+        "name": record["id"],
+        "model": model,
+        "workload": {"mode": "inference", "batch_size": 1, "seq_len": 1, "precision": precision},
+    }
+    offload = next((a["value_bytes"] for a in record["measured"].get("also", []) if a["quantity"] == "cpu_offload"), 0)
+    return Case(spec, WEIGHTS, ["weights less the stated CPU offload"], offload_bytes=offload)
+
+
+def _shaped(preset: str, m: dict[str, Any]) -> dict[str, Any]:
+    """A catalog model of the same family (its norm, MLP, positions) with the record's own shape."""
+    keys = ("layers", "hidden_size", "heads", "ffn_size", "vocab_size", "tie_embeddings")
+    model = {"preset": preset} | {k: m[k] for k in keys}
+    if preset.startswith("t5"):  # as many decoder layers as encoder layers (T5 / mT5 configs)
+        model["decoder_layers"] = m["layers"]
+    return model
+
+
+#: T0 / mT0 are T5-v1.1 / mT5 checkpoints (gated GELU, RMS norm, relative positions, untied head);
+#: BLOOMZ is BLOOM. The shapes are the records' (from the public config.json files).
+FAMILY_PRESETS = {"t5": "t5-v1.1-base", "mt5": "t5-v1.1-base", "bloom": "bloom-560m"}
+
+
+def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
+    """PEFT README (Dec 2022): fp32 weights, AdamW, batch 8, short tweets padded per batch."""
+    name = record["model"]["hf_id"].split("/")[1]
+    w = record["workload"]
+    workload: dict[str, Any] = {
+        "mode": "train",
+        "batch_size": w["batch_size"],
+        "seq_len": PEFT_EXAMPLE_SEQ,
+        "precision": "fp32",
+        "optimizer": "adamw",
+        "attention": "eager",
+    }
+    inferred = [f"seq_len {PEFT_EXAMPLE_SEQ} (the example scripts' max_length)", *w.get("inferred", [])]
+    if "lora" in w:
+        lora = w["lora"]
+        targets = ["query_key_value"] if name.startswith("bloomz") else lora["targets"]
+        workload["adapter"] = {
+            "rank": lora["rank"],
+            "alpha": lora.get("alpha"),
+            "targets": targets,
+            "dropout": lora.get("dropout", 0.0),
+        }
+    arch = record["model"]["arch"].split()[0].removesuffix("-v1.1")
+    spec = {"name": record["id"], "model": _shaped(FAMILY_PRESETS[arch], record["model"]), "workload": workload}
+    if record["kind"] == "fit_oom":
+        usable, note = usable_bytes(record)
+        return Case(spec, LABEL, inferred + note, usable_bytes=usable)
+    return Case(
+        spec,
+        ALLOCATED,
+        inferred,
+        bound="variable-length batches: the estimate at the cap is an upper bound",
+        bound_is_upper=True,
+    )
+
+
+def _peft_method_comparison(record: dict[str, Any]) -> Case:
+    """PEFT method_comparison on Llama-3.2-3B: bf16, AdamW, batch 4, samples truncated to 768 tokens.
+    The measured peak is the reserved peak over the whole run (evaluation with batch 50 included) with
+    variable-length batches: only a one-sided bound on the training step."""
+    w = record["workload"]
+    workload: dict[str, Any] = {
+        "mode": "train",
+        "batch_size": w["batch_size"],
+        "seq_len": w["seq_len"],
+        "precision": "bf16",
+        "optimizer": "adamw",
+        "attention": "sdpa",
+    }
+    if "lora" in w:
+        lora = w["lora"]
+        workload["adapter"] = {"rank": lora["rank"], "targets": lora["targets"], "alpha": lora.get("alpha")}
+    spec = {"name": record["id"], "model": {"preset": "llama-3.2-3b"}, "workload": workload}
+    return Case(spec, RESERVED, ["attention sdpa (transformers' default)"], bound=WHOLE_RUN_RESERVED)
+
+
+def _megatron_gpt2xl(record: dict[str, Any]) -> Case:
+    """Megatron-LM GPT-2 XL on one H100: bf16 with fp32 main parameters, gradients and Adam (18 B/param)."""
+    m = record["model"]
+    model = {
+        "architecture": "decoder",
+        "layers": m["layers"],
+        "hidden_size": m["hidden_size"],
+        "heads": m["heads"],
+        "ffn_size": m["ffn_size"],
+        "vocab_size": m["vocab_size"],
+        "mlp": "gelu",
+        "norm": "layernorm",
+        "position": "learned",
+        "max_position_embeddings": 1024,
+        "bias": True,
+        "tie_embeddings": True,
+    }
+    workload = {
+        "mode": "train",
+        "batch_size": 1,
+        "seq_len": 1024,
+        "precision": "mixed-bf16",
+        "optimizer": "adam",
+        "attention": "sdpa",
+    }
+    spec = {"name": record["id"], "model": model, "workload": workload}
+    return Case(spec, NVML, ["attention: a fused kernel (not stated)", "CUDA context: vramcalc's default"])
+
+
+def _vllm_405b_fp8(record: dict[str, Any]) -> Case:
+    """Meta-Llama-3.1-405B-Instruct-FP8 in vLLM, TP 8: every block's attention and the first and last
+    blocks' MLPs stay bf16 (the checkpoint's modules_to_not_convert); weights of one rank."""
+    skip = ["attention", {"layers": [0, 0], "modules": ["mlp"]}, {"layers": [125, 125], "modules": ["mlp"]}]
+    spec = {
+        "name": record["id"],
+        "model": {"preset": "llama-3.1-405b"},
+        "workload": {
+            "mode": "inference",
+            "batch_size": 1,
+            "seq_len": 1,
+            "precision": "bf16",
+            "quantization": {"method": "fp8", "skip_modules": skip},
+        },
+        "parallel": {"tensor": 8},
+    }
+    return Case(spec, WEIGHTS, [])
+
+
+BUILDERS = {
+    "vllm-llama31-405b-fp8": _vllm_405b_fp8,
+    "hf-sdpa-": _sdpa_table,
+    "hf-benchmark-bert": _hf_benchmark,
+    "accelerate-bmi-": _accelerate_load,
+    "peft-readme-": _peft_readme,
+    "peft-mc-": _peft_method_comparison,
+    "megatron-gpt2xl": _megatron_gpt2xl,
+}
