@@ -25,9 +25,6 @@ MiB = 2**20
 
 #: CUDA context measured on the V100 with 2022 PyTorch (case hf-perf-bert-large-load-context-only).
 V100_CONTEXT = 1343 * MiB
-#: transformers' PyTorchBenchmark on a TITAN RTX with PyTorch 1.4: "about 1 GB" of CUDA context
-#: (shared/calibration/README.md, nvml_used caveats). Not measured by itself in the set.
-TITAN_RTX_CONTEXT = 1024 * MiB
 #: The HF SDPA generation tables do not state the number of new tokens; the peak is the prefill's
 #: full-vocabulary logits, which the new tokens' KV cache barely moves (about 0.2 MB per token here).
 SDPA_NEW_TOKENS = 100
@@ -86,6 +83,7 @@ CURATED_LLM = _by_id(ROOT / "benchmarks" / "data" / "measured_llm.yaml")
 CURATED_MULTI_GPU = _by_id(ROOT / "benchmarks" / "data" / "measured_multi_gpu.yaml", key="")
 LLM_COMPARE = {"allocated": ALLOCATED, "allocated+context": ALLOCATED_CONTEXT, "reserved": RESERVED, "weights": WEIGHTS}
 
+UNMEASURED_CONTEXT = "NVML used on a stack whose CUDA context is not measured: allocated <= v"
 WHOLE_RUN_RESERVED = "reserved peak of a whole run (evaluation included) with variable-length batches"
 
 NOT_EXPRESSIBLE = {
@@ -213,7 +211,10 @@ def _sdpa_table(record: dict[str, Any]) -> Case:
 
 
 def _hf_benchmark(record: dict[str, Any]) -> Case:
-    """transformers 2.11 PyTorchBenchmark: BertModel (no head) forward in fp32 under no_grad; NVML used."""
+    """transformers 2.11 PyTorchBenchmark: BertModel (no head) forward in fp32 under no_grad; NVML used.
+    The CUDA context of that stack (PyTorch 1.4, TITAN RTX) is not measured in the set: the README's
+    "about 1 GB" cannot be right to the few % a two-sided score needs (the smallest row is 0.98 GiB in
+    all), so the allocated estimate is checked to stay below NVML used."""
     m, w = record["model"], record["workload"]
     model = {
         "architecture": "encoder",
@@ -232,13 +233,8 @@ def _hf_benchmark(record: dict[str, Any]) -> Case:
         "precision": "fp32",
         "attention": "eager",
     }
-    spec = {
-        "name": record["id"],
-        "model": model,
-        "workload": workload,
-        "overhead": {"cuda_context": f"{TITAN_RTX_CONTEXT}B"},
-    }
-    return Case(spec, NVML, ["CUDA context 1 GiB ('about 1 GB', PyTorch 1.4 on a TITAN RTX)"], hopper_or_newer=False)
+    spec = {"name": record["id"], "model": model, "workload": workload}
+    return Case(spec, ALLOCATED, [], hopper_or_newer=False, bound=UNMEASURED_CONTEXT)
 
 
 def _accelerate_load(record: dict[str, Any]) -> Case:

@@ -188,7 +188,7 @@ def print_summary(table: dict[str, dict[str, Any]]) -> None:
         print(
             f"{kind:22} {s['cases']:5} {s['expressible_pct'] or 0:5.1f}% {s['scored']:6} "
             f"{_pct(s['signed_median_pct'], True):>10} {_pct(s['median_abs_pct']):>9} {_pct(s['max_abs_pct']):>9} "
-            f"{s['labels_right']:>3}/{s['labels']:<3} {s['bounds_held']:>3}/{s['bounds']:<3}"
+            f"{s['labels_right']:>3}/{s['labels']:<3} {s['bounds_held']:>3}/{s['bounds']}".rstrip()
         )
 
 
