@@ -20,7 +20,8 @@ from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
-from vramcalc.llm import adapters, bnb, generation, kvcache, moe, quantization, vllm
+from vramcalc.llm import adapters, bnb, generation, kvcache, llamacpp, moe, quantization, vllm
+from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
 
@@ -84,6 +85,8 @@ def llm_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
         return moe_training_phases(work, base, notes), details
+    if is_generation(wl) and runs_llamacpp(wl):
+        return llamacpp_phases(spec, shape, n_params, base, details, notes)
     return inference_phases(spec, shape, tk, dt, base, details, notes)
 
 
@@ -163,6 +166,24 @@ def inference_phases(
         context_tokens=gen.context,
         memory_utilization=gen.memory_utilization,
         non_kv_peak_bytes=non_kv,
+    )
+
+
+def llamacpp_phases(
+    spec: Spec, shape: ModelShape, n_params: int, base: dict[str, int], details: LlmDetails, notes: list[str]
+) -> tuple[Phases, LlmDetails]:
+    """llama.cpp serving a GGUF file (:mod:`vramcalc.llm.llamacpp`): one phase, its buffers allocated once."""
+    if spec.parallel is not None:
+        raise SpecError("workload.runtime: llama.cpp across several GPUs (parallel:) is not modelled")
+    phase, setup = llamacpp.phase(shape, spec.workload, base["parameters"], n_params, notes)
+    per_token = llamacpp.cell_bytes(shape, setup.type_k, setup.type_v) * shape.layers
+    return {"serving": phase}, replace(
+        details,
+        kv_cache_bytes=phase["kv_cache"],
+        kv_cache_bytes_per_token=per_token,
+        kv_block_size=1,
+        context_tokens=setup.n_ctx_seq,
+        non_kv_peak_bytes=phase["parameters"] + phase["temporaries"],
     )
 
 
