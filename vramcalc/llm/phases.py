@@ -70,8 +70,11 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     return wb.total_bytes, info
 
 
-def llm_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -> tuple[Phases, LlmDetails]:
-    """Phases of one step of an LLM workload, and the details for the ``--json`` document."""
+def llm_phases(
+    work: ResolvedWorkload, base: dict[str, int], notes: list[str], card: vllm.Card | None = None
+) -> tuple[Phases, LlmDetails]:
+    """Phases of one step of an LLM workload, and the details for the ``--json`` document; ``card`` is the
+    GPU where one is named (vLLM's batch defaults depend on it)."""
     spec, shape, tk, dt, n_params = work.spec, work.shape, work.tokens, work.dtypes, work.n_params
     wl = spec.workload
     weights, qinfo = _weights(spec, shape, dt, n_params, notes)
@@ -87,7 +90,7 @@ def llm_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -
         return moe_training_phases(work, base, notes), details
     if is_generation(wl) and runs_llamacpp(wl):
         return llamacpp_phases(spec, shape, n_params, base, details, notes)
-    return inference_phases(spec, shape, tk, dt, base, details, notes)
+    return inference_phases(spec, shape, tk, dt, base, details, notes, card)
 
 
 def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
@@ -103,6 +106,7 @@ def inference_phases(
     base: dict[str, int],
     details: LlmDetails,
     notes: list[str],
+    card: vllm.Card | None = None,
 ) -> tuple[Phases, LlmDetails]:
     """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode."""
     wl = spec.workload
@@ -136,7 +140,7 @@ def inference_phases(
     pool = None
     vllm.check_keys(wl, gen.runtime is Runtime.vllm)
     if gen.runtime is Runtime.vllm:
-        non_kv, profile, activations = profile_non_kv_bytes(spec, shape, gen, dt, base, notes)
+        non_kv, profile, activations = profile_non_kv_bytes(spec, shape, gen, dt, base, notes, card)
         per_sequence = decode["kv_cache"] // gen.batch
         pool = kvcache.KvPool(
             gen.memory_utilization,
@@ -188,13 +192,19 @@ def llamacpp_phases(
 
 
 def profile_non_kv_bytes(
-    spec: Spec, shape: ModelShape, gen: generation.Generation, dt: act.Dtypes, base: dict[str, int], notes: list[str]
+    spec: Spec,
+    shape: ModelShape,
+    gen: generation.Generation,
+    dt: act.Dtypes,
+    base: dict[str, int],
+    notes: list[str],
+    card: vllm.Card | None = None,
 ) -> tuple[int, vllm.Profile, int]:
     """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.llm.vllm`):
     weights plus one forward of ``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` dummy
     requests (logits for each request's last token) plus memory outside PyTorch, whatever the number of
     requests the spec serves. Returns the bytes, the engine settings and the profile's activation peak."""
-    profile = vllm.resolve(spec.workload, gen.context, notes)
+    profile = vllm.resolve(spec.workload, gen.context, notes, card)
     tokens, rows = profile.max_num_batched_tokens, profile.requests
     flat = act.Tokens(batch=1, seq=tokens, target=tokens)  # varlen attention: no S x S scores
     head = generation.head_bytes(shape, rows, rows, dt, fp32_copy=True)
