@@ -179,6 +179,7 @@ def llamacpp_phases(
     """llama.cpp serving a GGUF file (:mod:`vramcalc.llm.llamacpp`): one phase, its buffers allocated once."""
     if spec.parallel is not None:
         raise SpecError("workload.runtime: llama.cpp across several GPUs (parallel:) is not modelled")
+    notes[:] = [n for n in notes if not n.startswith("cuBLAS workspace")]  # llama.cpp: no PyTorch cuBLAS handles
     phase, setup = llamacpp.phase(shape, spec.workload, base["parameters"], n_params, notes)
     per_token = llamacpp.cell_bytes(shape, setup.type_k, setup.type_v) * shape.layers
     return {"serving": phase}, replace(
