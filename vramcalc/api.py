@@ -128,7 +128,9 @@ def estimate(
             raise SpecError("reserve: needs a gpu (the reserve is kept free on that card)")
     else:
         budget = _budget(loaded, source, gpu, reserve)
-    result = run_estimate(loaded, hopper_or_newer=budget.hopper_or_newer if budget else True)
+    result = run_estimate(
+        loaded, hopper_or_newer=budget.hopper_or_newer if budget else True, card=budget.card if budget else None
+    )
     if budget is not None:
         from vramcalc.planning.budget import fit_of
 

@@ -103,6 +103,7 @@ class Runtime(StrEnum):
     vllm = "vllm"
     hf = "hf"
     hf_legacy = "hf-legacy"
+    llama_cpp = "llama.cpp"  # GGUF files: KV cache and compute buffer of vramcalc/llm/llamacpp.py
 
 
 class KvCacheDtype(StrEnum):

@@ -5,6 +5,7 @@ and returns its :class:`~vramcalc.core.estimate.Estimate`.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from vramcalc.choices import Architecture, Mode, Precision
 from vramcalc.core.dense import host_bytes, phase_candidates
@@ -18,9 +19,13 @@ from vramcalc.core.workload import (
 )
 from vramcalc.spec.models import Spec, uses_llm_keys
 
+if TYPE_CHECKING:
+    from vramcalc.llm.vllm import Card
 
-def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
-    """Estimate the peak allocated memory of one step of ``spec``."""
+
+def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = None) -> Estimate:
+    """Estimate the peak allocated memory of one step of ``spec``; ``card``: the GPU it is checked on, where
+    one is named (vLLM's default batch sizes depend on it, vramcalc/llm/vllm.py)."""
     if spec.parallel is not None and spec.workload.mode is Mode.inference and uses_llm_keys(spec):
         from vramcalc.parallel.serving import serving_estimate  # serving across GPUs: per rank
 
@@ -49,7 +54,7 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True) -> Estimate:
     if uses_llm_keys(spec):
         from vramcalc.llm import phases as llm
 
-        phases, details = llm.llm_phases(work, base, assumptions)
+        phases, details = llm.llm_phases(work, base, assumptions, card)
         result = assemble(spec, work.n_params, phases, assumptions)
         return dataclasses.replace(result, llm=details, host_bytes=host_bytes(work))
     if wl.mode is Mode.train and wl.optimizer is None:

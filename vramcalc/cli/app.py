@@ -181,7 +181,9 @@ def estimate(
         if reserve is not None and not gpu:
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
         budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
-        result = run_estimate(loaded, hopper_or_newer=budget.hopper_or_newer if budget else True)
+        result = run_estimate(
+            loaded, hopper_or_newer=budget.hopper_or_newer if budget else True, card=budget.card if budget else None
+        )
         fit = None
         if budget is not None:
             from vramcalc.planning.budget import fit_of

@@ -8,7 +8,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramcalc.spec.models import Spec
+from vramcalc.choices import Mode
+from vramcalc.spec.llamacpp import runs_llamacpp
+from vramcalc.spec.models import Spec, is_generation
 from vramcalc.units import MiB
 
 #: CUDA context default: 512 MiB. Lazy module loading (CUDA >= 11.7) keeps it at 0.3-0.6 GiB on
@@ -108,7 +110,16 @@ def overhead_terms(spec: Spec, assumptions: list[str]) -> tuple[int, float]:
         context = DEFAULT_CUDA_CONTEXT
         assumptions.append("CUDA context 512 MiB (outside PyTorch's allocator; set overhead.cuda_context)")
     reserve = spec.overhead.allocator_reserve
-    if reserve is None:
+    if reserve is None and serves_llamacpp(spec):
+        reserve = 0.0
+        assumptions.append("allocator reserve 0: llama.cpp allocates its buffers once, at their exact sizes")
+    elif reserve is None:
         reserve = DEFAULT_ALLOCATOR_RESERVE
         assumptions.append("allocator reserve 12 % of the allocated peak (set overhead.allocator_reserve)")
     return context, reserve
+
+
+def serves_llamacpp(spec: Spec) -> bool:
+    """A generation spec that runs in llama.cpp (vramcalc/llm/llamacpp.py)."""
+    wl = spec.workload
+    return wl.mode is Mode.inference and is_generation(wl) and runs_llamacpp(wl)

@@ -20,7 +20,8 @@ from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
-from vramcalc.llm import adapters, bnb, generation, kvcache, moe, quantization, vllm
+from vramcalc.llm import adapters, bnb, generation, kvcache, llamacpp, moe, quantization, vllm
+from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
 
@@ -69,8 +70,11 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     return wb.total_bytes, info
 
 
-def llm_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -> tuple[Phases, LlmDetails]:
-    """Phases of one step of an LLM workload, and the details for the ``--json`` document."""
+def llm_phases(
+    work: ResolvedWorkload, base: dict[str, int], notes: list[str], card: vllm.Card | None = None
+) -> tuple[Phases, LlmDetails]:
+    """Phases of one step of an LLM workload, and the details for the ``--json`` document; ``card`` is the
+    GPU where one is named (vLLM's batch defaults depend on it)."""
     spec, shape, tk, dt, n_params = work.spec, work.shape, work.tokens, work.dtypes, work.n_params
     wl = spec.workload
     weights, qinfo = _weights(spec, shape, dt, n_params, notes)
@@ -84,7 +88,9 @@ def llm_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
         return moe_training_phases(work, base, notes), details
-    return inference_phases(spec, shape, tk, dt, base, details, notes)
+    if is_generation(wl) and runs_llamacpp(wl):
+        return llamacpp_phases(spec, shape, n_params, base, details, notes)
+    return inference_phases(spec, shape, tk, dt, base, details, notes, card)
 
 
 def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
@@ -100,6 +106,7 @@ def inference_phases(
     base: dict[str, int],
     details: LlmDetails,
     notes: list[str],
+    card: vllm.Card | None = None,
 ) -> tuple[Phases, LlmDetails]:
     """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode."""
     wl = spec.workload
@@ -133,7 +140,7 @@ def inference_phases(
     pool = None
     vllm.check_keys(wl, gen.runtime is Runtime.vllm)
     if gen.runtime is Runtime.vllm:
-        non_kv, profile, activations = profile_non_kv_bytes(spec, shape, gen, dt, base, notes)
+        non_kv, profile, activations = profile_non_kv_bytes(spec, shape, gen, dt, base, notes, card)
         per_sequence = decode["kv_cache"] // gen.batch
         pool = kvcache.KvPool(
             gen.memory_utilization,
@@ -166,14 +173,39 @@ def inference_phases(
     )
 
 
+def llamacpp_phases(
+    spec: Spec, shape: ModelShape, n_params: int, base: dict[str, int], details: LlmDetails, notes: list[str]
+) -> tuple[Phases, LlmDetails]:
+    """llama.cpp serving a GGUF file (:mod:`vramcalc.llm.llamacpp`): one phase, its buffers allocated once."""
+    if spec.parallel is not None:
+        raise SpecError("workload.runtime: llama.cpp across several GPUs (parallel:) is not modelled")
+    notes[:] = [n for n in notes if not n.startswith("cuBLAS workspace")]  # llama.cpp: no PyTorch cuBLAS handles
+    phase, setup = llamacpp.phase(shape, spec.workload, base["parameters"], n_params, notes)
+    per_token = llamacpp.cell_bytes(shape, setup.type_k, setup.type_v) * shape.layers
+    return {"serving": phase}, replace(
+        details,
+        kv_cache_bytes=phase["kv_cache"],
+        kv_cache_bytes_per_token=per_token,
+        kv_block_size=1,
+        context_tokens=setup.n_ctx_seq,
+        non_kv_peak_bytes=phase["parameters"] + phase["temporaries"],
+    )
+
+
 def profile_non_kv_bytes(
-    spec: Spec, shape: ModelShape, gen: generation.Generation, dt: act.Dtypes, base: dict[str, int], notes: list[str]
+    spec: Spec,
+    shape: ModelShape,
+    gen: generation.Generation,
+    dt: act.Dtypes,
+    base: dict[str, int],
+    notes: list[str],
+    card: vllm.Card | None = None,
 ) -> tuple[int, vllm.Profile, int]:
     """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.llm.vllm`):
     weights plus one forward of ``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` dummy
     requests (logits for each request's last token) plus memory outside PyTorch, whatever the number of
     requests the spec serves. Returns the bytes, the engine settings and the profile's activation peak."""
-    profile = vllm.resolve(spec.workload, gen.context, notes)
+    profile = vllm.resolve(spec.workload, gen.context, notes, card)
     tokens, rows = profile.max_num_batched_tokens, profile.requests
     flat = act.Tokens(batch=1, seq=tokens, target=tokens)  # varlen attention: no S x S scores
     head = generation.head_bytes(shape, rows, rows, dt, fp32_copy=True)

@@ -24,9 +24,14 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   XFormers): no S x S scores, so the tokens act as one flat batch.
 * **max_num_batched_tokens default**: V0 without chunked prefill, ``max(max_model_len, 2048)``
   (``SchedulerConfig.__post_init__``, vllm/config.py); V1 (the default engine since 0.8.0) always chunks
-  prefills and takes ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py): 2048 tokens and 256
-  sequences for ``vllm serve`` (OPENAI_API_SERVER) on cards under 70 GiB and A100s. H100-class cards get
-  8192 and 1024 (the offline ``LLM`` class 8192/256 and 16384/1024): give the keys for those.
+  prefills and takes ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py), which depends on the
+  card: for ``vllm serve`` (OPENAI_API_SERVER), 8192 tokens and 1024 sequences where
+  ``current_platform.get_device_total_memory() >= 70 GiB`` and the device name does not contain "a100",
+  else 2048 and 256 (since 0.9.0: vllm-project/vllm#17885 excluded A100s from the 70 GiB rule of #17073).
+  The 0.8 releases gave 8192 tokens by name, to H100 and H200 only (#12369), with 1024 sequences there.
+  Where the card is known (``estimate --gpu``, ``check``, ``fit``) its defaults apply: :class:`Card`,
+  its memory being what PyTorch reports (the driver total less :data:`UNSEEN_BYTES`); else 2048 and 256.
+  The offline ``LLM`` class (8192/256, 16384/1024 on large cards) is not modelled: give the keys for it.
 * **non-torch memory**: on one GPU the published breakdown prints 0.01 GiB (the T4 log above); modelled
   as :data:`NON_TORCH_BYTES` = 0. NCCL buffers and custom all-reduce appear with tensor parallelism.
 * **CUDA graphs**: captured after the KV cache is allocated (``compile_or_warm_up_model`` runs after
@@ -43,7 +48,7 @@ from dataclasses import dataclass
 
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Workload
-from vramcalc.units import MiB
+from vramcalc.units import GiB, MiB
 
 #: The vLLM release assumed when ``versions: {vllm: ...}`` is not given (V1 engine).
 DEFAULT_VERSION = "0.11.0"
@@ -57,12 +62,50 @@ NON_TORCH_BYTES = 0
 V0_MIN_BATCHED_TOKENS = 2048
 #: V1 ``EngineArgs.get_batch_defaults``, OPENAI_API_SERVER on cards under 70 GiB (and A100s).
 V1_SERVE_BATCHED_TOKENS = 2048
+#: ... and on cards of 70 GiB and more (H100, H200, B200, MI300X), with max_num_seqs.
+V1_LARGE_BATCHED_TOKENS, V1_LARGE_MAX_NUM_SEQS = 8192, 1024
+#: The device memory from which vLLM uses the larger defaults (``device_memory >= 70 * GiB_bytes``).
+LARGE_CARD_BYTES = 70 * GiB
+#: First release whose large-card rule is by memory, without A100s (vllm-project/vllm#17885).
+BY_MEMORY_FROM = (0, 9)
 #: max_num_seqs default (V0 ``SchedulerConfig``; V1 ``get_batch_defaults`` on cards under 70 GiB).
 DEFAULT_MAX_NUM_SEQS = 256
 #: The workload keys of vLLM's scheduler and engine.
 VLLM_KEYS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs")
 
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
+
+
+@dataclass(frozen=True)
+class Card:
+    """The GPU vLLM starts on, as ``get_batch_defaults`` sees it: its device name and the total memory
+    PyTorch reports (``torch.cuda.get_device_properties().total_memory``)."""
+
+    name: str
+    total_bytes: int
+
+
+def card_of(name: str, driver_total_bytes: int) -> Card:
+    """A catalog card as vLLM sees it: the total PyTorch reports is the driver's less :data:`UNSEEN_BYTES`."""
+    return Card(name, max(0, driver_total_bytes - UNSEEN_BYTES))
+
+
+def batch_defaults(release: tuple[int, int], card: Card | None) -> tuple[int, int, str]:
+    """V1 ``vllm serve`` defaults (max_num_batched_tokens, max_num_seqs) on ``card``, and why."""
+    small = (V1_SERVE_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS)
+    if card is None:
+        return (*small, "V1 vllm serve's defaults; no card named (--gpu): those of cards under 70 GiB and A100s")
+    name = card.name.lower()
+    if release >= BY_MEMORY_FROM:
+        large = card.total_bytes >= LARGE_CARD_BYTES and "a100" not in name
+        size = f"{card.total_bytes / GiB:.1f} GiB"
+        why = "70 GiB or more, not an A100" if large else "under 70 GiB or an A100"
+        rule = f"V1 vllm serve's defaults on {card.name}: {size}, {why}"
+    else:
+        large = "h100" in name or "h200" in name
+        why = "an H100 or H200" if large else "neither an H100 nor an H200"
+        rule = f"V1 vllm serve's defaults in vLLM 0.8 on {card.name}: {why}"
+    return (V1_LARGE_BATCHED_TOKENS, V1_LARGE_MAX_NUM_SEQS, rule) if large else (*small, rule)
 
 
 @dataclass(frozen=True)
@@ -98,11 +141,13 @@ def check_keys(wl: Workload, is_vllm: bool) -> None:
             raise SpecError(f"workload.{key}: only valid with runtime: vllm")
 
 
-def resolve(wl: Workload, context: int, notes: list[str]) -> Profile:
-    """The engine settings of a vLLM serving spec (defaults noted); ``context`` is the request's length."""
+def resolve(wl: Workload, context: int, notes: list[str], card: Card | None = None) -> Profile:
+    """The engine settings of a vLLM serving spec (defaults noted); ``context`` is the request's length,
+    ``card`` the GPU where one is named (its batch defaults)."""
     versions = wl.versions or {}
     version = versions.get("vllm") or DEFAULT_VERSION
-    engine = "V1" if parse_version(version) >= V1_FROM else "V0"
+    release = parse_version(version)
+    engine = "V1" if release >= V1_FROM else "V0"
     if "vllm" not in versions:
         notes.append(f"vLLM version not given (versions: {{vllm: ...}}): {version} assumed ({engine} engine)")
     max_len = wl.max_model_len if wl.max_model_len is not None else context
@@ -110,19 +155,25 @@ def resolve(wl: Workload, context: int, notes: list[str]) -> Profile:
         notes.append(f"max_model_len not given: {max_len:,} (the request's context)")
     elif context > max_len:
         raise SpecError(f"workload.seq_len: the request's context {context:,} is longer than max_model_len {max_len:,}")
-    tokens = wl.max_num_batched_tokens
-    if tokens is None:
-        if engine == "V0":
+    tokens, seqs = wl.max_num_batched_tokens, wl.max_num_seqs
+    if engine == "V0":
+        if tokens is not None and tokens < max_len:
+            raise SpecError(
+                f"workload.max_num_batched_tokens: {tokens:,} is less than max_model_len {max_len:,} "
+                "(vLLM's V0 engine needs chunked prefill for that, which is not modelled)"
+            )
+        if tokens is None:
             tokens = max(max_len, V0_MIN_BATCHED_TOKENS)
-            rule = "V0 without chunked prefill: max(max_model_len, 2048)"
-        else:
-            tokens = V1_SERVE_BATCHED_TOKENS
-            rule = "V1 vllm serve on a card under 70 GiB; 8192 on H100-class cards, 8192/16384 for the LLM class"
-        notes.append(f"max_num_batched_tokens not given: {tokens:,} ({rule})")
-    elif engine == "V0" and tokens < max_len:
-        raise SpecError(
-            f"workload.max_num_batched_tokens: {tokens:,} is less than max_model_len {max_len:,} "
-            "(vLLM's V0 engine needs chunked prefill for that, which is not modelled)"
-        )
-    seqs = wl.max_num_seqs if wl.max_num_seqs is not None else DEFAULT_MAX_NUM_SEQS
+            notes.append(
+                f"max_num_batched_tokens not given: {tokens:,} (V0 without chunked prefill: max(max_model_len, 2048))"
+            )
+        return Profile(version, engine, max_len, tokens, seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS)
+    default_tokens, default_seqs, rule = batch_defaults(release, card)
+    missing = [f"{key} not given: {value:,}" for key, value, given in (
+        ("max_num_batched_tokens", default_tokens, tokens), ("max_num_seqs", default_seqs, seqs)
+    ) if given is None]  # fmt: skip
+    if missing:
+        notes.append(f"{', '.join(missing)} ({rule})")
+    tokens = tokens if tokens is not None else default_tokens
+    seqs = seqs if seqs is not None else default_seqs
     return Profile(version, engine, max_len, tokens, seqs)

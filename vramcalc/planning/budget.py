@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from vramcalc.core.estimate import Estimate
 from vramcalc.engine import estimate
 from vramcalc.hardware.catalog import GPU
-from vramcalc.llm import kvcache
+from vramcalc.llm import kvcache, vllm
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
@@ -48,6 +48,11 @@ class Budget:
     sharded: bool = False  # ``count`` is the GPU count of the spec's parallel section (figures per GPU)
 
     @property
+    def card(self) -> vllm.Card:
+        """The card as vLLM's batch defaults see it (its name and the total PyTorch reports)."""
+        return vllm.card_of(self.gpu_name, self.usable_bytes)
+
+    @property
     def reserve_bytes(self) -> int:
         return self.reserve.bytes_of(self.usable_bytes)
 
@@ -67,7 +72,7 @@ def budget_for(gpu: GPU, reserve: Reserve = NO_RESERVE, count: int = 1, sharded:
 
 def estimate_on(spec: Spec, budget: Budget) -> Estimate:
     """The estimate for the card's generation (its cuBLAS workspace size)."""
-    return estimate(spec, hopper_or_newer=budget.hopper_or_newer)
+    return estimate(spec, hopper_or_newer=budget.hopper_or_newer, card=budget.card)
 
 
 @dataclass(frozen=True)

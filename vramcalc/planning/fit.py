@@ -26,9 +26,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Mode, Precision
+from vramcalc.core.estimate import Estimate
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.hardware.catalog import GPU
+from vramcalc.llm.vllm import Card
 from vramcalc.parallel.layout import LLM_KEYS, check_supported
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, fit_of, fit_on
 from vramcalc.planning.limits import with_workload
@@ -96,11 +98,20 @@ def fit_cards(
     with the fewest cards of a sharded plan."""
     search = search or ShardSearch(spec)
     count = plan_gpus(spec.parallel) if spec.parallel is not None else 1
-    results = {flag: estimate(spec, hopper_or_newer=flag) for flag in {g.hopper_or_newer for g in gpus}}
     budgets = [budget_for(gpu, reserve, count, spec.parallel is not None) for gpu in gpus]
+    results: dict[tuple[bool, Card | None], Estimate] = {
+        (flag, None): estimate(spec, hopper_or_newer=flag) for flag in {b.hopper_or_newer for b in budgets}
+    }
+    for b in budgets:  # a vLLM serving spec: vLLM's default batch sizes depend on the card
+        plain = results[(b.hopper_or_newer, None)]
+        if plain.llm is not None and plain.llm.kv_pool is not None and (b.hopper_or_newer, b.card) not in results:
+            results[(b.hopper_or_newer, b.card)] = estimate(spec, hopper_or_newer=b.hopper_or_newer, card=b.card)
     # smallest first, older generations first: what one card's search finds bounds the next's (ShardSearch)
     budgets.sort(key=lambda b: (b.hopper_or_newer, b.available_bytes))
-    rows = [_card(budget, fit_of(results[budget.hopper_or_newer], budget), search) for budget in budgets]
+    rows = [
+        _card(b, fit_of(results.get((b.hopper_or_newer, b.card), results[(b.hopper_or_newer, None)]), b), search)
+        for b in budgets
+    ]
     return sorted(rows, key=lambda r: (not r.fits, r.budget.available_bytes * (1 if r.fits else -1), r.budget.gpu_id))
 
 

@@ -43,12 +43,13 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`. With a ``parallel``
     section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
     (:func:`_per_gpu`)."""
-    from vramcalc.choices import Architecture, KvCacheDtype, Mode
+    from vramcalc.choices import Architecture, Mode
     from vramcalc.core.params import active_params
     from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
     from vramcalc.engine import estimate
-    from vramcalc.llm.kvcache import self_attention_layers, shape_bytes_per_token
+    from vramcalc.llm.kvcache import self_attention_layers
+    from vramcalc.llm.llamacpp import bytes_per_token
     from vramcalc.spec.load import load_spec_arg
 
     found = None
@@ -74,9 +75,9 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
         if shape.architecture is Architecture.encoder:
             notes.append("encoder-only model: no KV cache (it does not decode token by token)")
         else:
-            # the KV cache's own bytes per token: MLA's latent, the spec's kv_cache_dtype (vramcalc/llm/kvcache.py)
-            kv_dtype = workload.kv_cache_dtype or KvCacheDtype.auto
-            per_token = shape_bytes_per_token(shape, kv_dtype, DTYPES[workload.precision].compute)
+            # the KV cache's own bytes per token: MLA's latent, the spec's kv_cache_dtype (vramcalc/llm/kvcache.py),
+            # or llama.cpp's cache_type_k / cache_type_v for a spec that runs in llama.cpp (vramcalc/llm/llamacpp.py)
+            per_token = bytes_per_token(shape, workload, DTYPES[workload.precision].compute)
             if shape.sliding_layers(self_attention_layers(shape)):
                 notes.append(
                     "sliding-window layers read at most their window of the context; the KV read below counts "

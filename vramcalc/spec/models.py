@@ -30,6 +30,7 @@ from vramcalc.choices import (
     Runtime,
 )
 from vramcalc.errors import UnitError
+from vramcalc.spec.llamacpp import LLAMACPP_KEYS, CacheType, llamacpp_rules
 from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
@@ -229,6 +230,11 @@ class Workload(SpecSection):
     max_model_len: PositiveCount | None = None
     max_num_batched_tokens: PositiveCount | None = None
     max_num_seqs: PositiveInt | None = None
+    # llama.cpp (vramcalc/llm/llamacpp.py): --cache-type-k, --cache-type-v, --ubatch-size, --flash-attn
+    cache_type_k: CacheType | None = None
+    cache_type_v: CacheType | None = None
+    n_ubatch: PositiveInt | None = None
+    flash_attn: bool | None = None
     versions: dict[str, Annotated[str, Field(min_length=1, max_length=40)]] | None = None
     quantization: QuantizationSpec | None = None
     adapter: AdapterSpec | None = None
@@ -273,7 +279,7 @@ class Workload(SpecSection):
         llm_keys = ("prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size")
         serving = ("memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
         if self.mode is Mode.train:
-            given = [key for key in (*llm_keys, *serving) if getattr(self, key) is not None]
+            given = [key for key in (*llm_keys, *serving, *LLAMACPP_KEYS) if getattr(self, key) is not None]
             if given:
                 raise ValueError(f"{given[0]}: only valid with mode: inference")
         elif self.adapter is not None:
@@ -294,6 +300,7 @@ class Workload(SpecSection):
     @model_validator(mode="after")
     def _technique_rules(self) -> "Workload":
         workload_rules(self)
+        llamacpp_rules(self)
         return self
 
     @field_validator("precision", mode="before")
@@ -364,16 +371,9 @@ class Spec(SpecSection):
 
 #: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).
 GENERATION_KEYS = (
-    "prompt_len",
-    "max_new_tokens",
-    "runtime",
-    "kv_cache_dtype",
-    "kv_block_size",
-    "memory_utilization",
-    "max_model_len",
-    "max_num_batched_tokens",
-    "max_num_seqs",
-)
+    "prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization",
+    "max_model_len", "max_num_batched_tokens", "max_num_seqs", *LLAMACPP_KEYS,
+)  # fmt: skip
 
 
 def is_generation(wl: Workload) -> bool:
