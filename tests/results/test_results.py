@@ -14,7 +14,7 @@ from vramcalc.cli import app
 from vramcalc.engine import estimate
 from vramcalc.hardware import bandwidth as bw
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.planning.budget import budget_for, fit_of
+from vramcalc.planning.budget import budget_for, estimate_on, fit_of
 from vramcalc.planning.check import reserve_for
 from vramcalc.results.bandwidth import BandwidthResult
 from vramcalc.results.check import CheckErrorResult, CheckResult
@@ -68,7 +68,7 @@ def test_estimate_json_is_the_model_dump(config: Path) -> None:
             model = EstimateResult.of(estimate(spec))
         else:
             budget = budget_for(get_gpu(card), reserve_for(spec, None))
-            result = estimate(spec, hopper_or_newer=budget.hopper_or_newer)
+            result = estimate_on(spec, budget)  # the card's generation and, for vLLM, its batch defaults
             model = EstimateResult.of(result, budget, fit_of(result, budget))
         assert text == json.dumps(model.to_dict(), indent=2) + "\n", (config.name, card)  # values and key order
         assert doc == model.to_dict()
