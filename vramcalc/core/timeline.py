@@ -155,6 +155,8 @@ def build_timeline(spec: Spec, estimate: Estimate, *, max_block_points: int = MA
         return phase_timeline(estimate, "one point per phase (no step model for this kind of estimate)")
     if given_techniques(spec.workload):
         return phase_timeline(estimate, "one point per phase (no step model with the workload's training techniques)")
+    if getattr(spec.workload, "adapter", None) is not None or getattr(spec.workload, "quantization", None) is not None:
+        return phase_timeline(estimate, "one point per phase (adapter and quantized-base steps have their own phases)")
     parts = step_parts(spec)
     points = _training_points(estimate, parts, max_block_points)
     if points is None:

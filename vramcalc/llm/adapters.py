@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Attention, Mlp, Optimizer
+from vramcalc.choices import Architecture, Attention, Mlp, Optimizer, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
@@ -31,6 +31,8 @@ from vramcalc.llm import lora_targets
 from vramcalc.spec.llm import AdapterSpec
 
 FP32 = 4
+#: Projection keys of the MLP half of a block.
+MLP_TARGETS = ("gate", "up", "down", "gate_up")
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,16 @@ def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
     return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS)
 
 
+def frozen_mlp_bytes(shape: ModelShape, t: int, dt: act.Dtypes) -> int:
+    """The MLP half of a frozen block: the post-attention norm, the nonlinearity's inputs and outputs; no
+    input of a frozen linear (what backward frees before it reaches the attention)."""
+    n_up = 2 if shape.gated else 1
+    mlp = act.mlp_saved_bytes(shape, t, dt) - act.input_copy_bytes(t, shape.hidden, n_up, dt)
+    if shape.mlp is not Mlp.relu:
+        mlp -= t * shape.ffn * dt.compute  # down_proj's input
+    return frozen_norm_bytes(shape, t, dt) + mlp
+
+
 def frozen_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
     """One block of a frozen base: norms, the attention core (Q, K, V, output, logsumexp or scores),
     the MLP's nonlinearity inputs and outputs, dropout masks; no input of a frozen linear."""
@@ -176,11 +188,8 @@ def frozen_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attent
     attn -= act.input_copy_bytes(t, shape.hidden, 1 if shape.fused_qkv else 3, dt)
     if attention is Attention.eager:
         attn -= t * shape.q_width * c  # the context copy is o_proj's input
-    n_up = 2 if shape.gated else 1
-    mlp = act.mlp_saved_bytes(shape, t, dt) - act.input_copy_bytes(t, shape.hidden, n_up, dt)
-    if shape.mlp is not Mlp.relu:
-        mlp -= t * shape.ffn * c  # down_proj's input
-    return 2 * frozen_norm_bytes(shape, t, dt) + attn + mlp + act.dropout_mask_bytes(shape, t, 2)
+    mlp = frozen_mlp_bytes(shape, t, dt)
+    return frozen_norm_bytes(shape, t, dt) + attn + mlp + act.dropout_mask_bytes(shape, t, 2)
 
 
 def frozen_saved_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
@@ -197,22 +206,69 @@ def frozen_saved_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attent
     return total
 
 
-def backward_transient_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
-    """Gradients alive while autograd runs back through one block (beyond what the block saved).
+def backward_transients(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, dequant: int
+) -> tuple[int, int]:
+    """Gradients alive while autograd runs back through one block (beyond what the block saved), at the
+    MLP and at the attention core: ``(mlp, attention)``.
 
-    MLP: the output gradient (T x h) and the ffn-wide gradients of the product, the activation, up and
-    gate (4 for SwiGLU, 2 otherwise). Attention: eager scores or SDPA's math fallback hold the gradients
-    of the softmax input and output (2 x heads x seq^2); fused kernels dQ, dK, dV, dO and the fp32 dQ
-    accumulator of the flash backward. Measured against the tracer (benchmarks/data/tracer_llm.json).
+    MLP: the output gradient (T x h) and the ffn-wide gradients of the product, the activation and up (3
+    for SwiGLU: the product's backward makes the activation's and up's gradients while its own is alive;
+    up's gradient is consumed before the activation's backward makes gate's), 2 otherwise; plus
+    ``dequant``, a quantized weight dequantized in a linear's backward, beyond the MLP's peak
+    (:func:`vramcalc.llm.bnb.backward_dequant`). Attention: eager scores or
+    SDPA's math fallback hold the gradients of the softmax input and output (2 x heads x seq^2); fused
+    kernels dQ, dK, dV, dO and the fp32 dQ accumulator of the flash backward. Measured against the tracer
+    (benchmarks/data/tracer_llm.json, benchmarks/data/tracer_bnb.json).
     """
     t, c = tk.encoder, dt.compute
-    mlp = t * shape.ffn * c * (4 if shape.gated else 2) + t * shape.hidden * c
+    mlp = t * shape.ffn * c * (3 if shape.gated else 2) + t * shape.hidden * c + dequant
     kernel = act.sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
     if kernel in ("flash", "efficient"):
         attn = t * (2 * shape.q_width + 2 * shape.kv_width) * c + t * shape.q_width * act.FP32
     else:
         attn = 2 * tk.batch * shape.heads * tk.seq * tk.seq * c
-    return max(mlp, attn)
+    return mlp, attn
+
+
+def mlp_lora_bytes(
+    matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float, n_tokens: int, layers: int
+) -> int:
+    """What the adapters of one block's MLP save (:func:`lora_saved_per_token` of the MLP targets)."""
+    mlp = [m for m in matrices if m.name in MLP_TARGETS]
+    return n_tokens * lora_saved_per_token(mlp, rank, a, dt, dropout) // max(1, layers)
+
+
+def backward_block_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, dequant: int, mlp_lora: int = 0
+) -> int:
+    """The block's backward peak beyond everything saved: the MLP's transients with the whole block saved,
+    or the attention's once the MLP half's saved tensors (the frozen MLP's and its adapters', ``mlp_lora``)
+    are freed: backward runs the MLP first (measured with benchmarks/tracer_bnb.py)."""
+    mlp, attn = backward_transients(shape, tk, dt, attention, dequant)
+    return max(mlp, attn - frozen_mlp_bytes(shape, tk.encoder, dt) - mlp_lora)
+
+
+def forward_block_bytes(
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    attention: Attention,
+    method: QuantMethod | None,
+    dequant: int,
+    ckpt: bool,
+) -> int:
+    """The forward's peak inside the last block beyond what is saved. With gradient checkpointing the
+    blocks run without grad (a no-grad block's transients, :func:`vramcalc.llm.generation.block_transient`);
+    otherwise the last ``down_proj`` reads the MLP product that no frozen linear saves (relu's output is
+    saved) and writes its output, with the dequantized 4-bit weight alongside (``dequant``)."""
+    from vramcalc.llm import bnb, generation
+
+    t, c = tk.encoder, dt.compute
+    if ckpt:
+        return generation.block_transient(shape, tk, dt, attention) + bnb.forward_dequant(method, dequant, shape, t, c)
+    product = 0 if shape.mlp is Mlp.relu else t * shape.ffn * c
+    return product + dequant + t * shape.hidden * c
 
 
 def check_supported(shape: ModelShape) -> None:

@@ -121,19 +121,30 @@ def block_inputs(shape: ModelShape, dt: act.Dtypes, norm_out: int, attention: At
     ]
 
 
+#: The projections reading each of :func:`block_inputs`' tensors, in its order.
+INPUT_READERS = (("q", "k", "v", "qkv"), ("o",), ("gate", "up", "gate_up"), ("down",))
+
+
+def lora_reads(targets: set[str], shares: bool) -> tuple[bool, ...]:
+    """For each of :func:`block_inputs`' tensors, whether a LoRA ``lora_A`` saves it as it is (``shares``:
+    no cast, no dropout) because one of ``targets`` reads it (traced: an untargeted linear's input is not
+    saved by any adapter)."""
+    return tuple(shares and any(name in targets for name in readers) for readers in INPUT_READERS)
+
+
 def kept_bytes_per_token(
-    method: QuantMethod, release: Release, inputs: list[LinearInputs], compute: int, lora_shares: bool
+    method: QuantMethod, release: Release, inputs: list[LinearInputs], compute: int, lora_shares: tuple[bool, ...]
 ) -> int:
     """Bytes per token per block that quantized linears keep for backward beyond the frozen base.
 
     4-bit (releases up to 0.43.1): the input cast to the compute dtype, once per tensor when no cast is
     needed (linears on one tensor share it), once per linear when each casts its own copy. int8: the
     input as it arrives (shared by the linears reading it), plus before 0.45 one int8 copy per linear
-    and its fp32 column scales (negligible per token, not counted). ``lora_shares``: LoRA's ``lora_A``
-    already saves the raw input (no cast, no dropout), so a shared reference adds nothing."""
+    and its fp32 column scales (negligible per token, not counted). ``lora_shares``: per input, whether
+    LoRA's ``lora_A`` already saves it raw (:func:`lora_reads`), so a shared reference adds nothing."""
     total = 0
-    for inp in inputs:
-        shared_free = inp.kept or lora_shares
+    for inp, shared in zip(inputs, lora_shares, strict=False):
+        shared_free = inp.kept or shared
         if method in BNB_4BIT:
             if not release.four_bit_keeps_input:
                 continue
@@ -156,7 +167,7 @@ def kept_layer_bytes(
     dt: act.Dtypes,
     norm_out: int,
     attention: Attention,
-    lora_shares: bool,
+    lora_shares: tuple[bool, ...],
 ) -> int:
     """:func:`kept_bytes_per_token` of one block for ``n_tokens`` tokens (decoder blocks; a MoE layer's
     experts are not counted)."""
@@ -166,6 +177,45 @@ def kept_layer_bytes(
     if shape.moe is not None and moe_layers(shape) == shape.layers:
         inputs = inputs[:2]
     return n_tokens * kept_bytes_per_token(method, release, inputs, dt.compute, lora_shares)
+
+
+def beyond_ffn(weight: int, shape: ModelShape, n_tokens: int, act_bytes: int) -> int:
+    """What a weight dequantized inside one linear call adds to the block's activation peak.
+
+    Inside a linear one ffn-wide tensor fewer is alive than at the MLP's own peak (measured with
+    benchmarks/tracer_bnb.py): in a SwiGLU forward, silu and up outputs plus the weight in ``up_proj``
+    against silu, up and their product at the product; in a frozen backward, the activation's and up's
+    gradients plus the weight in ``up_proj``'s backward against the product's, the activation's and up's
+    gradients at the product's backward. So the weight counts only beyond one ``n_tokens x ffn`` activation
+    (``act_bytes`` each). MoE layers (narrower expert MLPs) keep the whole weight."""
+    if shape.moe is not None:
+        return weight
+    return max(0, weight - n_tokens * shape.ffn * act_bytes)
+
+
+def forward_dequant(method: QuantMethod | None, dequant: int, shape: ModelShape, n_tokens: int, act_bytes: int) -> int:
+    """The forward's quantization buffer beyond the activation peak. 4-bit: bitsandbytes 0.50's
+    ``gemm_4bit`` above the custom kernel's token range runs ``_dequant_linear_fallback``
+    (``dequantize_4bit`` then ``F.linear``): the weight at the compute dtype inside the linear
+    (:func:`beyond_ffn`). LLM.int8 (int8 input, int32 product, fp16 result) and other methods: ``dequant``."""
+    if method in BNB_4BIT:
+        return beyond_ffn(dequant, shape, n_tokens, act_bytes)
+    return dequant
+
+
+def backward_dequant(
+    method: QuantMethod | None, dequant: int, weight_elements: int, shape: ModelShape, n_tokens: int, act_bytes: int
+) -> int:
+    """The weight a quantized linear's backward dequantizes, beyond the activation peak
+    (:func:`beyond_ffn`): 4-bit ``MatMul4Bit.backward`` (``dequantize_4bit(B, state)``, the forward's
+    buffer); LLM.int8 ``MatMul8bitLt.backward`` (``state.CB.to(A.dtype, copy=True).mul_(SCB / 127)``: the
+    largest weight at its input's dtype, ``act_bytes``), not the forward's int8 input and int32 product.
+    Other methods: ``dequant``."""
+    if method in BNB_4BIT:
+        return beyond_ffn(dequant, shape, n_tokens, act_bytes)
+    if method is QuantMethod.int8:
+        return beyond_ffn(weight_elements * act_bytes, shape, n_tokens, act_bytes)
+    return dequant
 
 
 def paged_state_note(optimizer_value: str) -> str:

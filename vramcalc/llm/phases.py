@@ -93,9 +93,13 @@ def llm_phases(
     return inference_phases(spec, shape, tk, dt, base, details, notes, card)
 
 
-def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
+def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes, act_bytes: int | None = None) -> int:
+    """The dequantization buffer beyond the block's activation peak (:func:`bnb.forward_dequant`)."""
     q = spec.workload.quantization
-    return quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute) if q is not None else 0
+    if q is None:
+        return 0
+    full = quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute)
+    return bnb.forward_dequant(q.method, full, shape, n_tokens, act_bytes or dt.compute)
 
 
 def inference_phases(
@@ -267,10 +271,17 @@ def adapter_phases(
     adt = kbit.dtypes
     saved, recompute_layer = _adapter_activations(spec, shape, tk, adt, matrices, a, kbit)
     loss = act.loss_bytes(shape, tk, adt)
-    dequant = _dequant(spec, shape, tk.encoder, dt)
-    through = adapters.backward_transient_bytes(shape, tk, adt, wl.attention) + dequant
-    forward = {**live, "activations": saved + loss.saved + loss.forward_transient, "temporaries": dequant}
-    start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries + dequant}
+    q = wl.quantization
+    method = q.method if q is not None else None
+    dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute) if q is not None else 0
+    largest = max((m.out * m.inp for m in quantization.quantized_matrices(shape, q)), default=0) if q else 0
+    back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
+    mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank, a, adt, adapter.dropout, tk.encoder, shape.layers)
+    through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
+    head = loss.saved + loss.forward_transient
+    inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, method, dequant, kbit.checkpointing)
+    forward = {**live, "activations": saved + head, "temporaries": max(0, inside - head)}
+    start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
     block = {**live, "activations": saved + recompute_layer, "temporaries": through}
     end = {**live, "gradients": trainable * a}
     backward = max(start, block, end, key=lambda p: sum(p.values()))
@@ -348,7 +359,8 @@ def _adapter_activations(
     bnb_layer = 0
     q = wl.quantization
     if kbit.release is not None and q is not None:
-        lora_shares = adapter.dropout == 0 and a == dt.compute and not dt.amp
+        shares = adapter.dropout == 0 and a == dt.compute and not dt.amp
+        lora_shares = bnb.lora_reads({m.name for m in matrices}, shares)
         bnb_dt = replace(dt, compute=kbit.bnb_compute)
         bnb_layer = bnb.kept_layer_bytes(
             shape, q.method, kbit.release, tk.encoder, bnb_dt, kbit.norm_out, wl.attention, lora_shares
