@@ -297,25 +297,16 @@ def main(argv: list[str]) -> None:
             n = quantize_linears(model, quant, bool(opts["--double-quant"]), compute, threshold)
             desc += f" + {n} bitsandbytes {quant}{' double-quant' if opts['--double-quant'] else ''} linears"
         if opts["--lora"]:
-            from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
-            from peft.tuners import tuners_utils
+            from peft import prepare_model_for_kbit_training
+            from tracer_llm import with_lora
 
-            tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None
             if not opts["--no-prepare"]:
                 ckpt = not opts["--no-checkpointing"]
                 kwargs = {"use_reentrant": True, "preserve_rng_state": False}  # no CUDA RNG on the fake device
                 model = prepare_model_for_kbit_training(model, ckpt, kwargs, auto_clear_cache=False)
                 desc += " + prepare_model_for_kbit_training" + (" (reentrant checkpointing)" if ckpt else "")
+            model = with_lora(model, opts["--lora"], float(opts["--lora-dropout"] or 0.0))
             rank, targets = opts["--lora"].split(":")
-            names = "all-linear" if targets == "all-linear" else targets.split(",")
-            config = LoraConfig(r=int(rank), lora_alpha=2 * int(rank), target_modules=names,
-                                lora_dropout=float(opts["--lora-dropout"] or 0.0))  # fmt: skip
-            to = torch.nn.Module.to
-            torch.nn.Module.to = lambda self, *args, **kw: self  # everything already sits on the fake device
-            try:
-                model = get_peft_model(model, config)
-            finally:
-                torch.nn.Module.to = to
             desc += f" + LoRA r={rank} {targets}"
         if opts["--cache"]:
             model.config.use_cache = True

@@ -31,6 +31,26 @@ def _take(argv: list[str], flag: str, has_value: bool) -> tuple[list[str], str |
     return argv[:i] + argv[i + 1 + (1 if has_value else 0) :], value
 
 
+def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
+    """``peft.get_peft_model`` with LoRA ``RANK:TARGETS`` (alpha 2 x rank, PEFT's other defaults) on a model
+    whose parameters already sit on the fake CUDA device."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from peft.tuners import tuners_utils
+
+    # adapters are created on the fake device already; module.to() cannot swap fake parameters
+    tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None
+    rank, targets = lora.split(":")
+    names = "all-linear" if targets == "all-linear" else targets.split(",")
+    config = LoraConfig(r=int(rank), lora_alpha=2 * int(rank), target_modules=names, lora_dropout=dropout)
+    to = torch.nn.Module.to
+    torch.nn.Module.to = lambda self, *args, **kw: self  # everything already sits on the fake device
+    try:
+        return get_peft_model(model, config)
+    finally:
+        torch.nn.Module.to = to
+
+
 def main(argv: list[str]) -> None:
     argv, lora = _take(argv, "--lora", True)
     argv, dropout = _take(argv, "--lora-dropout", True)
@@ -48,26 +68,8 @@ def main(argv: list[str]) -> None:
     def build(arch, a, dtype):  # type: ignore[no-untyped-def]
         model, make_batch, desc = original(arch, a, dtype)
         if lora:
-            from peft import LoraConfig, get_peft_model
-            from peft.tuners import tuners_utils
-
-            # adapters are created on the fake device already; module.to() cannot swap fake parameters
-            tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None
-
-            rank, targets = lora.split(":")
-            names = "all-linear" if targets == "all-linear" else targets.split(",")
-            config = LoraConfig(
-                r=int(rank), lora_alpha=2 * int(rank), target_modules=names, lora_dropout=float(dropout or 0.0)
-            )
-            import torch
-
-            to = torch.nn.Module.to
-            torch.nn.Module.to = lambda self, *args, **kw: self  # everything already sits on the fake device
-            try:
-                model = get_peft_model(model, config)
-            finally:
-                torch.nn.Module.to = to
-            desc += f" + LoRA r={rank} {targets}"
+            model = with_lora(model, lora, float(dropout or 0.0))
+            desc += f" + LoRA r={lora.replace(':', ' ')}"
         if cache or all_logits:
             model.config.use_cache = True
 
