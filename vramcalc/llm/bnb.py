@@ -18,6 +18,14 @@ bitsandbytes/optim/optimizer.py) and PEFT's (peft/utils/other.py):
   its fp32 column scales ``SCAt``. From 0.45.0 ``CAt`` is computed only when the weight needs a gradient
   (``int8_double_quant`` vs ``int8_vectorwise_quant``), never for a frozen base. ``subA``, the outlier
   columns above ``threshold`` (6.0), depends on the data and is not counted.
+* **Compute dtype** (``bnb_4bit_compute_dtype``, spec ``quantization.compute_dtype``; transformers'
+  ``BitsAndBytesConfig`` passes float32 when it is not set). ``Linear4bit.set_compute_type``, from 0.41.0
+  to 0.46.x, replaces it by the input's dtype when that is bf16 or fp32 and keeps it for fp16 inputs;
+  from 0.47.0 (``compute_type_is_set = compute_dtype is not None``) a given dtype is kept as it is. A
+  compute dtype other than the input's makes a copy of the input and an output at the compute dtype, cast
+  back; up to 0.49.x ``MatMul4Bit.forward`` runs ``F.dequantize_4bit(B, quant_state).to(A.dtype)``: the
+  weight at its load dtype and then at the compute dtype, both alive; from 0.50.0 ``gemm_4bit``'s
+  fallback dequantizes straight into the compute dtype.
 * **prepare_model_for_kbit_training** (PEFT, ``peft.utils.other``): casts every fp16/bf16 parameter that
   is not 4-bit packed (``Params4bit``) or int8 to fp32 (embeddings, norms, LM head, biases) and, with its
   default ``use_gradient_checkpointing=True``, enables gradient checkpointing with ``use_reentrant=True``
@@ -40,7 +48,9 @@ from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers
 from vramcalc.errors import SpecError
+from vramcalc.llm import quantization
 from vramcalc.spec.llm import BNB_4BIT
+from vramcalc.spec.models import Workload
 
 #: The bitsandbytes release assumed when ``versions: {bitsandbytes: ...}`` is not given.
 DEFAULT_VERSION = "0.50.1"
@@ -48,6 +58,13 @@ DEFAULT_VERSION = "0.50.1"
 FOUR_BIT_DROPS_INPUT = (0, 43, 2)
 #: First release whose MatMul8bitLt skips the column-wise int8 copy of the input for a frozen weight.
 INT8_DROPS_CAT = (0, 45, 0)
+#: ``Linear4bit.set_compute_type`` follows a bf16/fp32 input (commit 412fd0e, "better default compute_dtype").
+SETS_COMPUTE_FROM_INPUT = (0, 41, 0)
+#: A compute dtype given to ``Linear4bit`` is kept (``compute_type_is_set = compute_dtype is not None``).
+KEEPS_GIVEN_COMPUTE = (0, 47, 0)
+#: ``MatMul4Bit`` runs ``torch.ops.bitsandbytes.gemm_4bit``, whose fallback dequantizes into the compute dtype.
+DEQUANTS_TO_COMPUTE = (0, 50, 0)
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 #: ``get_state_buffer``: smaller tensors get ordinary (non-paged) state buffers.
 PAGED_MIN_ELEMENTS = 100_000
 FP32 = 4
@@ -71,6 +88,69 @@ class Release:
     version: str
     four_bit_keeps_input: bool
     int8_keeps_int8_copy: bool
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        return parse_version(self.version)
+
+
+def four_bit_compute(given: str, release: Release, input_dtype: str) -> str:
+    """The dtype ``Linear4bit`` computes in for a given ``bnb_4bit_compute_dtype`` and input dtype."""
+    if SETS_COMPUTE_FROM_INPUT <= release.key < KEEPS_GIVEN_COMPUTE and input_dtype in ("bf16", "fp32"):
+        return input_dtype
+    return given
+
+
+def four_bit_matmul_bytes(
+    out: int, inp: int, n_tokens: int, weight_dtype: str, input_dtype: str, compute: str, release: Release
+) -> int:
+    """Transient bytes of one 4-bit linear over ``n_tokens`` tokens on the dequantizing path: the weight at
+    the compute dtype (and, before 0.50.0, first at its load dtype when that differs), and when the compute
+    dtype is not the input's, the input's copy and the output at the compute dtype."""
+    weight = out * inp * DTYPE_BYTES[compute]
+    if compute != weight_dtype and release.key < DEQUANTS_TO_COMPUTE:
+        weight += out * inp * DTYPE_BYTES[weight_dtype]
+    cast = n_tokens * (inp + out) * DTYPE_BYTES[compute] if compute != input_dtype else 0
+    return weight + cast
+
+
+def compute_note(given: str, release: Release, input_dtype: str, pinned: bool) -> str:
+    used = four_bit_compute(given, release, input_dtype)
+    how = "keeps it" if used == given else f"replaces it by the {input_dtype} input's dtype"
+    version = release.version + ("" if pinned else " (assumed; set versions.bitsandbytes)")
+    return f"quantization.compute_dtype {given}: bitsandbytes {version} {how}; 4-bit linears compute in {used}"
+
+
+def forward_buffer(wl: Workload, shape: ModelShape, n_tokens: int, dt: act.Dtypes, input_bytes: int) -> int:
+    """The forward's transient quantization buffer of the largest linear: with a 4-bit compute dtype
+    given, :func:`four_bit_matmul_bytes` for inputs of ``input_bytes``; else the weight dequantized to
+    the compute dtype (:func:`vramcalc.llm.quantization.dequant_buffer_bytes`)."""
+    q = wl.quantization
+    assert q is not None
+    if q.compute_dtype is None or n_tokens <= 1:
+        return quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute)
+    release = resolve(wl.versions, [])
+    inp = dtype_name(wl.precision.value, input_bytes)
+    largest = max(quantization.quantized_matrices(shape, q), key=lambda m: m.out * m.inp)
+    weight = dtype_name(wl.precision.value, dt.param)
+    compute = four_bit_compute(q.compute_dtype, release, inp)
+    return four_bit_matmul_bytes(largest.out, largest.inp, n_tokens, weight, inp, compute, release)
+
+
+def compute_bytes(wl: Workload, release: Release | None, input_bytes: int, default: int | None = None) -> int:
+    """Bytes of the dtype 4-bit linears compute in for inputs of ``input_bytes``: ``quantization.compute_dtype``
+    as the release applies it, else ``default`` (the model's compute dtype)."""
+    q = wl.quantization
+    if q is None or q.compute_dtype is None or release is None:
+        return input_bytes if default is None else default
+    return DTYPE_BYTES[four_bit_compute(q.compute_dtype, release, dtype_name(wl.precision.value, input_bytes))]
+
+
+def dtype_name(precision: str, n_bytes: int) -> str:
+    """``fp32`` for 4-byte tensors, else the 16-bit dtype of a precision (``bf16``, ``amp-bf16`` -> bf16)."""
+    if n_bytes == FP32:
+        return "fp32"
+    return "bf16" if "bf16" in precision else "fp16"
 
 
 def resolve(versions: dict[str, str] | None, notes: list[str]) -> Release:

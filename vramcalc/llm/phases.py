@@ -55,6 +55,11 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     else:
         notes.append(f"quantization {quantization.describe(q)}")
         notes.append(quantization.kept_line(shape, q, wb.kept_params, spec.workload.precision.value))
+        if q.compute_dtype is not None:
+            release = bnb.resolve(spec.workload.versions, [])
+            given = (spec.workload.versions or {}).get("bitsandbytes") is not None
+            inp = bnb.dtype_name(spec.workload.precision.value, dt.compute)
+            notes.append(bnb.compute_note(q.compute_dtype, release, inp, given))
     info: dict[str, Any] = {
         "method": q.method.value,
         "bits_per_weight": round(wb.bits_per_quantized_weight, 4),
@@ -98,7 +103,7 @@ def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes, act_b
     q = spec.workload.quantization
     if q is None:
         return 0
-    full = quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute)
+    full = bnb.forward_buffer(spec.workload, shape, n_tokens, dt, dt.compute)
     return bnb.forward_dequant(q.method, full, shape, n_tokens, act_bytes or dt.compute)
 
 
@@ -276,6 +281,8 @@ def adapter_phases(
     dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute) if q is not None else 0
     largest = max((m.out * m.inp for m in quantization.quantized_matrices(shape, q)), default=0) if q else 0
     back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
+    if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
+        dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)
     mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank, a, adt, adapter.dropout, tk.encoder, shape.layers)
     through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
     head = loss.saved + loss.forward_transient
@@ -322,7 +329,7 @@ def _kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes: list[
             notes.append("adapter.prepare_kbit not given: true (PEFT prepare_model_for_kbit_training on a k-bit base)")
     full = wl.gradient_checkpointing is Checkpointing.full
     if not prepare:
-        return Kbit(False, full, 0, dt, release, max(dt.param, dt.residual), dt.compute)
+        return Kbit(False, full, 0, dt, release, max(dt.param, dt.residual), bnb.compute_bytes(wl, release, dt.compute))
     kept = int(qinfo["kept_params"]) if qinfo is not None else 0
     upcast = kept * (act.FP32 - dt.param) if dt.param < act.FP32 else 0
     ckpt = full
@@ -338,7 +345,7 @@ def _kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes: list[
         )
     )
     adt = act.Dtypes(param=act.FP32, compute=dt.compute if dt.amp else act.FP32, residual=act.FP32, amp=dt.amp)
-    return Kbit(True, ckpt, upcast, adt, release, act.FP32, dt.compute)
+    return Kbit(True, ckpt, upcast, adt, release, act.FP32, bnb.compute_bytes(wl, release, adt.compute, dt.compute))
 
 
 def _adapter_activations(

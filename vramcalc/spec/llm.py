@@ -68,6 +68,8 @@ class QuantizationSpec(SpecSection):
     group_size: Annotated[int, Field(strict=True, ge=-1, le=1 << 20)] | None = None
     double_quant: bool | None = None
     block_size: Annotated[int, Field(strict=True, gt=0, le=4096)] | None = None
+    #: bitsandbytes 4-bit only: ``bnb_4bit_compute_dtype`` (vramcalc/llm/bnb.py); None: the model's dtype.
+    compute_dtype: Literal["fp16", "bf16", "fp32"] | None = None
     #: GGUF only: llama-quantize's --output-tensor-type, --token-embedding-type and --imatrix.
     output_tensor_type: GgmlTypeName | None = None
     token_embedding_type: GgmlTypeName | None = None
@@ -99,6 +101,8 @@ class QuantizationSpec(SpecSection):
             raise ValueError("group_size: must be positive, or -1 for one group per input row")
         if (self.double_quant is not None or self.block_size is not None) and not bnb4:
             raise ValueError("double_quant: only for the bitsandbytes 4-bit methods nf4 and fp4")
+        if self.compute_dtype is not None and not bnb4:
+            raise ValueError("compute_dtype: only for the bitsandbytes 4-bit methods nf4 and fp4")
         gguf_keys = (self.output_tensor_type, self.token_embedding_type, self.imatrix)
         if any(k is not None for k in gguf_keys) and self.method not in GGUF:
             raise ValueError(
