@@ -92,6 +92,27 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
         "--batch 1 --seq 1 --dtype bf16 --optimizer none --mode infer --quant nf4 --double-quant",
         {"mode": "inference", "batch_size": 1, "seq_len": 1, "precision": "bf16", "quantization": NF4_DQ},
     ),
+    # an fp16 model with bnb_4bit_compute_dtype=float32 (transformers' BitsAndBytesConfig default)
+    (
+        "infer-fp4-fp16-fp32compute-forward-b4-s512",
+        "--batch 4 --seq 512 --dtype fp16 --optimizer none --mode infer --quant fp4 --compute-dtype fp32",
+        {"mode": "inference", "batch_size": 4, "seq_len": 512, "precision": "fp16",
+         "quantization": {"method": "fp4", "double_quant": False, "compute_dtype": "fp32"}},
+    ),
+    (
+        "infer-nf4-dq-fp16-fp32compute-prefill-last-b2-s2048",
+        "--batch 2 --seq 2048 --dtype fp16 --optimizer none --mode infer --quant nf4 --double-quant --cache "
+        "--compute-dtype fp32",
+        {"mode": "inference", "batch_size": 2, "seq_len": 2048, "precision": "fp16", "runtime": "hf",
+         "quantization": {**NF4_DQ, "compute_dtype": "fp32"}},
+    ),
+    (
+        "qlora-nf4-dq-fp16-fp32compute-all-prepare-b2-s1024",
+        "--batch 2 --seq 1024 --dtype fp16 --optimizer adamw --mode train --quant nf4 --double-quant "
+        "--lora 16:all-linear --compute-dtype fp32",
+        {"mode": "train", "batch_size": 2, "seq_len": 1024, "precision": "fp16", "optimizer": "adamw",
+         "quantization": {**NF4_DQ, "compute_dtype": "fp32"}, "adapter": {"rank": 16, "targets": "all-linear"}},
+    ),
     (
         "infer-int8-prefill-last-b2-s2048",
         "--batch 2 --seq 2048 --dtype bf16 --optimizer none --mode infer --quant int8 --cache",

@@ -40,14 +40,15 @@ def test_compute_dtype_by_release(version: str, given: str, input_dtype: str, us
 
 def test_matmul_bytes_by_hand() -> None:
     # weight 8 x 4 = 32 elements, 3 tokens, fp16 weight and input, fp32 compute:
-    # 0.41.1: weight at fp16 (64 B) and at fp32 (128 B); input copy 3 x 4 x 4 = 48 B, output 3 x 8 x 4 = 96 B
-    assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "fp32", release("0.41.1")) == 64 + 128 + 48 + 96
+    # 0.41.1: weight at fp16 (64 B) and at fp32 (128 B); input copy 3 x 4 x 4 = 48 B and output 3 x 8 x 4 = 96 B
+    # at fp32, less the 16-bit tensor of the wider side the cast output stands in for, 3 x 8 x 2 = 48 B
+    assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "fp32", release("0.41.1")) == 64 + 128 + 48 + 96 - 48
     # 0.50.1 dequantizes straight into fp32: no fp16 weight
-    assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "fp32", release("0.50.1")) == 128 + 48 + 96
+    assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "fp32", release("0.50.1")) == 128 + 48 + 96 - 48
     # compute at the input's and weight's dtype: the weight only
     assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "fp16", release("0.41.1")) == 64
-    # bf16 compute on an fp16 model: a 2-byte copy is still a copy
-    assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "bf16", release("0.41.1")) == 64 + 64 + 24 + 48
+    # bf16 compute on an fp16 model: a 2-byte copy is still a copy (3 x 12 x 2 - 3 x 8 x 2 = 24 B)
+    assert bnb.four_bit_matmul_bytes(8, 4, 3, "fp16", "fp16", "bf16", release("0.41.1")) == 64 + 64 + 24
 
 
 TINY = {"architecture": "decoder", "layers": 2, "hidden_size": 64, "heads": 4, "ffn_size": 256, "mlp": "swiglu",
@@ -69,12 +70,12 @@ def test_prefill_buffer_with_an_fp32_compute_dtype() -> None:
     # 8 x 256 x 2 = 4,096 B comes off the buffer.
     # Model dtype: 16,384 x 2 = 32,768 B -> 28,672 B.
     assert prefill_temporaries("nf4") == 32_768 - 4_096
-    # fp32 on 0.41.1 with fp16 inputs (kept): weight 16,384 x (2 + 4) = 98,304 B, input copy and output at
-    # fp32 8 x (64 + 256) x 4 = 10,240 B: 108,544 B -> 104,448 B.
+    # fp32 on 0.41.1 with fp16 inputs (kept): weight 16,384 x (2 + 4) = 98,304 B; input copy and output at
+    # fp32 8 x (64 + 256) x 4 = 10,240 B less the 8 x 256 fp16 output they stand in for, 4,096 B.
     fp32 = {"method": "nf4", "compute_dtype": "fp32"}
-    assert prefill_temporaries(fp32, {"bitsandbytes": "0.41.1"}) == 98_304 + 10_240 - 4_096
-    # 0.50.1: the weight once, at fp32: 65,536 + 10,240 - 4,096
-    assert prefill_temporaries(fp32, {"bitsandbytes": "0.50.1"}) == 65_536 + 10_240 - 4_096
+    assert prefill_temporaries(fp32, {"bitsandbytes": "0.41.1"}) == 98_304 + 10_240 - 4_096 - 4_096
+    # 0.50.1: the weight once, at fp32
+    assert prefill_temporaries(fp32, {"bitsandbytes": "0.50.1"}) == 65_536 + 10_240 - 4_096 - 4_096
 
 
 def test_compute_dtype_is_stated() -> None:
