@@ -88,9 +88,6 @@ WHOLE_RUN_RESERVED = "reserved peak of a whole run (evaluation included) with va
 
 NOT_EXPRESSIBLE = {
     "peft-mc-lora--llama-3.2-3B-rank32-lorafa": "LoRA-FA (frozen A matrices, a PEFT optimizer) is not a spec key",
-    "peft-docs-llama2-70b-qlora-": "LoRA/QLoRA training together with `parallel` (ZeRO-3, FSDP) is not modelled",
-    "-ds-offload": "DeepSpeed ZeRO-3 parameter offload of a LoRA run is not modelled",
-    "peft-readme-ds-zero3-offload-log": "DeepSpeed ZeRO-3 parameter offload of a LoRA run is not modelled",
     "peft-readme-sd14-": "latent diffusion (a UNet, a VAE and a text encoder) is not a model family",
     "hf-perf-bert-large-load-context-only": "the CUDA context alone: the context the V100 cases use as input",
     "-longprompt-": "the prompt length is not stated (only the eager/flash difference is usable)",
@@ -278,6 +275,7 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
         "attention": "eager",
     }
     inferred = [f"seq_len {PEFT_EXAMPLE_SEQ} (the example scripts' max_length)", *w.get("inferred", [])]
+    parallel = w.get("parallelism")
     if "lora" in w:
         lora = w["lora"]
         targets = ["query_key_value"] if name.startswith("bloomz") else lora["targets"]
@@ -289,6 +287,10 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
         }
     arch = record["model"]["arch"].split()[0].removesuffix("-v1.1")
     spec = {"name": record["id"], "model": _shaped(FAMILY_PRESETS[arch], record["model"]), "workload": workload}
+    if parallel is not None:  # DeepSpeed ZeRO-3 with parameters and optimizer offloaded to the CPU, one GPU
+        offload = {"params": parallel["offload_param"], "optimizer": parallel["offload_optimizer"]}
+        spec["parallel"] = {"gpus": w["num_gpus"], "zero": parallel["zero_stage"], "offload": offload}
+        inferred.append("DeepSpeed 0.8 defaults: reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7 elements")
     if record["kind"] == "fit_oom":
         usable, note = usable_bytes(record)
         return Case(spec, LABEL, inferred + note, usable_bytes=usable)
@@ -299,6 +301,43 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
         bound="variable-length batches: the estimate at the cap is an upper bound",
         bound_is_upper=True,
     )
+
+
+def _peft_qlora_2gpu(record: dict[str, Any]) -> Case:
+    """PEFT docs "DeepSpeed" / "FSDP" QLoRA of Llama-2-70B on 2 GPUs (peft examples/sft, TRL SFTTrainer):
+    nf4 with double quantization stored as bf16, the model loaded in bf16, LoRA r 8 / alpha 16 / dropout 0.1
+    on all linears, 2 packed sequences of 2048 tokens per GPU, flash-attention-2, gradient checkpointing."""
+    w = record["workload"]
+    lora, par = w["lora"], w["parallelism"]
+    workload: dict[str, Any] = {
+        "mode": "train",
+        "batch_size": w["batch_size"],
+        "seq_len": w["seq_len"],
+        "precision": "bf16",
+        "attention": "sdpa",
+        "gradient_checkpointing": "full",
+        "optimizer": "adamw",
+        "quantization": {"method": "nf4", "double_quant": True, "quant_storage": "bf16"},
+        "adapter": {"rank": lora["rank"], "alpha": lora["alpha"], "dropout": lora["dropout"], "targets": "all-linear"},
+    }
+    if par["strategy"] == "fsdp":
+        offload = par.get("offload_params", "none")
+        parallel = {"gpus": w["num_gpus"], "fsdp": "full_shard", "offload": {"params": offload, "optimizer": offload}}
+    else:
+        parallel = {"gpus": w["num_gpus"], "zero": par["zero_stage"]}
+    spec = {"name": record["id"], "model": {"preset": "llama-2-70b"}, "workload": workload, "parallel": parallel}
+    inferred = [
+        "the per-GPU figure read as device memory (the docs do not say how it was measured)",
+        "attention sdpa with a flash kernel for flash-attention-2 (both save no score matrix)",
+        "precision bf16 (torch_dtype = the quant storage dtype, bf16, in peft examples/sft)",
+        "bitsandbytes 0.50.1 (the docs require >= 0.43.3)",
+        "packed sequences counted as full 2048-token rows (packing fills them)",
+        "CUDA context: vramcalc's default; an Ampere-class GPU (pre-Hopper cuBLAS workspace)",
+        "gradient accumulation 2 adds nothing beyond the adapters' gradients (kept between micro-batches)",
+    ]
+    if par["strategy"] == "deepspeed":
+        inferred.append("DeepSpeed defaults: reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7 elements")
+    return Case(spec, NVML, inferred, hopper_or_newer=False)
 
 
 def _peft_method_comparison(record: dict[str, Any]) -> Case:
@@ -375,6 +414,7 @@ BUILDERS = {
     "hf-benchmark-bert": _hf_benchmark,
     "accelerate-bmi-": _accelerate_load,
     "peft-readme-": _peft_readme,
+    "peft-docs-llama2-70b-qlora-": _peft_qlora_2gpu,
     "peft-mc-": _peft_method_comparison,
     "megatron-gpt2xl": _megatron_gpt2xl,
 }

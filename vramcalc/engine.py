@@ -31,7 +31,13 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
 
         phases, n_params, assumptions, ranked, details = serving_estimate(spec, hopper_or_newer=hopper_or_newer)
         return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
-    if spec.parallel is not None or spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
+    wl = spec.workload
+    if spec.parallel is not None and wl.mode is Mode.train and (wl.adapter or wl.quantization) is not None:
+        from vramcalc.parallel.lora import adapter_rank_estimate  # LoRA / QLoRA across GPUs: per rank
+
+        phases, n_params, assumptions, ranked, details = adapter_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
+        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
+    if spec.parallel is not None or wl.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
         from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank
 
         phases, n_params, assumptions, ranked = per_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
@@ -43,7 +49,6 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
         return assemble(spec, n_params, phases, assumptions)
     work = resolve_workload(spec)
     assumptions = [*work.notes, *technique_notes(spec.workload)]
-    wl = spec.workload
     base = {
         "parameters": work.n_params * work.dtypes.param,
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(spec), work.dtypes.param),

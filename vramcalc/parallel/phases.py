@@ -182,7 +182,7 @@ def _state_parts(
     uses_bucket = plan.framework is Framework.deepspeed and (plan.stage >= 1 or plan.data * plan.context > 1)
     bucket = plan.reduce_bucket * lay.working if uses_bucket else 0
     return {
-        "params": 0 if plan.offload_params else ceil_div(lay.param * n, _div(plan, 3)),
+        "params": 0 if plan.offload_params else ceil_div(lay.param * n, shard_div(plan, 3)),
         "states": 0 if plan.offload_optimizer else states,
         "grads_persistent": persistent,
         "grads_stored": stored,
@@ -203,7 +203,7 @@ def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, der
     dt = DTYPES[wl.precision]
     local = tp_local(shape, plan.tensor)
     acts = stage_activations(spec, shape, plan, stage)
-    if _params_sharded(plan):  # autocast caches copies of the gathered units only
+    if params_sharded(plan):  # autocast caches copies of the gathered units only
         copies = _gathered(plan, layout(wl.precision, plan.framework, plan.fp32_grads, dt.param), shape, 0)[2]
     else:
         copies = linear_weight_params(local) * derived // count_params(local)
@@ -232,13 +232,13 @@ def _early_grads(plan: Plan, lay: Layout, local: ModelShape, last: bool, persist
     return (layer_params(local) + head) * lay.grad, head * lay.grad
 
 
-def _div(plan: Plan, stage: int) -> int:
+def shard_div(plan: Plan, stage: int) -> int:
     """Ranks sharing one copy of what ZeRO stage ``stage`` shards (1 = states, 2 = grads, 3 = params)."""
-    sharded = plan.stage >= stage or (stage == 3 and _params_sharded(plan))
+    sharded = plan.stage >= stage or (stage == 3 and params_sharded(plan))
     return plan.shard if sharded else 1
 
 
-def _params_sharded(plan: Plan) -> bool:
+def params_sharded(plan: Plan) -> bool:
     """ZeRO-3 / FSDP full_shard and hybrid; FSDP shard_grad_op also shards parameters at rest."""
     return plan.stage >= 3 or plan.fsdp is FsdpStrategy.shard_grad_op
 
@@ -247,12 +247,12 @@ def _states(plan: Plan, lay: Layout, optimizer: Optimizer, local: ModelShape, n:
     """Optimizer states (shaped like the stage's parameters, at the state width) plus the fp32 master
     copy, divided over the shard group from ZeRO stage 1 on."""
     states = optimizer_state_bytes(optimizer, local, lay.state) * derived // count_params(local)
-    return ceil_div(states + lay.master * n, _div(plan, 1))
+    return ceil_div(states + lay.master * n, shard_div(plan, 1))
 
 
 def _grads(plan: Plan, lay: Layout, n: int) -> tuple[int, int]:
     """(gradients alive from the start of the step, gradients alive after backward) on the GPU."""
-    stored = ceil_div(lay.grad * n, _div(plan, 2))
+    stored = ceil_div(lay.grad * n, shard_div(plan, 2))
     if plan.offload_optimizer and plan.stage >= 2:
         stored = 0  # gradient partitions are copied to the host as they are reduced (ZeRO-Offload)
     persistent = 0
@@ -271,7 +271,7 @@ def _grads(plan: Plan, lay: Layout, n: int) -> tuple[int, int]:
 def _gathered(plan: Plan, lay: Layout, shape: ModelShape, n: int) -> tuple[int, int, int]:
     """(forward, backward) bytes of unsharded parameters (and their unit's gradients), and the elements
     gathered at once. Zero when parameters are not sharded."""
-    if not _params_sharded(plan):
+    if not params_sharded(plan):
         return 0, 0, 0
     if plan.framework is Framework.fsdp:
         unit, block = largest_fsdp_unit(shape, plan.tensor)
@@ -289,10 +289,10 @@ def _optimizer_temps(spec: Spec, plan: Plan, lay: Layout, optimizer: Optimizer, 
     updated shard), and DeepSpeed's fp32 copy of a 16-bit gradient partition. None when offloaded."""
     if plan.offload_optimizer:
         return 0
-    updated = ceil_div((lay.master or lay.param) * n, _div(plan, 1))
+    updated = ceil_div((lay.master or lay.param) * n, shard_div(plan, 1))
     temps = optimizer_temp_bytes(optimizer, optimizer_impl(spec, plan), local, updated, lay.master or lay.param)
     if plan.framework is Framework.deepspeed and spec.workload.precision in MIXED and lay.grad < FP32:
-        partition = ceil_div(n, _div(plan, 1))
+        partition = ceil_div(n, shard_div(plan, 1))
         temps += FP32 * (min(partition, DEEPSPEED_SUB_GROUP) if plan.stage == 3 else partition)
     return temps
 

@@ -80,6 +80,10 @@ class QuantizationSpec(SpecSection):
     #: Modules kept at the parameter dtype (bitsandbytes ``llm_int8_skip_modules``, transformers
     #: ``modules_to_not_convert``, vLLM / compressed-tensors ``ignore``): names, or ranges of layers.
     skip_modules: list[str | SkipRange] | None = None
+    #: bitsandbytes 4-bit only: the dtype the packed 4-bit pairs are stored in (``bnb_4bit_quant_storage``).
+    #: FSDP and ZeRO-3 shard float tensors only, so sharding a 4-bit base needs a float storage (bf16 as in
+    #: FSDP-QLoRA). None: uint8, bitsandbytes' default, or bf16 where the parameters are sharded.
+    quant_storage: Literal["uint8", "bf16", "fp16", "fp32"] | None = None
 
     @field_validator("skip_modules")
     @classmethod
@@ -103,6 +107,8 @@ class QuantizationSpec(SpecSection):
             raise ValueError("double_quant: only for the bitsandbytes 4-bit methods nf4 and fp4")
         if self.compute_dtype is not None and not bnb4:
             raise ValueError("compute_dtype: only for the bitsandbytes 4-bit methods nf4 and fp4")
+        if self.quant_storage is not None and not bnb4:
+            raise ValueError("quant_storage: only for the bitsandbytes 4-bit methods nf4 and fp4")
         gguf_keys = (self.output_tensor_type, self.token_embedding_type, self.imatrix)
         if any(k is not None for k in gguf_keys) and self.method not in GGUF:
             raise ValueError(
