@@ -173,20 +173,35 @@ def _bert_large_v100(record: dict[str, Any]) -> Case:
     return Case(spec, NVML, [], hopper_or_newer=False)
 
 
+#: The transformers release each SDPA table was made with: the release that shipped the pull request adding
+#: SDPA to the model, whose description carries the table (the benchmark ran on its development tree):
+#: BERT #28802 (BertSdpaSelfAttention first in 4.41.0), GPT-NeoX #31031 (GPTNeoXSdpaAttention first in 4.42.0;
+#: PyTorch 2.2.1), OPT #33298 (OPTSdpaAttention first in 4.46.0; PyTorch 2.4.0).
+SDPA_RELEASES = {"bert": "4.41.0", "gpt-neox": "4.42.0", "opt": "4.46.0"}
+
+
 def _sdpa_table(record: dict[str, Any]) -> Case:
     """HF SDPA benchmark tables (transformers model docs, 2024): fp16 weights; training is forward +
-    ``logits.sum().backward()`` without an optimizer (``model.train()``: dropout on); generation is
+    ``logits.sum().backward()`` without an optimizer or a loss (``cross_entropy: none``; ``model.train()``:
+    dropout on); generation is
     ``generate`` after a ``seq_len``-token prompt; BERT inference is one forward."""
     w, m = record["workload"], record["model"]
     preset = {"opt": "opt-350m", "gpt-neox": "pythia-410m", "bert": "bert-base-uncased"}[m["arch"]]
     model: dict[str, Any] = {"preset": preset}
     inferred: list[str] = []
-    workload: dict[str, Any] = {"batch_size": w["batch_size"], "precision": "fp16", "attention": w["attention"]}
+    release = SDPA_RELEASES[m["arch"]]
+    workload: dict[str, Any] = {
+        "batch_size": w["batch_size"],
+        "precision": "fp16",
+        "attention": w["attention"],
+        "versions": {"transformers": release},
+    }
+    inferred.append(f"transformers {release} (the release of the pull request that added the table)")
     if m["arch"] == "bert":
         model["head"] = "lm"
         inferred.append("head: BertForMaskedLM (not stated)")
     if w["mode"] == "fwd_bwd":
-        workload |= {"mode": "train", "seq_len": w["seq_len"], "optimizer": "none"}
+        workload |= {"mode": "train", "seq_len": w["seq_len"], "optimizer": "none", "cross_entropy": "none"}
     elif w["mode"] == "forward":
         workload |= {"mode": "inference", "seq_len": w["seq_len"]}
     else:
@@ -198,7 +213,7 @@ def _sdpa_table(record: dict[str, Any]) -> Case:
         }
         inferred += [
             f"max_new_tokens {SDPA_NEW_TOKENS} (not stated)",
-            "runtime hf-legacy (transformers of early 2024: full-vocabulary fp32 logits at prefill)",
+            "runtime hf-legacy (tuple caches; the prefill logits follow the pinned release)",
         ]
     spec = {"name": record["id"], "model": model, "workload": workload}
     if record["kind"] == "fit_oom":

@@ -151,3 +151,4 @@ class CrossEntropy(StrEnum):
     standard = "standard"  # Hugging Face: all logits, their fp32 upcast and the log-softmax at once
     chunked = "chunked"  # torchtune CEWithChunkedOutputLoss (8 output chunks)
     fused_linear = "fused_linear"  # Liger LigerFusedLinearCrossEntropyLoss (logits one token chunk at a time)
+    none = "none"  # no loss: the step backpropagates from the logits (e.g. logits.sum().backward())

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from vramcalc.choices import Architecture, Mode, Precision
 from vramcalc.core.dense import host_bytes, phase_candidates
 from vramcalc.core.estimate import Estimate, assemble, select_phases
+from vramcalc.core.hf_release import buffer_bytes
 from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import (
     image_elements,
@@ -50,7 +51,8 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
     work = resolve_workload(spec)
     assumptions = [*work.notes, *technique_notes(spec.workload)]
     base = {
-        "parameters": work.n_params * work.dtypes.param,
+        # a pinned older transformers release may add per-layer buffers (vramcalc/core/hf_release.py)
+        "parameters": work.n_params * work.dtypes.param + buffer_bytes(work.shape.hf_release),
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
     }

@@ -108,6 +108,9 @@ def sdpa_kernel(shape: ModelShape, dt: Dtypes) -> str:
 
 def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> int:
     """Eager attention: bytes saved per element of the heads x seq_q x seq_kv score matrix."""
+    release = shape.hf_release
+    if release is not None and release.eager_clamp:
+        return clamped_score_bytes(release.eager_softmax_fp32, release.attention_dropout, dt, training)
     dropout = training and shape.dropout > 0
     if dt.amp:
         # softmax runs in fp32 (autocast fp32 list); the matmul with V saves a 16-bit copy
@@ -117,6 +120,18 @@ def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> in
         # (dropout keeps its mask, and its own output goes to the matmul)
         return FP32 + ((dt.compute + MASK) if dropout else dt.compute)
     return dt.compute + ((dt.compute + MASK) if dropout else 0)
+
+
+def clamped_score_bytes(softmax_fp32: bool, attention_dropout: float, dt: Dtypes, training: bool) -> int:
+    """OPT's eager attention before transformers 4.49 (:mod:`vramcalc.core.hf_release`): ``torch.max``
+    saves the masked scores (compute dtype); the softmax saves its output (fp32 when it upcasts fp16
+    scores or runs under autocast); the matmul with V saves the probabilities at the compute dtype (the
+    softmax output itself when nothing casts or drops it); dropout, when its p > 0, adds its mask."""
+    c = dt.compute
+    upcast = softmax_fp32 or dt.amp
+    dropout = training and attention_dropout > 0
+    probs = c if upcast or dropout else 0
+    return c + (FP32 if upcast else c) + probs + (MASK if dropout else 0)
 
 
 def attention_saved_bytes(

@@ -5,10 +5,11 @@ filled (each noted), the vocabulary derived from ``params`` when omitted, the ex
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision
+from vramcalc.core import hf_release
 from vramcalc.core.details import DEFAULT_QK_NOPE_HEAD_DIM, DEFAULT_QK_ROPE_HEAD_DIM, resolve_details
 from vramcalc.core.params import count_params
 from vramcalc.core.shape import (
@@ -52,7 +53,21 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
         shape, notes = _resolve_cached(spec, workload.seq_len, workload.image_size, workload.channels)
     except TypeError:  # an unhashable model section (not produced by the current spec models)
         shape, notes = _resolve(spec, workload.seq_len, workload.image_size, workload.channels)
-    return shape, list(notes) + workload_notes(workload)
+    shape, said = _with_release(shape, spec, workload)
+    return shape, list(notes) + said + workload_notes(workload)
+
+
+def _with_release(shape: ModelShape, spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
+    """The allocations of a pinned transformers release (``workload.versions.transformers``)."""
+    given = (workload.versions or {}).get("transformers")
+    model_type = spec.model_type or ""
+    if given is None:
+        return (replace(shape, model_type=model_type) if model_type else shape), []
+    fp16 = workload.precision in (Precision.fp16, Precision.amp_fp16, Precision.mixed_fp16)
+    release = hf_release.resolve(
+        given, model_type, shape.layers, spec.max_position_embeddings or 0, fp16, shape.norm is Norm.rmsnorm
+    )
+    return replace(shape, model_type=model_type, hf_release=release), hf_release.notes(release, model_type)
 
 
 #: Workload keys whose default fills a gap worth stating (optimizer: stated where it is chosen).
@@ -225,7 +240,6 @@ def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelSh
     """Derive vocab_size from ``params`` when it is omitted (the design notes' minimal spec)."""
     if spec.vocab_size is not None:
         return shape
-    from dataclasses import replace
 
     assert spec.params is not None  # guaranteed by ModelSpec validation
     body = count_params(replace(shape, vocab=0))

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramcalc.choices import CrossEntropy, Optimizer, OptimizerImpl
+from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
@@ -51,6 +51,18 @@ def liger_chunk_tokens(n_tokens: int, vocab: int, hidden: int) -> int:
     return min(n_tokens, _next_pow2(ceil_div(n_tokens, ceil_div(vocab, hidden))))
 
 
+def no_loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
+    """``cross_entropy: none``: backward from the logits themselves (``logits.sum().backward()``, as
+    transformers' SDPA benchmark scripts run). The logits stay alive (the caller holds the output) at the
+    compute dtype; no fp32 copy, no log-softmax. ``SumBackward`` expands the scalar gradient (a view, no
+    memory), and the LM head's matmul backward makes it contiguous: one logits-sized tensor at the compute
+    dtype, the backward's vocabulary-sized temporary."""
+    if shape.head is not Head.lm:
+        return act.LossBytes(0, 0, 0)
+    n = (tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder) * shape.vocab
+    return act.LossBytes(n * dt.compute, 0, n * dt.compute)
+
+
 def loss_bytes(
     shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, cross_entropy: CrossEntropy, head_trainable: bool = True
 ) -> act.LossBytes:
@@ -68,6 +80,8 @@ def loss_bytes(
     are what backward keeps. Transient: one chunk of logits and the fp32 per-token losses.
     """
     tokens = tk.encoder
+    if cross_entropy is CrossEntropy.none:
+        return no_loss_bytes(shape, tk, dt)
     if cross_entropy is CrossEntropy.chunked:
         n = tokens * shape.vocab
         chunk = tk.batch * ceil_div(tk.seq, CE_CHUNKS) * shape.vocab
@@ -172,6 +186,8 @@ def notes(wl: object) -> list[str]:
             "block's stay on the GPU"
         )
     ce = getattr(wl, "cross_entropy", CrossEntropy.standard)
+    if ce is CrossEntropy.none:
+        lines.append("cross_entropy: none: no loss; backward starts from the logits (their gradient at their dtype)")
     if ce is CrossEntropy.chunked:
         lines.append(
             f"cross_entropy: chunked (torchtune, {CE_CHUNKS} chunks): 16-bit logits whole, fp32 upcast per chunk"

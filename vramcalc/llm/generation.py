@@ -21,6 +21,8 @@ GQA models expand K/V to all heads in the attention call (``repeat_kv``) during 
 ``hf-legacy`` (transformers < 4.36, tuple ``past_key_values``): the previous step's cache is freed only
 after the forward returns, so decode holds two caches; prefill returns fp32 logits for all positions
 (``logits.float()``). This is what the 2023 blog measurements in shared/calibration ran.
+With ``versions: {transformers: ...}`` the ``hf``/``hf-legacy`` prefill logits follow that release and the
+model's family instead (:func:`release_head_bytes`, :mod:`vramcalc.core.hf_release`).
 """
 
 from __future__ import annotations
@@ -107,6 +109,21 @@ def head_bytes(shape: ModelShape, out_tokens: int, logit_rows: int, dt: act.Dtyp
     return logits + 2 * out_tokens * shape.hidden * max(dt.compute, dt.residual)
 
 
+def release_head_bytes(shape: ModelShape, out_tokens: int, batch: int, dt: act.Dtypes) -> int:
+    """The prefill's output under a pinned transformers release (:mod:`vramcalc.core.hf_release`): logits
+    of every prompt position where ``generate`` did not pass ``num_logits_to_keep`` (else of the last),
+    plus their fp32 upcast where ``forward`` made one and a whole copy where ``_sample`` cloned them
+    (4.45, 4.46); the sampled last position's fp32 copy; the final hidden states in and out of the last
+    norm."""
+    release = shape.hf_release
+    if shape.head is not Head.lm or release is None:
+        return 0
+    rows = out_tokens if release.all_prompt_logits else batch
+    per_row = dt.compute + (FP32 if release.logits_upcast else 0) + (dt.compute if release.logits_clone else 0)
+    logits = rows * shape.vocab * per_row + batch * shape.vocab * FP32
+    return logits + 2 * out_tokens * shape.hidden * max(dt.compute, dt.residual)
+
+
 def forward_activations(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
     """The plain ``model(**batch)`` forward: logits for every position at the compute dtype."""
     out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
@@ -127,6 +144,8 @@ def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention:
     legacy = gen.runtime is Runtime.hf_legacy
     rows = tk.encoder if legacy else gen.batch
     head = head_bytes(shape, tk.encoder, rows, dt, fp32_copy=True)
+    if shape.hf_release is not None and gen.runtime is not Runtime.vllm:
+        head = release_head_bytes(shape, tk.encoder, gen.batch, dt)
     cached = gen.context if gen.runtime is Runtime.vllm else gen.prompt
     return {
         "activations": prefill_transient(shape, tk, dt, attention, head),

@@ -114,6 +114,8 @@ class ModelSpec(SpecSection):
     qk_rope_head_dim: PositiveInt | None = None
     qk_nope_head_dim: PositiveInt | None = None
     v_head_dim: PositiveInt | None = None
+    # The transformers model_type of the config.json a model came from (release-specific behaviour):
+    model_type: Annotated[str, Field(min_length=1, max_length=40)] | None = None
 
     @model_validator(mode="after")
     def _detail_rules(self) -> "ModelSpec":

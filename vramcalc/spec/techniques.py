@@ -57,8 +57,9 @@ def spec_rules(spec: Any) -> None:
     if model.architecture is Architecture.resnet:
         raise ValueError(f"workload.{given[0]}: not modelled for architecture: resnet (transformers only)")
     decoder = model.architecture in (None, Architecture.decoder)
+    no_loss = wl.cross_entropy is CrossEntropy.none  # backward from the logits: any model with an LM head
     for key in ("activation_offloading", "cross_entropy"):
-        if key in given and not decoder:
+        if key in given and not decoder and not (key == "cross_entropy" and no_loss):
             raise ValueError(f"workload.{key}: modelled for decoder language models only (as torchtune trains them)")
     if "activation_offloading" in given and model.experts is not None:
         raise ValueError("workload.activation_offloading: not modelled for mixture-of-experts models")

@@ -1,0 +1,145 @@
+"""What older transformers releases allocated, per model family (``workload.versions.transformers``).
+
+The formulas of :mod:`vramcalc.core.activations` and :mod:`vramcalc.llm.generation` follow today's
+release (5.x). A spec that pins an older release gets the allocations that release made, read from its
+source (``transformers/models/<family>/modeling_<family>.py`` and ``transformers/generation/utils.py``
+of the released wheels):
+
+* **OPT eager attention, before 4.49.0** (``OPTAttention.forward`` up to 4.48): the causal mask is added
+  (``attn_weights + attention_mask``), the sum clamped with ``torch.max(attn_weights,
+  torch.tensor(torch.finfo(dtype).min))`` (``maximum`` saves both inputs: the score-sized sum at the score
+  dtype), then ``softmax(dtype=torch.float32).to(torch.float16)`` when the scores are fp16 (the fp32
+  output is saved), ``dropout(p=config.attention_dropout)`` (0.0 in every OPT checkpoint: PyTorch returns
+  its input for p == 0, no mask, no copy), and ``bmm`` saves the 16-bit probabilities. 4.49.0 dropped
+  the clamp; from 4.52 OPT uses the shared ``eager_attention_forward`` (fp32 softmax for every dtype).
+* **Causal-mask buffers**: GPT-2, GPT-Neo, GPT-J and GPT-NeoX attention layers registered a
+  non-persistent bool buffer ``bias`` of ``max_positions x max_positions`` (``torch.tril(torch.ones(...,
+  dtype=torch.bool))``) in every layer, allocated with the model. GPT-J dropped it in 4.45.0, GPT-NeoX in
+  4.49.0; GPT-2 and GPT-Neo still register it in 5.0.0 (the newest release checked), so a pinned
+  release of theirs always counts it.
+* **Generation logits** (``runtime: hf`` / ``hf-legacy``): until 4.44 ``generate`` ran the prompt forward
+  over every position (``num_logits_to_keep`` arrived in 4.45, and only for models whose ``forward``
+  takes it: the Llama-derived classes then, GPT-NeoX from 4.49, GPT-2 from 4.53, OPT from 5.0), so the
+  prefill returned logits for every prompt position. Llama-derived ``ForCausalLM`` classes upcast them in ``forward``
+  (``logits = logits.float()``, until 4.46); GPT-NeoX, OPT and GPT-2 return them at the model dtype.
+  ``_sample`` then took the last position: a view (up to 4.41) or ``[:, -1, :].clone()`` (4.42-4.44),
+  small; 4.45 and 4.46 wrote ``outputs.logits.clone()[:, -1, :].float()``: a full copy of the prompt's
+  logits, alive next to them; 4.47 went back to ``[:, -1, :].clone().float()``.
+
+Release numbers compare as (major, minor, patch); a ``.dev0`` suffix is ignored (a development tree is
+taken as the release it became).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from vramcalc.errors import SpecError
+
+#: The transformers release the formulas follow when ``versions: {transformers: ...}`` is not given.
+DEFAULT_VERSION = "5.24.0"
+#: First release without OPT's ``torch.max`` clamp of the masked scores.
+OPT_CLAMP_REMOVED = (4, 49, 0)
+#: First release without the per-layer bool causal-mask buffer ``bias``, per model_type.
+#: (None: still there in 5.0.0, the newest release checked).
+CAUSAL_MASK_REMOVED: dict[str, tuple[int, int, int] | None] = {
+    "gptj": (4, 45, 0),
+    "gpt_neox": (4, 49, 0),
+    "gpt2": None,
+    "gpt_neo": None,
+}
+#: Their ``max_position_embeddings`` (``n_positions``) when a spec does not give it (config defaults).
+CAUSAL_MASK_DEFAULT_POSITIONS = {"gptj": 2048, "gpt_neox": 2048, "gpt2": 1024, "gpt_neo": 2048}
+#: First release whose ``generate`` passes ``num_logits_to_keep=1`` to models that accept it.
+LOGITS_TO_KEEP = (4, 45, 0)
+#: Releases whose ``_sample`` cloned the whole logits tensor (``outputs.logits.clone()[:, -1, :]``).
+FULL_LOGITS_CLONE = ((4, 45, 0), (4, 47, 0))
+#: First release whose Llama-derived ``forward`` no longer upcasts logits with ``logits.float()``.
+LOGITS_UPCAST_REMOVED = (4, 47, 0)
+#: First release whose ``forward`` takes ``logits_to_keep``, for families that got it after the Llama-derived
+#: ones (4.45): GPT-NeoX with its 4.49 refactor, GPT-2 in 4.53, OPT in 5.0; other families taken as 5.0.
+LOGITS_TO_KEEP_FROM = {"gpt_neox": (4, 49, 0), "gpt2": (4, 53, 0), "opt": (5, 0, 0)}
+LOGITS_TO_KEEP_OTHERS = (5, 0, 0)
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z].*)?$")
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``"4.46.0.dev0"`` -> (4, 46, 0); raises SpecError naming ``workload.versions.transformers``."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise SpecError(f"workload.versions.transformers: {text!r} is not a release number (e.g. 4.42.0)")
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+@dataclass(frozen=True)
+class HfRelease:
+    """The release-specific allocations of one model family under one transformers release."""
+
+    version: str
+    #: OPT before 4.49: eager attention clamps the masked scores with ``torch.max`` (saves them).
+    eager_clamp: bool = False
+    #: The eager softmax runs in fp32 and its output is saved (OPT before 4.49: fp16 scores only).
+    eager_softmax_fp32: bool = False
+    #: Dropout probability of the attention probabilities (OPT: ``attention_dropout``, 0.0).
+    attention_dropout: float = 0.0
+    #: Bytes of the per-layer bool causal-mask buffers (GPT-2, GPT-Neo, GPT-J, GPT-NeoX of their releases).
+    causal_mask_bytes: int = 0
+    #: Generation: the prompt forward returns logits for every position (no ``num_logits_to_keep``).
+    all_prompt_logits: bool = False
+    #: Generation: ``forward`` upcasts the logits to fp32 (``logits.float()``), a copy next to them.
+    logits_upcast: bool = False
+    #: Generation: ``_sample`` clones the whole logits tensor (4.45, 4.46).
+    logits_clone: bool = False
+
+
+def resolve(
+    given: str | None, model_type: str, layers: int, positions: int, fp16_scores: bool, llama_like: bool
+) -> HfRelease | None:
+    """The allocations of ``model_type`` under release ``given``; None (today's formulas) when not given.
+
+    ``positions``: the model's ``max_position_embeddings`` (0: the family's config default);
+    ``fp16_scores``: the attention scores are fp16 (fp16 weights or fp16 autocast); ``llama_like``: a
+    Llama-derived ``ForCausalLM`` (RMSNorm families), whose forward upcast logits and took
+    ``num_logits_to_keep`` from 4.45."""
+    if given is None:
+        return None
+    key = parse_version(given)
+    opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
+    mask_bytes = 0
+    removed = CAUSAL_MASK_REMOVED.get(model_type, (0, 0, 0))
+    if removed is None or key < removed:
+        n = positions or CAUSAL_MASK_DEFAULT_POSITIONS[model_type]
+        mask_bytes = layers * n * n
+    keeps_from = LOGITS_TO_KEEP if llama_like else LOGITS_TO_KEEP_FROM.get(model_type, LOGITS_TO_KEEP_OTHERS)
+    keeps_last = key >= keeps_from
+    return HfRelease(
+        version=given,
+        eager_clamp=opt_old,
+        eager_softmax_fp32=opt_old and fp16_scores,
+        attention_dropout=0.0,
+        causal_mask_bytes=mask_bytes,
+        all_prompt_logits=not keeps_last,
+        logits_upcast=llama_like and key < LOGITS_UPCAST_REMOVED,
+        logits_clone=FULL_LOGITS_CLONE[0] <= key < FULL_LOGITS_CLONE[1],
+    )
+
+
+def notes(release: HfRelease | None, model_type: str) -> list[str]:
+    """What a pinned release changes, in words (for the estimate's assumptions)."""
+    if release is None:
+        return []
+    said = [f"transformers {release.version} (workload.versions.transformers)"]
+    if release.eager_clamp:
+        said.append("OPT eager attention clamps the masked scores (torch.max) and saves them")
+    if release.causal_mask_bytes:
+        said.append(f"{model_type}: bool causal-mask buffer per layer ({release.causal_mask_bytes:,} B)")
+    if release.all_prompt_logits:
+        said.append("generate: the prompt forward returns logits for every position")
+    return ["; ".join(said)]
+
+
+def buffer_bytes(release: HfRelease | None) -> int:
+    """Buffers a release allocates with the model, beyond its parameters (the causal-mask buffers)."""
+    return release.causal_mask_bytes if release is not None else 0
