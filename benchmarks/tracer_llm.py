@@ -1,4 +1,4 @@
-"""Allocator-level references for the issue-6 formulas: LoRA training and KV-cache forwards.
+"""Allocator-level references for the LLM formulas: LoRA training, KV-cache forwards, more families.
 
 Runs the CPU tracer of ``shared/calibration/tracer`` (exact ``torch.cuda.max_memory_allocated()`` of
 real transformers models on fake CUDA tensors) with two additions the tracer itself does not have:
@@ -6,7 +6,10 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
 * ``--lora R:TARGETS``: wraps the model with ``peft.get_peft_model(LoraConfig(r=R, target_modules=...))``
   before the step (PEFT's defaults: fp32 adapters on a 16-bit base, dropout from ``--lora-dropout``);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
-  ``generate``), or with ``--cache-all-logits`` all positions' logits.
+  ``generate``), or with ``--cache-all-logits`` all positions' logits;
+* ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
+  the sizes given (``--layers --hidden --heads --ffn --vocab``), in place of ``--arch`` (pass ``--arch gpt2``,
+  whose batch it shares: ``input_ids`` and ``labels``).
 
 Needs the tracer's venv with peft installed (``/tmp/tracer-venv/bin/pip install peft``)::
 
@@ -51,11 +54,34 @@ def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
         torch.nn.Module.to = to
 
 
+def family_model(family: str, a):  # type: ignore[no-untyped-def]
+    """OPT or GPT-NeoX at the given sizes, every other field at its config default (dropouts included:
+    OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0), on the fake device."""
+    import transformers as T
+
+    if family == "opt":
+        cfg = T.OPTConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, word_embed_proj_dim=a.hidden,
+                          num_attention_heads=a.heads, ffn_dim=a.ffn, vocab_size=a.vocab,
+                          max_position_embeddings=max(2048, a.seq))  # fmt: skip
+        cls = T.OPTForCausalLM
+    elif family == "gpt_neox":
+        cfg = T.GPTNeoXConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                              intermediate_size=a.ffn, vocab_size=a.vocab,
+                              max_position_embeddings=max(2048, a.seq))  # fmt: skip
+        cls = T.GPTNeoXForCausalLM
+    else:
+        raise SystemExit(f"--family: opt or gpt_neox, not {family!r}")
+    cfg.use_cache = False
+    cfg._attn_implementation = a.attn
+    return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"
+
+
 def main(argv: list[str]) -> None:
     argv, lora = _take(argv, "--lora", True)
     argv, dropout = _take(argv, "--lora-dropout", True)
     argv, cache = _take(argv, "--cache", False)
     argv, all_logits = _take(argv, "--cache-all-logits", False)
+    argv, family = _take(argv, "--family", True)
     sys.path.insert(0, str(TRACER))
     import fakecuda  # type: ignore[import-not-found]
 
@@ -67,6 +93,8 @@ def main(argv: list[str]) -> None:
 
     def build(arch, a, dtype):  # type: ignore[no-untyped-def]
         model, make_batch, desc = original(arch, a, dtype)
+        if family:
+            model, desc = family_model(family, a)
         if lora:
             model = with_lora(model, lora, float(dropout or 0.0))
             desc += f" + LoRA r={lora.replace(':', ' ')}"

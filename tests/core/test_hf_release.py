@@ -58,13 +58,14 @@ def test_opt_before_4_49_saves_8_bytes_per_fp16_score() -> None:
 
 
 def test_opt_clamp_boundary_is_4_49_in_the_forward_activations() -> None:
-    # 4.49.0 falls back to today's formula for a LayerNorm model in fp16 with dropout 0.1: the fp16 softmax
-    # output (2), dropout mask (1) and output (2) = 5 bytes; 4.48.x keeps 8. Score elements per layer:
-    # batch 1 x 4 heads x 32 x 32 = 4,096; 2 layers: 8,192 elements x 3 bytes = 24,576 bytes.
+    # 4.49.0 falls back to today's formula for OPT in fp16: the fp32 softmax output (4) and the fp16
+    # probabilities the matmul saves (2), attention dropout 0.0 (its hidden dropout 0.1 does not apply
+    # here) = 6 bytes; 4.48.x keeps 8. Score elements per layer: batch 1 x 4 heads x 32 x 32 = 4,096;
+    # 2 layers: 8,192 elements x 2 bytes = 16,384 bytes.
     def forward_activations(version: str) -> int:
         return estimate(spec(TINY_OPT, version, attention="eager")).phase_components["forward"]["activations"]
 
-    assert forward_activations("4.48.2") - forward_activations("4.49.0") == 2 * 4 * 32 * 32 * 3 == 24_576
+    assert forward_activations("4.48.2") - forward_activations("4.49.0") == 2 * 4 * 32 * 32 * 2 == 16_384
 
 
 def test_no_loss_keeps_logits_and_one_logits_sized_gradient() -> None:
@@ -132,9 +133,16 @@ def test_generation_logits_per_family_and_release() -> None:
     assert prefill_head(TINY_OPT, "5.0.0") == 2 * 1000 * 2 + LAST + HIDDEN_BYTES
 
 
-def test_default_is_unchanged_by_model_type() -> None:
+def test_default_model_type_only_changes_opt_eager_scores() -> None:
+    # Without a pinned release, model_type opt selects transformers 5's shared eager attention: the fp32
+    # softmax (4) and its fp16 cast the matmul saves (2), attention dropout 0.0, against 5 bytes (fp16
+    # softmax 2, dropout mask 1 and output 2) for an unnamed LayerNorm model with dropout 0.1.
+    # 1 x 4 heads x 32 x 32 x 2 layers = 8,192 elements, 1 byte each more.
     plain = {key: value for key, value in TINY_OPT.items() if key != "model_type"}
-    for workload in ({"attention": "eager"}, {"mode": "inference"}):
+    eager = {"attention": "eager"}
+    delta = estimate(spec(TINY_OPT, **eager)).phases["forward"] - estimate(spec(plain, **eager)).phases["forward"]
+    assert delta == 8_192
+    for workload in ({"attention": "sdpa"}, {"mode": "inference"}):
         assert estimate(spec(plain, **workload)).phases == estimate(spec(TINY_OPT, **workload)).phases
     assert resolve_workload(spec(TINY_OPT)).shape.hf_release is None
 

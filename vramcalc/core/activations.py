@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
+from vramcalc.core.hf_release import SHARED_EAGER_FAMILIES, clamped_score_bytes
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
 
@@ -84,10 +85,20 @@ def input_copy_bytes(n_tokens: int, width: int, n_linears: int, dt: Dtypes) -> i
 
 
 def _softmax_upcast(shape: ModelShape) -> bool:
-    """Llama, T5 and ViT compute the eager softmax in fp32 and cast back (transformers 5's shared
-    ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``); BERT and
+    """Llama, T5, ViT, OPT and GPT-NeoX compute the eager softmax in fp32 and cast back (transformers 5's
+    shared ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``); BERT and
     GPT-2 take the softmax in the activation dtype (checked with the tracer on bf16 models)."""
-    return shape.norm is Norm.rmsnorm or shape.architecture is Architecture.vit
+    return (
+        shape.norm is Norm.rmsnorm
+        or shape.architecture is Architecture.vit
+        or shape.model_type in SHARED_EAGER_FAMILIES
+    )
+
+
+def attention_dropout(shape: ModelShape) -> float:
+    """Dropout on the attention probabilities: the model's dropout, except for the families whose
+    ``attention_dropout`` is 0.0 while their hidden dropout is not (:data:`SHARED_EAGER_FAMILIES`)."""
+    return 0.0 if shape.model_type in SHARED_EAGER_FAMILIES else shape.dropout
 
 
 #: Largest head dimension of PyTorch's flash-attention kernel.
@@ -110,8 +121,8 @@ def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> in
     """Eager attention: bytes saved per element of the heads x seq_q x seq_kv score matrix."""
     release = shape.hf_release
     if release is not None and release.eager_clamp:
-        return clamped_score_bytes(release.eager_softmax_fp32, release.attention_dropout, dt, training)
-    dropout = training and shape.dropout > 0
+        return clamped_score_bytes(release.eager_softmax_fp32, release.attention_dropout, dt.compute, dt.amp, training)
+    dropout = training and attention_dropout(shape) > 0
     if dt.amp:
         # softmax runs in fp32 (autocast fp32 list); the matmul with V saves a 16-bit copy
         return FP32 + dt.compute + (MASK if dropout else 0)
@@ -120,18 +131,6 @@ def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> in
         # (dropout keeps its mask, and its own output goes to the matmul)
         return FP32 + ((dt.compute + MASK) if dropout else dt.compute)
     return dt.compute + ((dt.compute + MASK) if dropout else 0)
-
-
-def clamped_score_bytes(softmax_fp32: bool, attention_dropout: float, dt: Dtypes, training: bool) -> int:
-    """OPT's eager attention before transformers 4.49 (:mod:`vramcalc.core.hf_release`): ``torch.max``
-    saves the masked scores (compute dtype); the softmax saves its output (fp32 when it upcasts fp16
-    scores or runs under autocast); the matmul with V saves the probabilities at the compute dtype (the
-    softmax output itself when nothing casts or drops it); dropout, when its p > 0, adds its mask."""
-    c = dt.compute
-    upcast = softmax_fp32 or dt.amp
-    dropout = training and attention_dropout > 0
-    probs = c if upcast or dropout else 0
-    return c + (FP32 if upcast else c) + probs + (MASK if dropout else 0)
 
 
 def attention_saved_bytes(
@@ -159,7 +158,7 @@ def attention_saved_bytes(
     if kernel in ("flash", "efficient"):
         core = tk.batch * shape.heads * seq_q * FP32
     elif kernel == "math":  # softmax output kept at the compute dtype; K/V expanded to all heads
-        core = scores * (dt.compute + ((dt.compute + MASK) if shape.dropout > 0 else 0))
+        core = scores * (dt.compute + ((dt.compute + MASK) if attention_dropout(shape) > 0 else 0))
     else:
         core = scores * score_bytes_per_element(shape, dt, training=True)
     return qkv + copies + output + core

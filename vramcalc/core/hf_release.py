@@ -143,3 +143,23 @@ def notes(release: HfRelease | None, model_type: str) -> list[str]:
 def buffer_bytes(release: HfRelease | None) -> int:
     """Buffers a release allocates with the model, beyond its parameters (the causal-mask buffers)."""
     return release.causal_mask_bytes if release is not None else 0
+
+
+#: Families given by ``model_type`` whose transformers 5 attention is the shared ``eager_attention_forward``
+#: (fp32 softmax) with ``config.attention_dropout`` on the probabilities: 0.0 in every OPT checkpoint and
+#: GPT-NeoX's default (checked with ``benchmarks/tracer_llm.py --family opt|gpt_neox``).
+SHARED_EAGER_FAMILIES = ("opt", "gpt_neox")
+
+FP32, MASK = 4, 1
+
+
+def clamped_score_bytes(softmax_fp32: bool, attention_dropout: float, compute: int, amp: bool, training: bool) -> int:
+    """OPT's eager attention before transformers 4.49 (:mod:`vramcalc.core.hf_release`): ``torch.max``
+    saves the masked scores (compute dtype); the softmax saves its output (fp32 when it upcasts fp16
+    scores or runs under autocast); the matmul with V saves the probabilities at the compute dtype (the
+    softmax output itself when nothing casts or drops it); dropout, when its p > 0, adds its mask."""
+    c = compute
+    upcast = softmax_fp32 or amp
+    dropout = training and attention_dropout > 0
+    probs = c if upcast or dropout else 0
+    return c + (FP32 if upcast else c) + probs + (MASK if dropout else 0)

@@ -73,6 +73,8 @@ def gpt_neox(r: Reader, notes: list[str]) -> Model:
             "fused_qkv": True,
             "parallel_block": r.flag("use_parallel_residual", True),
             "norms_per_layer": 2,
+            # GPTNeoXConfig's hidden_dropout default is 0.0 (post-attention and post-MLP dropout)
+            "dropout": r.fraction("hidden_dropout", 0.0),
         },
     )
     if not r.flag("attention_bias", True):

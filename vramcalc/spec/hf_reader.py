@@ -54,7 +54,7 @@ class Reader:
         name, value = self._first(names)
         return default if value is None else self._whole(name, value, minimum, maximum)
 
-    def _typed(self, name: str, default: Any, kind: type, expected: str) -> Any:
+    def _typed(self, name: str, default: Any, kind: type | tuple[type, ...], expected: str) -> Any:
         value = self.config.get(name)
         if value is None:
             return default
@@ -65,6 +65,13 @@ class Reader:
     def flag(self, name: str, default: bool) -> bool:
         """A true/false field (a JSON boolean: the string "false" is not false)."""
         return bool(self._typed(name, default, bool, "true or false"))
+
+    def fraction(self, name: str, default: float) -> float:
+        """A probability in [0, 1) (a dropout rate)."""
+        value = self._typed(name, default, (int, float), "a number")
+        if isinstance(value, bool) or not 0 <= value < 1:
+            raise SpecError(f"{self.source}: {name}: expected a number in [0, 1), got {quoted(value)}")
+        return float(value)
 
     def text(self, name: str, default: str) -> str:
         return str(self._typed(name, default, str, "a string"))
