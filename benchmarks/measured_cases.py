@@ -299,7 +299,7 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
     inferred = [f"seq_len {PEFT_EXAMPLE_SEQ} (the example scripts' max_length)", *w.get("inferred", [])]
     if record["model"].get("arch_family") == "encoder-decoder":
         workload["seq_len"], workload["target_len"] = PEFT_SEQ2SEQ_SEQ, PEFT_EXAMPLE_TARGET
-        inferred[0] = f"seq_len {PEFT_SEQ2SEQ_SEQ} (no max_length in the seq2seq script: the longest tweet, < ~100 tokens)"
+        inferred[0] = f"seq_len {PEFT_SEQ2SEQ_SEQ} (no max_length in the seq2seq script: the longest tweet, < ~100)"
         inferred.append(f"target_len {PEFT_EXAMPLE_TARGET} (the seq2seq script's target_max_length: the class names)")
     parallel = w.get("parallelism")
     if "lora" in w:

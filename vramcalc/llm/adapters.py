@@ -97,9 +97,7 @@ def lora_matrices(shape: ModelShape, targets: tuple[str, ...], litgpt: bool = Fa
     expert) of MoE layers. With ``litgpt`` the q/k/v targets are the parts of one fused LoRAQKVLinear per
     block."""
     if shape.architecture is Architecture.encoder_decoder and not litgpt:
-        from vramcalc.llm import lora_encdec
-
-        return lora_encdec.encdec_matrices(shape, targets)
+        return encdec_matrices(shape, targets)
     n_moe = moe_layers(shape)
     attn_blocks = shape.layers
     mlp_blocks = shape.layers - n_moe
@@ -120,6 +118,19 @@ def lora_matrices(shape: ModelShape, targets: tuple[str, ...], litgpt: bool = Fa
             m = shape.moe
             dims = _dims(shape, name, m.expert_ffn)
             out.append(LoraMatrix(name, (m.experts + m.shared) * n_moe, *dims, (m.top_k + m.shared) * n_moe))
+    return [m for m in out if m.count]
+
+
+def encdec_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatrix]:
+    """An encoder-decoder's adapted linears, each stack (and the cross-attention) apart, so that each reads
+    its own number of tokens (``LoraMatrix.stack``)."""
+    out = []
+    for name in targets:
+        dims = _dims(shape, name, shape.ffn)
+        stacks = [("encoder", shape.layers), ("decoder", shape.decoder_layers)]
+        if name not in MLP_TARGETS:
+            stacks.append(("cross", shape.decoder_layers))
+        out += [LoraMatrix(name, n, *dims, n, stack=stack) for stack, n in stacks]
     return [m for m in out if m.count]
 
 

@@ -40,28 +40,6 @@ def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
     return n_tokens * (h * act.FP32 + own + act.RMSNORM_STATS)
 
 
-def encdec_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatrix]:
-    """The adapted linears of both stacks, each stack (and the cross-attention) apart, so that each reads
-    its own number of tokens (``LoraMatrix.stack``)."""
-    from vramcalc.llm.adapters import _dims
-
-    out = []
-    for name in targets:
-        dims = _dims(shape, name, shape.ffn)
-        if name in ATTENTION:
-            out += [
-                LoraMatrix(name, shape.layers, *dims, shape.layers, stack="encoder"),
-                LoraMatrix(name, shape.decoder_layers, *dims, shape.decoder_layers, stack="decoder"),
-                LoraMatrix(name, shape.decoder_layers, *dims, shape.decoder_layers, stack="cross"),
-            ]
-        else:
-            out += [
-                LoraMatrix(name, shape.layers, *dims, shape.layers, stack="encoder"),
-                LoraMatrix(name, shape.decoder_layers, *dims, shape.decoder_layers, stack="decoder"),
-            ]
-    return [m for m in out if m.count]
-
-
 def matrix_tokens(m: LoraMatrix, tk: act.Tokens) -> int:
     """Rows an adapted linear reads: decoder tokens, except the encoder and cross-attention K/V."""
     if m.stack == "encoder" or (m.stack == "cross" and m.name in ("k", "v")):
