@@ -30,6 +30,13 @@ V100_CONTEXT = 1343 * MiB
 SDPA_NEW_TOKENS = 100
 #: PEFT's 2022 example scripts (twitter_complaints) pad to at most 64 tokens (``max_length = 64``).
 PEFT_EXAMPLE_SEQ = 64
+#: Their seq2seq script (examples/conditional_generation/peft_lora_seq2seq_accelerate_ds_zero3_offload.py)
+#: tokenizes the tweets with ``truncation=True`` and no max_length and pads each batch to its longest, so
+#: the cap there is the longest tweet: the records' "< ~100 tokens". It pads the labels to
+#: ``target_max_length``, the longest tokenized class name ("Unlabeled", "complaint", "no complaint" with
+#: the closing </s>): about 4 tokens with the T5 / mT5 tokenizers (not run here).
+PEFT_SEQ2SEQ_SEQ = 100
+PEFT_EXAMPLE_TARGET = 4
 
 #: measured.yaml `compare` rules.
 ALLOCATED, ALLOCATED_CONTEXT, RESERVED, NVML, KV_TOKENS, WEIGHTS, WEIGHTS_CONTEXT, LABEL, STATIC = (
@@ -290,6 +297,10 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
         "attention": "eager",
     }
     inferred = [f"seq_len {PEFT_EXAMPLE_SEQ} (the example scripts' max_length)", *w.get("inferred", [])]
+    if record["model"].get("arch_family") == "encoder-decoder":
+        workload["seq_len"], workload["target_len"] = PEFT_SEQ2SEQ_SEQ, PEFT_EXAMPLE_TARGET
+        inferred[0] = f"seq_len {PEFT_SEQ2SEQ_SEQ} (no max_length in the seq2seq script: the longest tweet, < ~100)"
+        inferred.append(f"target_len {PEFT_EXAMPLE_TARGET} (the seq2seq script's target_max_length: the class names)")
     parallel = w.get("parallelism")
     if "lora" in w:
         lora = w["lora"]

@@ -45,7 +45,8 @@ KNOWN_GAPS = {
     "training_lora": "bloomz-7b1 LoRA (PEFT README, 2022) measured 4 % above the estimate at the example "
     "scripts' 64 tokens (the README's GB/GiB reading is itself uncertain by up to 6.9 %); with DeepSpeed "
     "ZeRO-3 CPU offload 18.1 GB against 10.2 GiB estimated (parameters DeepSpeed keeps gathered for reuse, "
-    "stage3_max_reuse_distance / max_live_parameters, are not modelled)",
+    "stage3_max_reuse_distance / max_live_parameters, are not modelled); the T0_3B and mt0-xxl ZeRO-3 "
+    "offload rows likewise 29-35 % low",
     "fit_oom": "one GPT-NeoX eager OOM on a 16 GB laptop card is predicted to fit by a few MiB",
 }
 

@@ -39,7 +39,9 @@ MLP_TARGETS = ("gate", "up", "down", "gate_up")
 class LoraMatrix:
     """``count`` adapted linears of one kind (name), ``inp`` -> ``out`` features; ``passes``: how many of
     them each token goes through (``count`` for attention and dense MLPs; top-k + shared per MoE layer);
-    ``blocks``: rank-``r`` blocks of ``lora_A`` (1, or litgpt's fused q/k/v: one per enabled part)."""
+    ``blocks``: rank-``r`` blocks of ``lora_A`` (1, or litgpt's fused q/k/v: one per enabled part);
+    ``stack``: "" in a decoder-only model, else "encoder", "decoder" or "cross" (the decoder's
+    cross-attention), which sets the tokens it reads (:mod:`vramcalc.llm.lora_encdec`)."""
 
     name: str
     count: int
@@ -47,6 +49,7 @@ class LoraMatrix:
     out: int
     passes: int
     blocks: int = 1
+    stack: str = ""
 
 
 def is_litgpt(adapter: AdapterSpec) -> bool:
@@ -90,8 +93,11 @@ def _litgpt_qkv(shape: ModelShape, targets: tuple[str, ...]) -> tuple[tuple[str,
 
 def lora_matrices(shape: ModelShape, targets: tuple[str, ...], litgpt: bool = False) -> list[LoraMatrix]:
     """Every adapted linear: attention targets in each block (decoder self- and cross-attention of an
-    encoder-decoder), MLP targets in each dense layer and in every expert (and shared expert) of MoE
-    layers. With ``litgpt`` the q/k/v targets are the parts of one fused LoRAQKVLinear per block."""
+    encoder-decoder, each stack apart), MLP targets in each dense layer and in every expert (and shared
+    expert) of MoE layers. With ``litgpt`` the q/k/v targets are the parts of one fused LoRAQKVLinear per
+    block."""
+    if shape.architecture is Architecture.encoder_decoder and not litgpt:
+        return encdec_matrices(shape, targets)
     n_moe = moe_layers(shape)
     attn_blocks = shape.layers
     mlp_blocks = shape.layers - n_moe
@@ -112,6 +118,19 @@ def lora_matrices(shape: ModelShape, targets: tuple[str, ...], litgpt: bool = Fa
             m = shape.moe
             dims = _dims(shape, name, m.expert_ffn)
             out.append(LoraMatrix(name, (m.experts + m.shared) * n_moe, *dims, (m.top_k + m.shared) * n_moe))
+    return [m for m in out if m.count]
+
+
+def encdec_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMatrix]:
+    """An encoder-decoder's adapted linears, each stack (and the cross-attention) apart, so that each reads
+    its own number of tokens (``LoraMatrix.stack``)."""
+    out = []
+    for name in targets:
+        dims = _dims(shape, name, shape.ffn)
+        stacks = [("encoder", shape.layers), ("decoder", shape.decoder_layers)]
+        if name not in MLP_TARGETS:
+            stacks.append(("cross", shape.decoder_layers))
+        out += [LoraMatrix(name, n, *dims, n, stack=stack) for stack, n in stacks]
     return [m for m in out if m.count]
 
 
@@ -271,11 +290,16 @@ def forward_block_bytes(
     return product + dequant + t * shape.hidden * c
 
 
-def check_supported(shape: ModelShape) -> None:
-    """Adapters are modelled on decoder-only LLMs (the frozen-activation rules above)."""
-    if shape.architecture is not Architecture.decoder:
+def check_supported(shape: ModelShape, adapter: AdapterSpec | None = None) -> None:
+    """Adapters are modelled on decoder-only LLMs (the frozen-activation rules above) and, with PEFT, on
+    encoder-decoder models (:mod:`vramcalc.llm.lora_encdec`)."""
+    arch = shape.architecture
+    if arch is Architecture.encoder_decoder and adapter is not None and is_litgpt(adapter):
+        raise SpecError("workload.adapter.framework: litgpt has no encoder-decoder models; use framework: peft")
+    if arch not in (Architecture.decoder, Architecture.encoder_decoder):
         raise SpecError(
-            f"workload.adapter: LoRA memory is modelled for decoder models; architecture is {shape.architecture.value}"
+            "workload.adapter: LoRA memory is modelled for decoder and encoder-decoder models; "
+            f"architecture is {arch.value}"
         )
 
 

@@ -1,0 +1,125 @@
+"""A decoder's LoRA / QLoRA step: PEFT's k-bit preparation, what bitsandbytes keeps, the frozen decoder's
+saved activations (:mod:`vramcalc.llm.adapters`) and its transients, for :func:`vramcalc.llm.phases.adapter_phases`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from vramcalc.choices import Checkpointing
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape
+from vramcalc.llm import adapters, bnb, moe, quantization
+from vramcalc.spec.models import Spec
+
+
+def step_bytes(
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    kbit: Kbit,
+    matrices: list[adapters.LoraMatrix],
+    a: int,
+) -> tuple[int, int, int, int]:
+    """A decoder's LoRA / QLoRA step: saved bytes, the recomputed block, the backward transient of a block
+    and the forward's transient inside the last block (:mod:`vramcalc.llm.adapters`, :mod:`vramcalc.llm.bnb`)."""
+    wl, adt = spec.workload, kbit.dtypes
+    adapter = wl.adapter
+    assert adapter is not None
+    saved, recompute_layer = _adapter_activations(spec, shape, tk, adt, matrices, a, kbit)
+    q = wl.quantization
+    method = q.method if q is not None else None
+    dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute) if q is not None else 0
+    largest = max((m.out * m.inp for m in quantization.quantized_matrices(shape, q)), default=0) if q else 0
+    back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
+    if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
+        dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)
+    mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank, a, adt, adapter.dropout, tk.encoder, shape.layers)
+    through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
+    inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, method, dequant, kbit.checkpointing)
+    return saved, recompute_layer, through, inside
+
+
+@dataclass(frozen=True)
+class Kbit:
+    """k-bit training settings in force: PEFT's preparation and what bitsandbytes keeps per block."""
+
+    prepare: bool = False
+    checkpointing: bool = False
+    upcast_bytes: int = 0
+    dtypes: act.Dtypes = act.Dtypes(param=2, compute=2, residual=2, amp=False)
+    release: bnb.Release | None = None
+    norm_out: int = 2
+    bnb_compute: int = 2
+
+
+def resolve_kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes: list[str]) -> Kbit:
+    """PEFT's prepare_model_for_kbit_training (on by default for PEFT on a bitsandbytes base: its
+    documented first step for k-bit training, as in the QLoRA reference scripts; litgpt does not call
+    it) and the bitsandbytes release (vramcalc/llm/bnb.py)."""
+    wl = spec.workload
+    adapter, q = wl.adapter, wl.quantization
+    assert adapter is not None
+    method = q.method if q is not None else None
+    on_bnb = bnb.uses_bnb(method)
+    release = bnb.resolve(wl.versions, notes) if on_bnb else None
+    prepare = adapter.prepare_kbit
+    if prepare is None:
+        prepare = on_bnb and not adapters.is_litgpt(adapter)
+        if prepare:
+            notes.append("adapter.prepare_kbit not given: true (PEFT prepare_model_for_kbit_training on a k-bit base)")
+    full = wl.gradient_checkpointing is Checkpointing.full
+    if not prepare:
+        return Kbit(False, full, 0, dt, release, max(dt.param, dt.residual), bnb.compute_bytes(wl, release, dt.compute))
+    kept = int(qinfo["kept_params"]) if qinfo is not None else 0
+    upcast = kept * (act.FP32 - dt.param) if dt.param < act.FP32 else 0
+    ckpt = full
+    if "gradient_checkpointing" not in wl.model_fields_set:
+        ckpt = True
+        notes.append("gradient_checkpointing not given: full (prepare_model_for_kbit_training enables it, reentrant)")
+    notes.append(
+        f"prepare_kbit: those {kept:,} parameters are upcast to fp32 (prepare_model_for_kbit_training), so the "
+        + (
+            "residual stream runs in fp32"
+            if dt.amp
+            else "activations run in fp32 (no autocast; amp-bf16 keeps them 16-bit)"
+        )
+    )
+    adt = act.Dtypes(param=act.FP32, compute=dt.compute if dt.amp else act.FP32, residual=act.FP32, amp=dt.amp)
+    return Kbit(True, ckpt, upcast, adt, release, act.FP32, bnb.compute_bytes(wl, release, adt.compute, dt.compute))
+
+
+def _adapter_activations(
+    spec: Spec,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    matrices: list[adapters.LoraMatrix],
+    a: int,
+    kbit: Kbit,
+) -> tuple[int, int]:
+    """Saved bytes kept through the forward pass, and the block recomputed under full checkpointing
+    (there, the inputs bitsandbytes keeps are those of the recomputed block only)."""
+    wl = spec.workload
+    adapter = wl.adapter
+    assert adapter is not None
+    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank, a, dt, adapter.dropout)
+    bnb_layer = 0
+    q = wl.quantization
+    if kbit.release is not None and q is not None:
+        shares = adapter.dropout == 0 and a == dt.compute and not dt.amp
+        lora_shares = bnb.lora_reads({m.name for m in matrices}, shares)
+        bnb_dt = replace(dt, compute=kbit.bnb_compute)
+        bnb_layer = bnb.kept_layer_bytes(
+            shape, q.method, kbit.release, tk.encoder, bnb_dt, kbit.norm_out, wl.attention, lora_shares
+        )
+    if not kbit.checkpointing:
+        return adapters.frozen_saved_bytes(shape, tk, dt, wl.attention) + lora + shape.layers * bnb_layer, 0
+    kept = act.checkpoint_saved_bytes(shape, tk, dt) + act.embedding_saved_bytes(shape, tk, dt)
+    kept += adapters.frozen_norm_bytes(shape, tk.encoder, dt)  # the final norm, outside the blocks
+    one = adapters.per_layer_shape(shape)
+    layer = adapters.frozen_layer_bytes(one, tk, dt, wl.attention) + lora // max(1, shape.layers) + bnb_layer
+    if shape.moe is not None:
+        layer += moe.saved_delta_per_layer(shape, tk.encoder, dt)
+    return kept, layer
