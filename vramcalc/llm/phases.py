@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
+from vramcalc.choices import AdapterType, Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core.dense import training_phases
@@ -20,7 +20,7 @@ from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
-from vramcalc.llm import adapters, bnb, generation, kvcache, llamacpp, moe, quantization, vllm
+from vramcalc.llm import adapters, bnb, generation, kvcache, llamacpp, moe, peft_methods, quantization, vllm
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
@@ -252,15 +252,20 @@ def adapter_phases(
     notes: list[str],
     qinfo: dict[str, Any] | None = None,
 ) -> tuple[Phases, int]:
-    """LoRA / QLoRA training step: frozen (possibly quantized) base, trainable fp32 adapters."""
+    """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
+    other PEFT methods in :mod:`vramcalc.llm.peft_methods`."""
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
     adapters.check_supported(shape)
+    if adapter.type not in (AdapterType.lora, AdapterType.dora):
+        return peft_methods.method_phases(spec, shape, tk, dt, base, notes)
+    rank = adapter.rank or 0
     targets = adapters.resolve_targets(shape, adapter, notes)
     matrices = adapters.lora_matrices(shape, targets, adapters.is_litgpt(adapter))
-    trainable = adapters.trainable_params(matrices, adapter.rank)
     a = adapters.adapter_bytes_per_param(adapter, dt)
+    dora = peft_methods.dora_for(adapter, matrices, a, dt, tk.encoder, shape.layers, wl.quantization is not None)
+    trainable = adapters.trainable_params(matrices, rank) + dora.params
     optimizer = default_optimizer(spec)
     if wl.optimizer is None:
         notes.append("optimizer not given: adamw")
@@ -270,11 +275,13 @@ def adapter_phases(
     live = {
         **base,
         "parameters": base["parameters"] + trainable * a + kbit.upcast_bytes,
-        "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, adapter.rank), a),
+        "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, rank) + dora.tensors, a),
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
     adt = kbit.dtypes
     saved, recompute_layer = _adapter_activations(spec, shape, tk, adt, matrices, a, kbit)
+    saved += 0 if kbit.checkpointing else dora.saved
+    recompute_layer += dora.saved_per_layer if kbit.checkpointing else 0
     loss = act.loss_bytes(shape, tk, adt)
     q = wl.quantization
     method = q.method if q is not None else None
@@ -283,10 +290,12 @@ def adapter_phases(
     back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
     if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
         dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)
-    mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank, a, adt, adapter.dropout, tk.encoder, shape.layers)
+    mlp_lora = adapters.mlp_lora_bytes(matrices, rank, a, adt, adapter.dropout, tk.encoder, shape.layers)
     through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
+    through = max(through, dora.transient if kbit.checkpointing else 0)
     head = loss.saved + loss.forward_transient
     inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, method, dequant, kbit.checkpointing)
+    inside = max(inside, dora.transient)
     forward = {**live, "activations": saved + head, "temporaries": max(0, inside - head)}
     start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
     block = {**live, "activations": saved + recompute_layer, "temporaries": through}
@@ -362,7 +371,7 @@ def _adapter_activations(
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
-    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank, a, dt, adapter.dropout)
+    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank or 0, a, dt, adapter.dropout)
     bnb_layer = 0
     q = wl.quantization
     if kbit.release is not None and q is not None:
