@@ -76,6 +76,7 @@ def _kinds() -> list[Any]:
     kinds = [
         "training_full",
         "training_lora",
+        "training_peft",
         "training_qlora",
         "training_fwd_bwd",
         "training_pretrain",

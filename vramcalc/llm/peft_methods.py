@@ -238,8 +238,6 @@ def check(spec: object, shape: ModelShape) -> None:
     kind = wl.adapter.type.value
     if wl.quantization is not None:
         raise SpecError(f"workload.quantization: a quantized base is modelled under lora or dora, not {kind}")
-    if getattr(spec, "parallel", None) is not None:
-        raise SpecError(f"parallel: adapter type {kind} is modelled on one GPU (lora and dora across several)")
     if wl.adapter.type is AdapterType.prefix_tuning and wl.gradient_checkpointing is not Checkpointing.none:
         raise SpecError("workload.gradient_checkpointing: PEFT's prefix tuning refuses gradient checkpointing")
     separate_kv = not shape.fused_qkv and lora_targets.mla_of(shape) is None
