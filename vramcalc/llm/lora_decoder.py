@@ -35,7 +35,7 @@ def step_bytes(
     back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
     if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
         dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)
-    mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank, a, adt, adapter.dropout, tk.encoder, shape.layers)
+    mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank or 0, a, adt, adapter.dropout, tk.encoder, shape.layers)
     through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
     inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, method, dequant, kbit.checkpointing)
     return saved, recompute_layer, through, inside
@@ -104,7 +104,7 @@ def _adapter_activations(
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
-    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank, a, dt, adapter.dropout)
+    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank or 0, a, dt, adapter.dropout)
     bnb_layer = 0
     q = wl.quantization
     if kbit.release is not None and q is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import Architecture, Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
+from vramcalc.choices import AdapterType, Architecture, Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core.dense import training_phases
@@ -29,6 +29,7 @@ from vramcalc.llm import (
     lora_decoder,
     lora_encdec,
     moe,
+    peft_methods,
     quantization,
     vllm,
 )
@@ -263,20 +264,28 @@ def adapter_phases(
     notes: list[str],
     qinfo: dict[str, Any] | None = None,
 ) -> tuple[Phases, int]:
-    """LoRA / QLoRA training step: frozen (possibly quantized) base, trainable fp32 adapters."""
+    """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
+    other PEFT methods in :mod:`vramcalc.llm.peft_methods`."""
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
     adapters.check_supported(shape, adapter)
-    if shape.architecture is Architecture.encoder_decoder and wl.quantization is not None:
+    encdec = shape.architecture is Architecture.encoder_decoder
+    if encdec and adapter.type is not AdapterType.lora:
+        raise SpecError(f"workload.adapter.type: {adapter.type.value} is modelled for decoder models; use lora")
+    if adapter.type is not AdapterType.lora and adapter.type is not AdapterType.dora:
+        return peft_methods.method_phases(spec, shape, tk, dt, base, notes)
+    rank = adapter.rank or 0
+    if encdec and wl.quantization is not None:
         raise SpecError(
             "workload.quantization: QLoRA (a quantized base under an adapter) is not modelled for "
             "encoder-decoder models; drop quantization for LoRA on the full-precision base"
         )
     targets = adapters.resolve_targets(shape, adapter, notes)
     matrices = adapters.lora_matrices(shape, targets, adapters.is_litgpt(adapter))
-    trainable = adapters.trainable_params(matrices, adapter.rank)
     a = adapters.adapter_bytes_per_param(adapter, dt)
+    dora = peft_methods.dora_for(adapter, matrices, a, dt, tk.encoder, shape.layers, wl.quantization is not None)
+    trainable = adapters.trainable_params(matrices, rank) + dora.params
     optimizer = default_optimizer(spec)
     if wl.optimizer is None:
         notes.append("optimizer not given: adamw")
@@ -286,18 +295,22 @@ def adapter_phases(
     live = {
         **base,
         "parameters": base["parameters"] + trainable * a + kbit.upcast_bytes,
-        "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, adapter.rank), a),
+        "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, rank) + dora.tensors, a),
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
     adt = kbit.dtypes
     loss = act.loss_bytes(shape, tk, adt)
-    if shape.architecture is Architecture.encoder_decoder:
-        lora = (adapter.rank, a, adapter.dropout)
+    if encdec:
+        lora = (rank, a, adapter.dropout)
         saved, recompute_layer, through, inside = lora_encdec.step_bytes(
             shape, tk, adt, wl.attention, matrices, lora, kbit.checkpointing
         )
     else:
         saved, recompute_layer, through, inside = lora_decoder.step_bytes(spec, shape, tk, dt, kbit, matrices, a)
+        saved += 0 if kbit.checkpointing else dora.saved
+        recompute_layer += dora.saved_per_layer if kbit.checkpointing else 0
+        through = max(through, dora.transient if kbit.checkpointing else 0)
+        inside = max(inside, dora.transient)
     head = loss.saved + loss.forward_transient
     forward = {**live, "activations": saved + head, "temporaries": max(0, inside - head)}
     start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}

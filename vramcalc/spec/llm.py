@@ -125,8 +125,31 @@ class QuantizationSpec(SpecSection):
         return self
 
 
+#: Keys each adapter type takes (besides ``type``); any other key given is an error.
+ADAPTER_KEYS = {
+    AdapterType.lora: ("rank", "alpha", "targets", "dropout", "autocast_adapter_dtype", "framework", "prepare_kbit"),
+    AdapterType.dora: ("rank", "alpha", "targets", "dropout", "autocast_adapter_dtype", "prepare_kbit"),
+    AdapterType.ia3: ("targets", "feedforward_modules", "autocast_adapter_dtype"),
+    AdapterType.prompt_tuning: ("num_virtual_tokens",),
+    AdapterType.prefix_tuning: ("num_virtual_tokens", "prefix_projection", "encoder_hidden_size"),
+    AdapterType.ln_tuning: (),
+}  # fmt: skip
+#: Keys a type cannot do without.
+REQUIRED_KEYS = {
+    AdapterType.lora: ("rank",),
+    AdapterType.dora: ("rank",),
+    AdapterType.prompt_tuning: ("num_virtual_tokens",),
+    AdapterType.prefix_tuning: ("num_virtual_tokens",),
+}
+
+
 class AdapterSpec(SpecSection):
     """``adapter: {type: lora, rank: 16, alpha: 32, targets: [q_proj, v_proj] | all-linear, dropout: 0.05}``.
+
+    Other PEFT methods (vramcalc/llm/peft_methods.py): ``{type: dora, rank: 16, ...}`` (LoRA keys),
+    ``{type: ia3, targets: [...], feedforward_modules: [...]}``, ``{type: prompt_tuning, num_virtual_tokens: 20}``,
+    ``{type: prefix_tuning, num_virtual_tokens: 20, prefix_projection: false, encoder_hidden_size: ...}``,
+    ``{type: ln_tuning}``.
 
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
@@ -134,7 +157,7 @@ class AdapterSpec(SpecSection):
     q/k/v projection is adapted: ``peft`` (the whole module) or ``litgpt`` (only the parts named)."""
 
     type: AdapterType = AdapterType.lora
-    rank: Annotated[int, Field(strict=True, gt=0, le=65536)]
+    rank: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
     alpha: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     targets: list[str] | Literal["all-linear"] | None = None
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
@@ -143,6 +166,29 @@ class AdapterSpec(SpecSection):
     framework: Literal["peft", "litgpt"] = "peft"
     #: PEFT's prepare_model_for_kbit_training (vramcalc/llm/bnb.py); None: on for PEFT on a bitsandbytes base.
     prepare_kbit: bool | None = None
+    #: IA3: the targets whose input (not output) is scaled; None: the targets in the MLP's down projection.
+    feedforward_modules: list[str] | None = None
+    #: Prompt and prefix tuning: trained virtual tokens.
+    num_virtual_tokens: Annotated[int, Field(strict=True, gt=0, le=10**6)] | None = None
+    #: Prefix tuning: the prefixes come from a two-layer MLP (PEFT ``prefix_projection``), hidden width below.
+    prefix_projection: bool | None = None
+    encoder_hidden_size: Annotated[int, Field(strict=True, gt=0, le=10**7)] | None = None
+
+    @model_validator(mode="after")
+    def _keys_fit_type(self) -> "AdapterSpec":
+        allowed = ADAPTER_KEYS[self.type]
+        for key in sorted(self.model_fields_set - {"type"}):
+            if key not in allowed:
+                fits = ", ".join(allowed) if allowed else "no other key"
+                raise ValueError(f"{key}: not a key of adapter type {self.type.value} (it takes {fits})")
+        for key in REQUIRED_KEYS.get(self.type, ()):
+            if getattr(self, key) is None:
+                raise ValueError(f"{key}: required for adapter type {self.type.value}")
+        if self.encoder_hidden_size is not None and not self.prefix_projection:
+            raise ValueError("encoder_hidden_size: only valid with prefix_projection: true")
+        if self.feedforward_modules is not None:
+            _check_names(self.feedforward_modules, "feedforward_modules")
+        return self
 
     @field_validator("targets")
     @classmethod
