@@ -198,7 +198,9 @@ class EstimateResult(Result):
         None, description="KV blocks on the card: vLLM's '# GPU blocks' (vLLM serving spec on a card)."
     )
     vllm: VllmEngine | None = Field(None, description="vLLM's engine settings and start-up profile (vLLM serving).")
-    trainable_params: int | None = Field(None, description="Parameters of the adapter (LoRA/QLoRA).")
+    trainable_params: int | None = Field(
+        None, description="Trainable parameters of the adapter (LoRA, QLoRA, DoRA, IA3, prompt, prefix or LN tuning)."
+    )
     active_params: int | None = Field(None, description="Parameters active per token (mixture of experts).")
     quantization: Quantization | None = Field(None, description="The weight quantization (quantized models).")
     per_rank: bool = Field(description="Every byte figure is one GPU's (a multi-GPU plan).")
