@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
+from vramcalc.core import t5
 from vramcalc.core.hf_release import SHARED_EAGER_FAMILIES, clamped_score_bytes
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
@@ -76,6 +77,7 @@ def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
         per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
     else:
         per_token = h * FP32 + RMSNORM_STATS + (h * FP32 if dt.amp else 2 * h * dt.compute)
+        per_token += t5.norm_input_bytes(shape, dt.residual)
     return n_tokens * per_token
 
 
@@ -89,7 +91,7 @@ def _softmax_upcast(shape: ModelShape) -> bool:
     shared ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``); BERT and
     GPT-2 take the softmax in the activation dtype (checked with the tracer on bf16 models)."""
     return (
-        shape.norm is Norm.rmsnorm
+        (shape.norm is Norm.rmsnorm and not t5.is_t5(shape))
         or shape.architecture is Architecture.vit
         or shape.model_type in SHARED_EAGER_FAMILIES
     )
@@ -156,7 +158,7 @@ def attention_saved_bytes(
         qkv += _attention_extra_saved(shape, q_tokens, dt)
     scores = tk.batch * shape.heads * seq_q * seq_kv
     if kernel in ("flash", "efficient"):
-        core = tk.batch * shape.heads * seq_q * FP32
+        core = tk.batch * shape.heads * seq_q * FP32 + t5.sdpa_bias_bytes(shape, seq_q, seq_kv, dt.compute, cross)
     elif kernel == "math":  # softmax output kept at the compute dtype; K/V expanded to all heads
         core = scores * (dt.compute + ((dt.compute + MASK) if attention_dropout(shape) > 0 else 0))
     else:
@@ -183,7 +185,10 @@ def mlp_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     relu: its output (T5 adds an inner dropout: mask + output). swiglu: gate, silu, up, product.
     """
     f, c = shape.ffn, dt.compute
-    if shape.mlp is Mlp.gelu:
+    t5_gated = t5.gated_mlp_per_element(shape, c, dt.amp)
+    if t5_gated is not None:
+        inner = f * t5_gated
+    elif shape.mlp is Mlp.gelu:
         inner = 2 * f * c
     elif shape.mlp is Mlp.gelu_tanh:
         inner = (3 * FP32 + 2 * c) * f if dt.amp else 5 * f * c
@@ -249,10 +254,11 @@ def layer_saved_split(
     return layer_saved_bytes(shape, tk, dt, attention, decoder) - replicated, replicated
 
 
-def embedding_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+def embedding_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention | None = None) -> int:
     """Embedding stage. BERT (post-LN) saves its embedding-LayerNorm input and the dropout output
     that enters layer 0; pre-LN models only add a dropout mask (their output is layer 0's norm input).
-    Rotary models keep cos/sin tables (fp32, seq x head_dim each).
+    Rotary models keep cos/sin tables (fp32, seq x head_dim each); T5 its position biases
+    (:func:`vramcalc.core.t5.relative_bias_bytes`; ``attention`` None: kept as under checkpointing).
     """
     h = shape.hidden
     total = dropout_mask_bytes(shape, tk.encoder, 1)
@@ -263,19 +269,9 @@ def embedding_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
     if shape.position is Position.rotary:
         total += 2 * tk.seq * shape.head_dim * FP32
     if shape.position is Position.relative:
-        total += relative_bias_bytes(shape, tk)
+        kept = "checkpoint" if attention is None else ("eager" if attention is Attention.eager else "sdpa")
+        total += t5.relative_bias_bytes(shape, tk.seq, tk.target, (dt.param, dt.compute), kept)
     return total
-
-
-def relative_bias_bytes(shape: ModelShape, tk: Tokens) -> int:
-    """T5: a heads x seq x seq fp32 position bias per stack, its int64 bucket index, and (decoder)
-    the zero bias of cross-attention and the broadcast causal mask (fp32, batch x seq x seq)."""
-    enc = shape.heads * tk.seq * tk.seq * FP32 + tk.seq * tk.seq * TOKEN_ID
-    if shape.architecture is not Architecture.encoder_decoder:
-        return enc
-    dec = shape.heads * tk.target * tk.target * FP32 + tk.target * tk.target * TOKEN_ID
-    cross = shape.heads * tk.target * tk.seq * FP32
-    return enc + dec + cross
 
 
 def head_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
@@ -334,7 +330,7 @@ def loss_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> LossBytes:
 
 def saved_activation_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> int:
     """Everything autograd keeps from the forward pass, without the loss tensors."""
-    total = embedding_saved_bytes(shape, tk, dt) + head_saved_bytes(shape, tk, dt)
+    total = embedding_saved_bytes(shape, tk, dt, attention) + head_saved_bytes(shape, tk, dt)
     total += shape.layers * layer_saved_bytes(shape, tk, dt, attention)
     if shape.architecture is Architecture.encoder_decoder:
         total += shape.decoder_layers * layer_saved_bytes(shape, tk, dt, attention, decoder=True)

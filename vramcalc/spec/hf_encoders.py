@@ -124,6 +124,9 @@ def t5(r: Reader, notes: list[str]) -> Model:
         "vocab_size": r.need("vocab_size"),
         "tie_embeddings": tied,
         "bias": False,
+        # T5Config's dropout_rate (default 0.1; T5, T5 v1.1, Flan-T5, mT5 and T0 all ship 0.1): residual,
+        # attention-probability and inner-MLP dropout (modeling_t5.py: T5DenseGatedActDense.dropout)
+        "dropout": r.fraction("dropout_rate", 0.1),
         "relative_attention_buckets": r.count("relative_attention_num_buckets", default=32),
     }
     if kind == "encoder":  # T5EncoderModel: the shared embedding and the encoder stack
