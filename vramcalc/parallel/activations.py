@@ -72,7 +72,8 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
     n_enc = plan.stage_layers
     n_dec = shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0
     body = n_enc * blocks[0] + n_dec * blocks[1]
-    emb = _sp(plan, act.embedding_saved_bytes(local, tk, dt)) if first else 0
+    kept_as = None if wl.gradient_checkpointing is Checkpointing.full else wl.attention  # as the one-GPU path
+    emb = _sp(plan, act.embedding_saved_bytes(local, tk, dt, kept_as)) if first else 0
     head = _sp(plan, act.head_saved_bytes(local, tk, dt)) if last else 0
     loss = act.loss_bytes(local, tk, dt) if last else act.LossBytes(0, 0, 0)
     one = body + emb + head
