@@ -263,20 +263,20 @@ def zero3_gathered(
     shape, wl = work.shape, work.spec.workload
 
     def module(key: int, n: int) -> zero3.Module:  # embeddings and head: never quantized by bitsandbytes
-        return zero3.Module(key, n, 0 if n <= c.persistence else n * frozen.kept_width)
+        return zero3.Module(key, n, n * frozen.kept_width)
 
     def linear(key: int, out: int, inp: int) -> zero3.Module:
         if not frozen.quantized:
             return module(key, out * inp)
         n = zero3.packed_numel(out, inp, frozen.storage)
-        return zero3.Module(key, n, 0 if n <= c.persistence else n * frozen.storage)
+        return zero3.Module(key, n, n * frozen.storage)
 
     # PEFT / the Trainer make the embeddings' output require a gradient under gradient checkpointing
     # (enable_input_require_grads), so DeepSpeed gathers them in backward only then
     ckpt = wl.gradient_checkpointing is Checkpointing.full
     segments = zero3.model_segments(shape, module, checkpointing=ckpt, embeddings_in_backward=ckpt, linear_of=linear)
     peaks = zero3.gathered_peaks(segments, c)
-    whole = zero3.persistent_elements(shape, c.persistence) * frozen.kept_width
+    whole = peaks.persistent + zero3.persistent_vectors(shape, c.persistence) * frozen.kept_width
     whole += _persistent_adapter_params(work, c.persistence) * (adapter_bytes // max(1, trainable))
     whole += ceil_div(whole, plan.shard) if plan.offload_params else 0
     return {"gathered_fwd": whole + peaks.forward, "gathered_bwd": whole + peaks.backward}

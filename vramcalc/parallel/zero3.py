@@ -57,7 +57,7 @@ class Coordinator:
 @dataclass(frozen=True)
 class Module:
     """One module's parameters: ``key`` is the parameter's identity (tied weights share it), ``numel`` its
-    elements as DeepSpeed counts them (in the storage dtype), ``nbytes`` its gathered bytes (0: persistent)."""
+    elements as DeepSpeed counts them (in the storage dtype), ``nbytes`` its bytes gathered."""
 
     key: int
     numel: int
@@ -77,11 +77,14 @@ class Segment:
 
 @dataclass(frozen=True)
 class Gathered:
-    """Peak gathered bytes of forward and of backward, and the peak elements of forward."""
+    """Peak gathered bytes of forward and of backward, the peak elements of forward, and the bytes and
+    elements of the persistent modules (at most ``persistence`` elements: whole, never released)."""
 
     forward: int
     backward: int
     forward_elements: int
+    persistent: int = 0
+    persistent_elements: int = 0
 
 
 def trace(segments: tuple[Segment, ...]) -> tuple[tuple[Module, ...], int]:
@@ -111,6 +114,8 @@ def gathered_peaks(segments: tuple[Segment, ...], c: Coordinator) -> Gathered:
     for t in range(m - 1, -1, -1):
         next_use[t] = last.get(order[t].key, m)
         last[order[t].key] = t
+    small = {mod.key: mod for mod in order if mod.numel <= c.persistence}
+    order = tuple(Module(mod.key, mod.numel, 0) if mod.key in small else mod for mod in order)
     held: dict[int, Module] = {}
     live_bytes = live_numel = 0
     peaks = [0, 0]
@@ -130,7 +135,8 @@ def gathered_peaks(segments: tuple[Segment, ...], c: Coordinator) -> Gathered:
             del held[mod.key]
             live_bytes -= mod.nbytes
             live_numel -= mod.numel
-    return Gathered(peaks[0], max(peaks[1], 0), peak_elements)
+    persistent = sum(mod.nbytes for mod in small.values()), sum(mod.numel for mod in small.values())
+    return Gathered(peaks[0], peaks[1], peak_elements, *persistent)
 
 
 def _prefetch(order: tuple[Module, ...], t: int, held: dict[int, Module], budget: int) -> tuple[int, int]:
@@ -148,9 +154,9 @@ def _prefetch(order: tuple[Module, ...], t: int, held: dict[int, Module], budget
     return nbytes, numel
 
 
-def persistent_elements(shape: ModelShape, threshold: int) -> int:
-    """Elements of the parameter tensors of at most ``threshold`` elements (never partitioned)."""
-    return sum(n * r * c for n, r, c in param_tensors(shape) if r * c <= threshold)
+def persistent_vectors(shape: ModelShape, threshold: int) -> int:
+    """Elements of the vectors (norms, biases; outside the module trace) of at most ``threshold`` elements."""
+    return sum(n * r for n, r, c in param_tensors(shape) if c == 1 and r <= threshold)
 
 
 def block_matrices(shape: ModelShape, cross_attention: bool = False) -> list[tuple[int, int]]:
@@ -165,16 +171,13 @@ def block_matrices(shape: ModelShape, cross_attention: bool = False) -> list[tup
     return attn + (attn if cross_attention else []) + mlp
 
 
-def dense_segments(
-    shape: ModelShape, width: int, threshold: int, *, checkpointing: bool, embeddings_in_backward: bool = True
-) -> tuple[Segment, ...]:
-    """The module trace of a dense model stored at ``width`` bytes per element (parameters of at most
-    ``threshold`` elements are persistent: no gathered bytes, their elements still counted)."""
+def dense_segments(shape: ModelShape, width: int, *, checkpointing: bool) -> tuple[Segment, ...]:
+    """The module trace of a dense model stored at ``width`` bytes per element."""
 
     def matrix(key: int, n: int) -> Module:
-        return Module(key, n, 0 if n <= threshold else n * width)
+        return Module(key, n, n * width)
 
-    return model_segments(shape, matrix, checkpointing=checkpointing, embeddings_in_backward=embeddings_in_backward)
+    return model_segments(shape, matrix, checkpointing=checkpointing, embeddings_in_backward=True)
 
 
 def dense_unsharded(
@@ -183,8 +186,8 @@ def dense_unsharded(
     """(forward bytes, backward bytes, forward elements) unsharded on one rank of dense training: the
     coordinator's gathered modules at ``width`` bytes, plus the persistent parameters whole on every rank
     (offloaded, their ``param_width`` partition stays on the GPU too)."""
-    peaks = gathered_peaks(dense_segments(shape, width, c.persistence, checkpointing=checkpointing), c)
-    persistent = persistent_elements(shape, c.persistence)
+    peaks = gathered_peaks(dense_segments(shape, width, checkpointing=checkpointing), c)
+    persistent = persistent_vectors(shape, c.persistence) + peaks.persistent_elements
     kept = persistent * width + (ceil_div(persistent * param_width, shard) if offload else 0)
     return kept + peaks.forward, kept + peaks.backward, persistent + peaks.forward_elements
 
