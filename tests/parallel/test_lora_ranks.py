@@ -106,18 +106,30 @@ def test_fsdp_cpu_offload_moves_shards_to_the_host() -> None:
     assert r.parallel is not None and r.parallel.host_bytes == 24_896 + 8_704 + 17_408 + 8_704
 
 
-def test_deepspeed_zero3_gathers_the_largest_module_plus_prefetch() -> None:
+def test_deepspeed_zero3_gathers_one_module_plus_prefetch() -> None:
+    # DeepSpeed's coordinator with nothing persistent and nothing kept past its use (threshold 0, reuse 0):
+    # modules in forward order, in elements of the bf16 storage: embedding 2,048 (4,096 B), per block q, k,
+    # v, o packed 64 x 64 / 2 = 2,048 B = 1,024 elements each, gate, up, down 64 x 128 / 2 = 4,096 B = 2,048
+    # elements each, then the head 2,048 (4,096 B). A prefetch of 1,000 elements fetches exactly one module
+    # ahead (every module is larger), so the peak is two 4,096-B modules: gate + the prefetched up
+    keys = {"max_reuse_distance": 0, "param_persistence_threshold": 0}
     buckets = {"reduce": 1000, "prefetch": 1000}
-    r = estimate(spec({"gpus": 2, "zero": 3, "buckets": buckets}))
+    r = estimate(spec({"gpus": 2, "zero": 3, "buckets": buckets, "zero3": keys}))
     fwd = r.phase_components["forward"]
-    # largest module: gate or up packed (64 x 128 / 2 = 4,096 B) ties the bf16 embedding (32 x 64 x 2);
-    # prefetch 1,000 elements of the bf16 storage = 2,000 B
-    assert fwd["gathered_parameters"] == 4_096 + 2_000
+    assert fwd["gathered_parameters"] == r.phase_components["backward"]["gathered_parameters"] == 8_192
     # the contiguous gradient bucket: 1,000 elements of the fp32 adapters
     assert fwd["communication_buffers"] == 4_000
     # ZeRO-3 allocates its gradient partitions up front
     assert fwd["gradients"] == ADAPTER_BYTES // 2
     assert fwd["parameters"] == 38_720
+
+
+def test_deepspeed_zero3_keeps_small_parameters_whole() -> None:
+    # DeepSpeed's default stage3_param_persistence_threshold (1e5 elements) covers every tensor of this
+    # model: the base whole on both GPUs, packed 40,960 B + bf16 kept 8,832 B = 49,792 B, and every LoRA
+    # matrix (at most 128 x 2 elements) whole: 17,408 B -> 67,200 B
+    r = estimate(spec({"gpus": 2, "zero": 3, "buckets": {"reduce": 1000, "prefetch": 1000}}))
+    assert r.phase_components["forward"]["gathered_parameters"] == PACKED + KEPT + ADAPTER_BYTES
 
 
 def test_data_parallel_replicates_everything() -> None:

@@ -238,28 +238,55 @@ def test_deepspeed_estimator_t5_large_example() -> None:
     assert deepspeed_model_states_estimate(p, largest, 3, 4, 1, offload_optimizer=True)[1] >> 20 == 477
 
 
-def t5_zero(stage: int, **offload: str) -> Any:
+def t5_zero(stage: int, zero3: dict[str, int] | None = None, **offload: str) -> Any:
     parallel = {"data": 8, "zero": stage, "buckets": {"reduce": 0, "prefetch": 0}, "offload": offload}
+    if zero3 is not None:
+        parallel["zero3"] = zero3
     return estimate(spec(T5_3B, parallel, batch_size=1, seq_len=128, precision="mixed-fp16", optimizer="adam"))
 
 
+#: T5-3B's persistent parameters (at most 1e5 elements each, never partitioned): 122 RMS norms of 1,024
+#: (24 encoder layers x 2 + 24 decoder layers x 3 + 2 final norms) and two 32 x 32 relative-position tables
+T5_PERSISTENT = 122 * 1024 + 2 * 32 * 32
+
+
 def test_component_model_equals_deepspeed_where_both_count_the_same_tensors() -> None:
-    # ZeRO-3, parameters and optimizer offloaded: only the gathered largest layer, 16-bit parameters and
-    # gradients: 4 x 32,899,072 = 131,596,288 B (DeepSpeed case 2)
-    both = t5_zero(3, optimizer="cpu", params="cpu")
+    # DeepSpeed's estimator counts 4 x largest_layer_params: the largest module gathered in 16 bits and its
+    # 16-bit gradient, nothing kept past its use -- the coordinator with max_reuse_distance 0 (and no
+    # prefetch). ZeRO-3, parameters and optimizer offloaded: 4 x 32,899,072 = 131,596,288 B (DeepSpeed
+    # case 2), plus the persistent parameters, whole (2 B x 126,976) and their partition kept on the GPU
+    # (2 B x 126,976 / 8): 253,952 + 31,744 B
+    both = t5_zero(3, {"max_reuse_distance": 0}, optimizer="cpu", params="cpu")
     peaks = both.component_peaks
     assert peaks["parameters"] == peaks["gradients"] == peaks["optimizer_states"] == 0
-    assert peaks["gathered_parameters"] == 4 * L_T5
+    assert peaks["gathered_parameters"] == 4 * L_T5 + 2 * T5_PERSISTENT + 2 * T5_PERSISTENT // 8
     # ZeRO-3, optimizer offloaded (case 3): + the 16-bit parameter partition 2 x P / 8 = 712,899,584
-    opt = t5_zero(3, optimizer="cpu")
+    opt = t5_zero(3, {"max_reuse_distance": 0}, optimizer="cpu")
     assert opt.component_peaks["parameters"] == 712_899_584
-    assert opt.component_peaks["parameters"] + opt.component_peaks["gathered_parameters"] == 844_495_872
+    gathered = opt.component_peaks["gathered_parameters"]
+    assert opt.component_peaks["parameters"] + gathered == 844_495_872 + 2 * T5_PERSISTENT
     # ZeRO-2, optimizer offloaded: the 16-bit parameters 2 x P = 5,703,196,672; gradient partitions go to the host
     two = t5_zero(2, optimizer="cpu")
     assert two.component_peaks["parameters"] == 5_703_196_672 and two.component_peaks["gradients"] == 0
     # host per node of 8 GPUs (DeepSpeed's figure without its 1.5 buffer factor): 18 P and 16 P
     assert math.isclose(both.parallel.host_bytes_per_node, 18 * P_T5, rel_tol=1e-4)
     assert math.isclose(opt.parallel.host_bytes_per_node, 16 * P_T5, rel_tol=1e-4)
+
+
+def test_zero3_default_reuse_distance_keeps_the_end_of_forward_gathered() -> None:
+    # The same run with DeepSpeed's default stage3_max_reuse_distance of 1e9 elements: a module finishing
+    # forward is kept when its next use (its backward) comes within 1e9 elements of trace, i.e. when the
+    # S elements after it in forward satisfy 2 S < 1e9. From the end of T5-3B's forward: the LM head (tied:
+    # the 32,899,072-element embedding), then decoder layers of 2 x 16,777,216 (MLP) + 8 x 4,194,304
+    # (self- and cross-attention) = 67,108,864 elements. 5e8 - 32,899,072 = 467,100,928 covers the first
+    # module of the 7th layer from the end (6 x 67,108,864 + 62,914,560 = 465,567,744 after it) but not the
+    # last module of the 8th (7 x 67,108,864 = 469,762,048 after it): 32,899,072 + 7 x 67,108,864 =
+    # 502,661,120 elements, 1,005,322,240 B in fp16, held as backward starts, with the head's 16-bit
+    # gradient (2 x 32,899,072) and the persistent parameters (253,952 + 31,744 B)
+    both = t5_zero(3, optimizer="cpu", params="cpu")
+    expected = 2 * 502_661_120 + 2 * L_T5 + 2 * T5_PERSISTENT + 2 * T5_PERSISTENT // 8
+    assert both.phase_components["backward"]["gathered_parameters"] == expected
+    assert both.phase_components["forward"]["gathered_parameters"] == expected - 2 * L_T5
 
 
 def model_states_peak(result: Any) -> int:

@@ -43,6 +43,7 @@ from vramcalc.choices import Architecture, Attention, Head, Mode, Precision
 from vramcalc.core.params import count_params, embedding_params, head_params, layer_params, param_tensors
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
+from vramcalc.parallel.zero3 import DEEPSPEED_MAX_LIVE, DEEPSPEED_PERSISTENCE, DEEPSPEED_REUSE_DISTANCE, Coordinator
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec, Schedule, check_rules
 from vramcalc.units import ceil_div
@@ -96,6 +97,14 @@ class Plan:
     gpus_per_node: int
     fp32_grads: bool
     stage_layers: int = 0  # blocks on the most loaded pipeline stage (layers / pipeline, rounded up)
+    max_live: int = DEEPSPEED_MAX_LIVE  # ZeRO-3's parameter coordinator, in elements (vramcalc/parallel/zero3.py)
+    reuse_distance: int = DEEPSPEED_REUSE_DISTANCE
+    persistence: int = DEEPSPEED_PERSISTENCE
+
+    @property
+    def coordinator(self) -> Coordinator:
+        """DeepSpeed ZeRO-3's prefetch, live-parameter, reuse-distance and persistence settings."""
+        return Coordinator(self.prefetch_bucket, self.max_live, self.reuse_distance, self.persistence)
 
     @property
     def label(self) -> str:
@@ -191,7 +200,14 @@ def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
         gpus_per_node=per_node,
         fp32_grads=section.fp32_grads if section.fp32_grads is not None else framework is not Framework.deepspeed,
         stage_layers=ceil_div(shape.layers, section.pipeline),
+        max_live=_given(section.zero3.max_live_parameters, DEEPSPEED_MAX_LIVE),
+        reuse_distance=_given(section.zero3.max_reuse_distance, DEEPSPEED_REUSE_DISTANCE),
+        persistence=_given(section.zero3.param_persistence_threshold, DEEPSPEED_PERSISTENCE),
     )
+
+
+def _given(value: int | None, default: int) -> int:
+    return default if value is None else value
 
 
 def _bucket(given: int | None, default: int, framework: Framework) -> int:

@@ -19,8 +19,9 @@ holds its share of the model states, divided as for dense training (:mod:`vramca
   reshard after forward: torch ``_post_forward_reshard``, "Do not free the root's parameters in the
   post-forward"): the root plus the running block in forward, plus the prefetched next block in
   backward (``BackwardPrefetch.BACKWARD_PRE``); ``shard_grad_op`` keeps the whole base gathered
-  between forward and backward. DeepSpeed: the largest module plus ``prefetch_bucket_size`` elements of
-  the storage dtype, as for dense training.
+  between forward and backward. DeepSpeed: its parameter coordinator replayed on the frozen base
+  (:mod:`vramcalc.parallel.zero3`: reuse distance, prefetch, persistence), a 4-bit linear counted in
+  elements of its float storage, with the persistent norms, biases and small LoRA matrices whole.
 * **adapters**: weights, gradients and optimizer states divided from ZeRO stage 3, 2 and 1 on (FSDP:
   full_shard / hybrid all three, shard_grad_op gradients and states), with the single-GPU dtypes (PEFT
   keeps fp32 adapters on a 16-bit base). DeepSpeed's contiguous gradient bucket is
@@ -45,12 +46,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.core.params import layer_params, param_tensors
+from vramcalc.choices import AdapterType, Checkpointing
+from vramcalc.core.params import layer_params
 from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
 from vramcalc.errors import SpecError
 from vramcalc.llm import adapters, quantization
 from vramcalc.llm import phases as llm
+from vramcalc.parallel import zero3
 from vramcalc.parallel.layout import FP32, MIXED, ParallelDetails, Plan, resolve_plan
 from vramcalc.parallel.phases import params_sharded, shard_div
 from vramcalc.spec.llm import BNB_4BIT
@@ -74,8 +77,9 @@ class FrozenBase:
     replicated: int  # the 4-bit quantization statistics, whole on every rank
     block: int  # one decoder block as stored: FSDP's unit
     root: int  # embeddings, final norm and LM head: FSDP's root unit
-    largest: int  # the largest module's weight as stored: DeepSpeed's gathering unit
-    storage: int  # bytes per element of the sharded storage (DeepSpeed's prefetch bucket counts elements)
+    storage: int  # bytes per element of the sharded storage (DeepSpeed counts elements)
+    kept_width: int = 2  # bytes per element of the tensors left unquantized
+    quantized: bool = False  # the blocks' linears are bitsandbytes 4-bit, packed into ``storage``
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,8 @@ def adapter_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases,
     frozen_total = phases["forward"]["parameters"] - adapter_bytes
     frozen = frozen_base(work, frozen_total, details.quantization)
     rank = rank_states(plan, frozen, frozen_total, adapter_bytes, trainable, phases)
+    if params_sharded(plan) and plan.framework is Framework.deepspeed:
+        rank = replace(rank, **zero3_gathered(work, plan, frozen, adapter_bytes, trainable))
     if params_sharded(plan) and frozen.replicated:
         notes.append(
             f"4-bit quantization statistics (absmax): {frozen.replicated:,} B whole on every GPU (bitsandbytes keeps "
@@ -194,8 +200,8 @@ def frozen_base(work: ResolvedWorkload, frozen_total: int, qinfo: dict[str, Any]
     layers = max(1, shape.layers)
     if q is None or q.method not in BNB_4BIT:
         block = layer_params(shape) * kept_width
-        largest = max(r * c for _, r, c in param_tensors(shape)) * kept_width
-        return FrozenBase(frozen_total, 0, block, max(0, frozen_total - layers * block), largest, kept_width)
+        root = max(0, frozen_total - layers * block)
+        return FrozenBase(frozen_total, 0, block, root, kept_width, kept_width)
     blocks = quantization.linear_groups(shape, q)[0]
     packed_blocks = sum(m.count * ceil_div(m.out * m.inp, 2) for m in blocks)
     quant_blocks = sum(m.count * m.out * m.inp for m in blocks)
@@ -204,10 +210,9 @@ def frozen_base(work: ResolvedWorkload, frozen_total: int, qinfo: dict[str, Any]
     stats = int(qinfo["quantized_bytes"]) - packed if qinfo is not None else 0
     sharded = frozen_total - stats
     block = (packed_blocks + max(0, layer_params(shape) * layers - quant_blocks) * kept_width) // layers
-    largest_packed = max((ceil_div(m.out * m.inp, 2) for m in matrices), default=0)
-    largest = max(largest_packed, shape.vocab * shape.hidden * kept_width)  # the embedding (or an untied head)
     storage = STORAGE_BYTES[q.quant_storage or "uint8"]
-    return FrozenBase(sharded, stats, block, max(0, sharded - layers * block), largest, storage)
+    root = max(0, sharded - layers * block)
+    return FrozenBase(sharded, stats, block, root, storage, kept_width, quantized=True)
 
 
 def rank_states(
@@ -235,18 +240,56 @@ def rank_states(
     temps = 0 if plan.offload_optimizer else ceil_div(phases["optimizer"].get("temporaries", 0), shard_div(plan, 1))
     uses_bucket = plan.framework is Framework.deepspeed and (plan.stage >= 1 or plan.data > 1)
     bucket = plan.reduce_bucket * (adapter_bytes // max(1, trainable)) if uses_bucket else 0
-    fwd, bwd = gathered(plan, frozen) if sharded else (0, 0)
+    fwd, bwd = gathered(plan, frozen) if sharded and plan.framework is Framework.fsdp else (0, 0)
     return RankStates(params, states, grads, persistent, fwd, bwd, bucket, temps, host)
 
 
 def gathered(plan: Plan, frozen: FrozenBase) -> tuple[int, int]:
-    """(forward, backward) bytes of unsharded frozen parameters on one rank (module docstring)."""
-    if plan.framework is Framework.fsdp:
-        if plan.fsdp is FsdpStrategy.shard_grad_op:
-            return frozen.sharded, frozen.sharded
-        return frozen.root + frozen.block, frozen.root + 2 * frozen.block
-    unit = frozen.largest + plan.prefetch_bucket * frozen.storage
-    return unit, unit
+    """(forward, backward) bytes of unsharded frozen parameters on one rank under FSDP (module docstring;
+    DeepSpeed: :func:`zero3_gathered`)."""
+    if plan.fsdp is FsdpStrategy.shard_grad_op:
+        return frozen.sharded, frozen.sharded
+    return frozen.root + frozen.block, frozen.root + 2 * frozen.block
+
+
+def zero3_gathered(
+    work: ResolvedWorkload, plan: Plan, frozen: FrozenBase, adapter_bytes: int, trainable: int
+) -> dict[str, int]:
+    """DeepSpeed ZeRO-3's unsharded bytes on one rank: the frozen base as the parameter coordinator holds
+    it (:mod:`vramcalc.parallel.zero3`; a 4-bit linear counted in elements of its float storage), plus the
+    persistent tensors, whole on every rank: the base's norms and biases and the LoRA matrices of at most
+    ``param_persistence_threshold`` elements (and, offloaded, their partitions, which stay on the GPU)."""
+    c = plan.coordinator
+    shape, wl = work.shape, work.spec.workload
+
+    def module(key: int, n: int) -> zero3.Module:  # embeddings and head: never quantized by bitsandbytes
+        return zero3.Module(key, n, n * frozen.kept_width)
+
+    def linear(key: int, out: int, inp: int) -> zero3.Module:
+        if not frozen.quantized:
+            return module(key, out * inp)
+        n = zero3.packed_numel(out, inp, frozen.storage)
+        return zero3.Module(key, n, n * frozen.storage)
+
+    # PEFT / the Trainer make the embeddings' output require a gradient under gradient checkpointing
+    # (enable_input_require_grads), so DeepSpeed gathers them in backward only then
+    ckpt = wl.gradient_checkpointing is Checkpointing.full
+    segments = zero3.model_segments(shape, module, checkpointing=ckpt, embeddings_in_backward=ckpt, linear_of=linear)
+    peaks = zero3.gathered_peaks(segments, c)
+    whole = peaks.persistent + zero3.persistent_vectors(shape, c.persistence) * frozen.kept_width
+    whole += _persistent_adapter_params(work, c.persistence) * (adapter_bytes // max(1, trainable))
+    whole += ceil_div(whole, plan.shard) if plan.offload_params else 0
+    return {"gathered_fwd": whole + peaks.forward, "gathered_bwd": whole + peaks.backward}
+
+
+def _persistent_adapter_params(work: ResolvedWorkload, threshold: int) -> int:
+    """Elements of the LoRA matrices (lora_A: rank x in, lora_B: out x rank) small enough to persist."""
+    adapter = work.spec.workload.adapter
+    if adapter is None or adapter.type is not AdapterType.lora:
+        return 0
+    targets = adapters.resolve_targets(work.shape, adapter, [])
+    matrices = adapters.lora_matrices(work.shape, targets, adapters.is_litgpt(adapter))
+    return sum(n * r * c for n, r, c in adapters.adapter_tensors(matrices, adapter.rank or 0) if r * c <= threshold)
 
 
 def rank_phases(phases: Phases, r: RankStates, plan: Plan) -> Phases:

@@ -7,8 +7,9 @@ backward; optimizer step), with every component replaced by what one rank holds:
 * parameters, gradients, optimizer states: :mod:`vramcalc.parallel.layout` (layout by precision and
   framework, divided over the shard group by ZeRO stage / FSDP strategy; offloaded ones move to the
   host figure, ``host_bytes``);
-* gathered parameters (ZeRO-3, FSDP): the working set of unsharded 16-bit parameters -- DeepSpeed
-  fetches the largest module plus ``prefetch_bucket_size`` elements ahead; FSDP the largest unit plus
+* gathered parameters (ZeRO-3, FSDP): the working set of unsharded 16-bit parameters -- DeepSpeed's
+  parameter coordinator (:mod:`vramcalc.parallel.zero3`: modules kept within ``max_reuse_distance``,
+  ``prefetch_bucket_size`` elements ahead, small parameters persistent); FSDP the largest unit plus
   the next block (``BackwardPrefetch.BACKWARD_PRE``; FSDP2 prefetches one unit); in backward also that
   unit's gradient before its reduce-scatter (in fp32 too when the reduce dtype is fp32). DeepSpeed's
   docs count ``4 x largest_layer_params`` (16-bit parameters + gradients). With pipeline stages FSDP
@@ -45,6 +46,7 @@ from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES, image_elements, input_bytes, resolve_workload, workspace_bytes
+from vramcalc.parallel import zero3
 from vramcalc.parallel.activations import in_flight, rank_tokens, stage_activations
 from vramcalc.parallel.layout import (
     DEEPSPEED_SUB_GROUP,
@@ -175,7 +177,7 @@ def _state_parts(
     local = tp_local(shape, plan.tensor)
     states = _states(plan, lay, optimizer, local, n, derived)
     persistent, stored = _grads(plan, lay, n)
-    gathered_fwd, gathered_bwd, _ = _gathered(plan, lay, shape, n)
+    gathered_fwd, gathered_bwd, _ = _gathered(plan, lay, shape, n, _checkpointing(spec))
     partial, head_grads = _early_grads(plan, lay, local, stage in ("only", "last"), persistent)
     # DeepSpeed's ZeRO optimizers allocate the contiguous gradient bucket whatever the data degree
     # (ZeRO-Offload copies gradients to the host through it); stage 0 only all-reduces with data parallelism
@@ -204,7 +206,8 @@ def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, der
     local = tp_local(shape, plan.tensor)
     acts = stage_activations(spec, shape, plan, stage)
     if params_sharded(plan):  # autocast caches copies of the gathered units only
-        copies = _gathered(plan, layout(wl.precision, plan.framework, plan.fp32_grads, dt.param), shape, 0)[2]
+        lay = layout(wl.precision, plan.framework, plan.fp32_grads, dt.param)
+        copies = _gathered(plan, lay, shape, 0, _checkpointing(spec))[2]
     else:
         copies = linear_weight_params(local) * derived // count_params(local)
     last = stage in ("only", "last")
@@ -219,6 +222,10 @@ def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, der
         "loss": acts.loss,
         "block_temps": acts.block_temps,
     }
+
+
+def _checkpointing(spec: Spec) -> bool:
+    return spec.workload.gradient_checkpointing is Checkpointing.full
 
 
 def _early_grads(plan: Plan, lay: Layout, local: ModelShape, last: bool, persistent: int) -> tuple[int, int]:
@@ -268,20 +275,24 @@ def _grads(plan: Plan, lay: Layout, n: int) -> tuple[int, int]:
     return persistent, stored
 
 
-def _gathered(plan: Plan, lay: Layout, shape: ModelShape, n: int) -> tuple[int, int, int]:
+def _gathered(plan: Plan, lay: Layout, shape: ModelShape, n: int, checkpointing: bool) -> tuple[int, int, int]:
     """(forward, backward) bytes of unsharded parameters (and their unit's gradients), and the elements
-    gathered at once. Zero when parameters are not sharded."""
+    gathered at once. Zero when parameters are not sharded. DeepSpeed: :mod:`vramcalc.parallel.zero3`
+    (the coordinator's reuse-distance rule and prefetch, plus the persistent small parameters)."""
     if not params_sharded(plan):
         return 0, 0, 0
     if plan.framework is Framework.fsdp:
         unit, block = largest_fsdp_unit(shape, plan.tensor)
         whole = plan.pipeline > 1 or plan.fsdp is FsdpStrategy.shard_grad_op
         elements = n if whole else unit + block
+        fwd = bwd = elements * lay.working
     else:
         unit = largest_tensor(shape, plan.tensor)
-        elements = unit + plan.prefetch_bucket
+        local = tp_local(shape, plan.tensor)
+        c, offload = plan.coordinator, plan.offload_params
+        fwd, bwd, elements = zero3.dense_unsharded(local, lay.working, lay.param, plan.shard, offload, checkpointing, c)
     unit_grads = unit * lay.working + (unit * FP32 if lay.grad == FP32 and lay.working < FP32 else 0)
-    return elements * lay.working, elements * lay.working + unit_grads, elements
+    return fwd, bwd + unit_grads, elements
 
 
 def _optimizer_temps(spec: Spec, plan: Plan, lay: Layout, optimizer: Optimizer, local: ModelShape, n: int) -> int:

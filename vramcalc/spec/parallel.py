@@ -16,6 +16,7 @@ over several GPUs. Kept apart from :mod:`vramcalc.spec.models` (which imports it
       schedule: 1f1b           # 1f1b | gpipe | interleaved (with virtual_stages)
       uneven_pipeline: false   # true: layers need not divide evenly; stages hold up to ceil(layers / pipeline)
       buckets: {reduce: 500M, prefetch: 50M}   # communication buckets, in elements
+      zero3: {max_live_parameters: 1B, max_reuse_distance: 1B, param_persistence_threshold: 100K}
 
 The key names are a public contract, like every spec key. Rules that need the resolved model shape
 (heads divisible by ``tensor`` and so on) are checked by :func:`vramcalc.parallel.layout.resolve_plan`.
@@ -77,6 +78,16 @@ class Buckets(SpecSection):
     prefetch: BucketCount | None = None
 
 
+class Zero3(SpecSection):
+    """DeepSpeed ZeRO-3's parameter coordinator, in elements (``stage3_max_live_parameters``,
+    ``stage3_max_reuse_distance``, ``stage3_param_persistence_threshold``). Omitted: DeepSpeed's
+    defaults, 1e9, 1e9 and 1e5 (vramcalc/parallel/zero3.py)."""
+
+    max_live_parameters: BucketCount | None = None
+    max_reuse_distance: BucketCount | None = None
+    param_persistence_threshold: BucketCount | None = None
+
+
 class ParallelSpec(SpecSection):
     """How the job is spread over GPUs. Every key is optional; one GPU with no sharding is the default."""
 
@@ -98,6 +109,7 @@ class ParallelSpec(SpecSection):
     virtual_stages: Degree | None = None
     uneven_pipeline: bool = False
     buckets: Buckets = Buckets()
+    zero3: Zero3 = Zero3()
     gpus_per_node: Degree | None = None
 
     @field_validator("fsdp", mode="before")
@@ -164,6 +176,8 @@ def _sharding_rules(p: ParallelSpec) -> None:
         raise ValueError(f"parallel.framework: {p.framework.value} does not match the keys given")
     if p.zero is not None and framework is not Framework.deepspeed:
         raise ValueError(f"parallel.zero: ZeRO stages are DeepSpeed's; framework is {framework.value}")
+    if p.zero3.model_fields_set and (framework is not Framework.deepspeed or p.stage != 3):
+        raise ValueError("parallel.zero3: only valid with zero: 3 (DeepSpeed's stage-3 parameter coordinator)")
     if p.shard_size is not None and p.fsdp is not FsdpStrategy.hybrid:
         raise ValueError("parallel.shard_size: only valid with fsdp: hybrid")
     if p.zero is not None and p.zero >= 2 and p.pipeline > 1:

@@ -1,0 +1,153 @@
+"""DeepSpeed ZeRO-3's parameter coordinator (vramcalc/parallel/zero3.py), derived by hand from its rules in
+deepspeed/runtime/zero/partitioned_param_coordinator.py: a module's parameters are gathered when it runs;
+after it ran they are kept when the recorded trace uses them again before ``max_reuse_distance`` elements
+have been traversed (``__params_to_release``); the prefetcher fetches the next parameters not resident
+while fewer than ``min(prefetch_bucket_size, max_live_parameters - gathered)`` elements are on their way;
+parameters of at most ``param_persistence_threshold`` elements are never partitioned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vramcalc.engine import estimate
+from vramcalc.errors import SpecError
+from vramcalc.parallel.zero3 import Coordinator, Module, Segment, gathered_peaks, trace
+from vramcalc.spec.load import parse_spec
+
+BIG = 10**12
+
+#: A toy model, 2 bytes per element: embedding E (100 elements), one block of A (300) and B (500), head H
+#: (200). Forward E A B H, backward H B A E. The elements after each module in forward, S: E 1,000, A 700,
+#: B 200, H 0; each is used again in backward after 2 S elements of trace.
+E, A, B, H = Module(0, 100, 200), Module(1, 300, 600), Module(2, 500, 1000), Module(3, 200, 400)
+TOY = (Segment((E,)), Segment((A, B)), Segment((H,)))
+
+
+def peaks(segments: tuple[Segment, ...], *, prefetch: int = 0, live: int = BIG, reuse: int = 0) -> tuple[int, int]:
+    g = gathered_peaks(segments, Coordinator(prefetch, live, reuse, 0))
+    return g.forward, g.backward
+
+
+def test_trace_is_forward_then_backward_in_reverse() -> None:
+    order, n_forward = trace(TOY)
+    assert [m.key for m in order] == [0, 1, 2, 3, 3, 2, 1, 0] and n_forward == 4
+
+
+def test_reuse_distance_zero_releases_every_module_after_its_use() -> None:
+    # one module at a time: the largest, B, 500 elements = 1,000 B, forward and backward
+    assert peaks(TOY) == (1000, 1000)
+
+
+def test_reuse_distance_keeps_the_end_of_forward() -> None:
+    # reuse 401: H (0 < 401) and B (2 x 200 = 400 < 401) stay gathered into backward; A (1,400) does not.
+    # At H: B + H = 700 elements = 1,400 B; backward starts with the same two
+    assert peaks(TOY, reuse=401) == (1400, 1400)
+    # reuse 400: B's reuse comes after exactly 400 elements, not within them: released; the peak is B alone
+    assert peaks(TOY, reuse=400) == (1000, 1000)
+    # a reuse distance above twice the model keeps everything: E + A + B + H = 1,100 elements = 2,200 B
+    assert peaks(TOY, reuse=BIG) == (2200, 2200)
+
+
+def test_prefetch_takes_the_next_modules_not_gathered() -> None:
+    # prefetch 1 element, reuse 0: after each fetch the next module not resident is fetched ahead (the loop
+    # runs while fewer than 1 element is on its way, so one module). At A: A + prefetched B = 800 elements
+    assert peaks(TOY, prefetch=1) == (1600, 1600)
+
+
+def test_max_live_parameters_caps_only_the_prefetch() -> None:
+    # prefetch 1e12, max_live 300: the look-ahead budget is 300 - gathered. At E (100): 200 -> A is fetched
+    # (E + A = 400); at A (300) and B (500): none; at H (200): 100 -> the next module not resident, B's
+    # backward use (H's own backward is resident): H + B = 700 elements = 1,400 B, the forward peak. In
+    # backward: at H, the same 700; at B (500): none; at A (300): none; at E (100): nothing left
+    assert peaks(TOY, prefetch=BIG, live=300) == (1400, 1400)
+
+
+def test_gradient_checkpointing_recomputes_the_block_before_its_backward() -> None:
+    # The block recomputed: trace E A B H | H A B B A E. Reuse 900: A's next use (its recomputation) comes
+    # after B + H + H = 900 elements: released; B's after H + H + A = 700: kept; H's at once: kept. At H
+    # (forward): B + H = 700 elements = 1,400 B. Backward: H is released after its backward; recomputing A
+    # gathers it next to the kept B: 800 elements = 1,600 B (A's backward comes 1,000 elements later: released)
+    ckpt = (Segment((E,)), Segment((A, B), recomputed=True), Segment((H,)))
+    assert peaks(ckpt, reuse=900) == (1400, 1600)
+
+
+def test_tied_weights_are_one_parameter() -> None:
+    # an LM head tied to the embedding: both modules hold key 0, gathered once. Reuse 1e12: at the end of
+    # forward E/H + A + B = 900 elements = 1,800 B (E's 100 elements counted once)
+    tied = (Segment((E,)), Segment((A, B)), Segment((E,)))
+    assert peaks(tied, reuse=BIG) == (1800, 1800)
+
+
+#: A decoder whose every tensor is at most 65,536 elements (tests/parallel/test_per_rank.py ROUND): 230,144
+#: parameters; weight matrices: token and position embeddings 128 x 128 (the head is tied), q, k, v, o
+#: 128 x 128 each, MLP 128 x 512 and 512 x 128 -> 6 x 16,384 + 2 x 65,536 = 229,376 elements.
+ROUND = {
+    "architecture": "decoder",
+    "layers": 1,
+    "hidden_size": 128,
+    "heads": 2,
+    "ffn_size": 512,
+    "mlp": "gelu",
+    "norm": "layernorm",
+    "position": "learned",
+    "vocab_size": 128,
+    "max_position_embeddings": 128,
+    "bias": False,
+    "dropout": 0.0,
+}
+
+
+def zero3(zero3_keys: dict[str, int] | None, **workload: Any) -> Any:
+    parallel: dict[str, Any] = {"data": 2, "zero": 3, "buckets": {"prefetch": 0}}
+    if zero3_keys is not None:
+        parallel["zero3"] = zero3_keys
+    wl = {"batch_size": 1, "seq_len": 16, "precision": "mixed-bf16", "optimizer": "adamw", **workload}
+    return estimate(parse_spec({"name": "t", "model": ROUND, "workload": wl, "parallel": parallel}))
+
+
+def test_parameters_under_the_persistence_threshold_are_never_partitioned() -> None:
+    # default threshold 1e5: every tensor of the model is persistent, whole on both GPUs in bf16:
+    # 2 x 230,144 = 460,288 B; in backward also the largest tensor's bf16 gradient, 2 x 65,536 = 131,072
+    r = zero3(None)
+    assert r.phase_components["forward"]["gathered_parameters"] == 460_288
+    assert r.phase_components["backward"]["gathered_parameters"] == 460_288 + 131_072
+
+
+def test_zero_thresholds_gather_one_module_at_a_time() -> None:
+    # threshold 0, reuse 0, no prefetch: the largest module, an MLP matrix of 65,536 elements = 131,072 B
+    # (+ its gradient in backward)
+    r = zero3({"param_persistence_threshold": 0, "max_reuse_distance": 0})
+    assert r.phase_components["forward"]["gathered_parameters"] == 131_072
+    assert r.phase_components["backward"]["gathered_parameters"] == 2 * 131_072
+
+
+def test_default_reuse_distance_keeps_a_small_model_gathered_whole() -> None:
+    # threshold 0, reuse 1e9: the model (229,376 matrix elements) is far under 5e8, so every module is used
+    # again within the distance and the whole model is gathered at the end of forward: 2 x 229,376 = 458,752 B
+    r = zero3({"param_persistence_threshold": 0})
+    assert r.phase_components["forward"]["gathered_parameters"] == 458_752
+    assert r.phase_components["backward"]["gathered_parameters"] == 458_752 + 131_072
+
+
+def test_lora_adapters_under_the_threshold_stay_whole() -> None:
+    # LoRA r 8 on q and v of the bf16 base, fp32 adapters (PEFT), 2 GPUs. Default threshold: the base's
+    # tensors and the LoRA matrices (lora_A 8 x 128, lora_B 128 x 8 = 1,024 elements each) all persist:
+    # base 2 x 230,144 = 460,288 B, adapters 4 x 1,024 x 4 B = 16,384 B -> 476,672 B forward and backward
+    adapter = {"rank": 8, "targets": ["q", "v"]}
+    r = zero3(None, precision="bf16", adapter=adapter)
+    assert r.phase_components["forward"]["gathered_parameters"] == 476_672
+    assert r.phase_components["backward"]["gathered_parameters"] == 476_672
+
+
+@pytest.mark.parametrize("parallel", [{"zero": 2}, {"fsdp": "full_shard"}])
+def test_zero3_keys_need_zero_3(parallel: dict[str, Any]) -> None:
+    data = {
+        "name": "t",
+        "model": ROUND,
+        "workload": {"batch_size": 1, "seq_len": 16, "precision": "mixed-bf16"},
+        "parallel": {"data": 2, **parallel, "zero3": {"max_reuse_distance": 0}},
+    }
+    with pytest.raises(SpecError, match=r"^parallel\.zero3: only valid with zero: 3"):
+        estimate(parse_spec(data))
