@@ -368,9 +368,17 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     whole encoder), the block input, the norm output, and either Q/K/V and the attention output (eager
     adds the heads x seq^2 scores and their softmax) or, in the MLP, the attention residual sum and the
     ffn-wide intermediates. At the head: logits for every position (as ``model(**batch)`` returns
-    them) plus the hidden state (and the MLM transform).
+    them) plus the hidden state (and the MLM transform). T5: :func:`vramcalc.core.t5.inference_block_bytes`.
     """
     c = dt.compute
+    head = 0
+    if shape.head is Head.lm:
+        out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+        head = out_tokens * shape.vocab * c + 2 * out_tokens * shape.hidden * max(c, dt.residual)
+    if t5.is_t5(shape):
+        dt_bytes = (dt.param, c, dt.residual, dt.amp)
+        block = t5.inference_block_bytes(shape, tk.batch, tk.seq, tk.target, dt_bytes, attention is Attention.eager)
+        return maximum(block, head)
     n_tok = maximum(tk.encoder, tk.decoder)
     residual = max(c, dt.residual)
     norm_out = FP32 if dt.amp else c
@@ -385,8 +393,4 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     )
     if shape.architecture is Architecture.encoder_decoder:
         block += tk.encoder * shape.hidden * c  # encoder output kept for cross-attention
-    head = 0
-    if shape.head is Head.lm:
-        out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
-        head = out_tokens * shape.vocab * c + 2 * out_tokens * shape.hidden * max(c, dt.residual)
     return maximum(block, head)

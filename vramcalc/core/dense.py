@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Norm
 from vramcalc.core import activations as act
-from vramcalc.core import techniques
+from vramcalc.core import t5, techniques
 from vramcalc.core.estimate import Phase, select_phases
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
-from vramcalc.core.params import head_params, layer_params, linear_weight_params
+from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload
 
@@ -79,6 +79,9 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "gradients": head_gradient_params(shape) * dt.param,
         }
         backward = [start, recompute]
+        first_block = t5_first_block_recompute(work)
+        if first_block is not None:
+            backward.append({**live, **first_block})
     else:
         if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             saved -= _eager_score_bytes(shape, tk, dt)
@@ -106,6 +109,26 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     if wl.optimizer_in_backward:
         return techniques.optimizer_in_backward(candidates, shape, optimizer, wl.optimizer_impl, dt)
     return candidates
+
+
+def t5_first_block_recompute(work: ResolvedWorkload) -> Phase | None:
+    """Full checkpointing of a gated T5: the encoder's first block recomputed at the end of backward, when
+    every other parameter's gradient exists (:func:`vramcalc.core.t5.first_block_recompute_bytes`): the
+    copies, activations and gradients alive then (None for other models)."""
+    shape, tk, dt, attention = work.shape, work.tokens, work.dtypes, work.spec.workload.attention
+    if not t5.is_t5(shape) or t5.gated_mlp_per_element(shape, dt.compute, dt.amp) is None:
+        return None
+    # T5LayerNorm keeps its input itself (fp32 or 16-bit, vramcalc.core.t5): the checkpoint, counted once
+    block = act.layer_saved_bytes(shape, tk, dt, attention) - tk.encoder * shape.hidden * dt.residual
+    block += t5.recomputed_mlp_transient_bytes(shape, tk.encoder, dt.compute, dt.amp)
+    kept = t5.first_block_recompute_bytes(shape, tk.seq, tk.target, tk.encoder, (dt.param, dt.compute, dt.residual))
+    stacks = 2 if shape.architecture is Architecture.encoder_decoder else 1
+    first_block = layer_params(shape) + relative_bias_params(shape) // stacks
+    return {
+        "autocast_weight_copies": t5.first_block_copies(shape, dt.compute) if dt.amp else 0,
+        "activations": kept + block,
+        "gradients": (work.n_params - first_block) * dt.param,
+    }
 
 
 def host_bytes(work: ResolvedWorkload) -> int:

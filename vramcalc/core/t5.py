@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Mlp, Norm, Position
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.symbolic import maximum
 
 FP32 = 4
 MASK = 1
@@ -72,3 +73,113 @@ def sdpa_bias_bytes(shape: ModelShape, seq_q: int, seq_kv: int, compute: int, cr
     """T5 self-attention under SDPA: the position bias enters as ``attn_mask`` and each layer keeps a copy
     of it (1 x heads x seq x seq, compute dtype) for the memory-efficient kernel's backward."""
     return shape.heads * seq_q * seq_kv * compute if is_t5(shape) and not cross else 0
+
+
+def recomputed_mlp_transient_bytes(shape: ModelShape, n_tokens: int, compute: int, amp: bool) -> int:
+    """The gated MLP's tensors alive, besides what it saves, at the largest moment of its recompute under
+    non-reentrant checkpointing (``torch.utils.checkpoint``'s early stop ends the recompute once the block's
+    last saved tensor, the outer ``T5LayerFF.dropout``'s mask, exists: the residual add never runs).
+
+    With dropout, either the inner ``T5DenseGatedActDense.dropout`` (its input, the product ``hidden_gelu *
+    hidden_linear``, alive beside its output; under autocast both are fp32 and ``wo``'s 16-bit cast does not
+    exist yet; the outer mask does not exist yet) or the outer dropout (``wo``'s output and the dropout's
+    output). Without dropout the dropouts are the identity: under autocast the fp32 product is alive while
+    ``wo`` saves its 16-bit cast, in pure precision nothing is. Under autocast ``T5LayerFF.forward`` also
+    holds the fp32 norm output (its local ``forwarded_states``) through the MLP: the linears saved 16-bit
+    casts of it, not it."""
+    f, h = shape.ffn, shape.hidden
+    norm_out = n_tokens * h * FP32 if amp else 0
+    if shape.dropout <= 0:
+        return norm_out + (n_tokens * f * FP32 if amp else 0)
+    inner = n_tokens * (f * (2 * FP32 - compute if amp else compute) - h * MASK)
+    outer = n_tokens * 2 * h * compute
+    return norm_out + maximum(inner, outer)
+
+
+def first_block_recompute_bytes(
+    shape: ModelShape, seq: int, target: int, n_tokens: int, dt_bytes: tuple[int, int, int]
+) -> int:
+    """Activations alive while full checkpointing recomputes the encoder's first block, the last block of
+    the backward pass (``dt_bytes``: parameter, compute and residual widths), besides the block's saved
+    tensors and the MLP transient (:func:`recomputed_mlp_transient_bytes`). Every other checkpoint is freed.
+
+    * the block's input, the embedding dropout's output, with its mask, and the gradient of its output
+      (under autocast also its 16-bit cast: the block's last node, the residual add, ran before the
+      recompute and cast the gradient of its 16-bit operand, the outer dropout's output);
+    * ``T5Attention.compute_bias`` recomputed: the int64 bucket index (seq x seq) and the
+      ``relative_attention_bias`` embedding output (seq x seq x heads, parameter dtype) that
+      ``position_bias`` views; the gradient of that bias from the encoder's later blocks (which took it as
+      their input, parameter dtype);
+    * the decoder's cross-attention zero bias (``T5Attention.forward``: ``torch.zeros((1, n_heads,
+      target, seq), dtype=query_states.dtype)`` with ``requires_grad = True`` under checkpointing, an input
+      of every decoder checkpoint) and the gradient it accumulates, both in the compute dtype.
+    """
+    param, compute, residual = dt_bytes
+    total = n_tokens * shape.hidden * (2 * residual + (MASK if shape.dropout > 0 else 0))
+    total += n_tokens * shape.hidden * compute if residual != compute else 0
+    total += seq * seq * (TOKEN_ID + shape.heads * param)
+    if shape.layers > 1:
+        total += shape.heads * seq * seq * param
+    if shape.architecture is Architecture.encoder_decoder:
+        total += 2 * shape.heads * target * seq * compute
+    return total
+
+
+def first_block_copies(shape: ModelShape, compute: int) -> int:
+    """Autocast's 16-bit weight copies alive in the encoder's first block at its recompute's largest moment
+    (the inner dropout): q, k, v, o, ``wi_0`` and ``wi_1``; ``wo``'s copy is not made yet."""
+    return (4 * shape.hidden * shape.q_width + 2 * shape.hidden * shape.ffn) * compute
+
+
+def inference_block_bytes(
+    shape: ModelShape, batch: int, seq: int, target: int, dt_bytes: tuple[int, int, int, bool], eager: bool
+) -> int:
+    """No-grad forward of a T5 stack: the most bytes alive inside a block (``dt_bytes``: parameter,
+    compute and residual widths, autocast). Alive through each stack: the embedding output
+    (``T5Stack.forward``'s ``inputs_embeds``, parameter dtype), the ``relative_attention_bias`` output that
+    every layer's ``position_bias`` views (heads x seq x seq, parameter dtype), the block's input; in the
+    decoder also the encoder's output and the cross-attention zero bias that layer 0 creates and passes on.
+
+    * attention: the norm output, Q, K, V and either (eager, ``eager_attention_forward``) two score-sized
+      tensors (``matmul`` and ``* scaling``; under autocast the sum with the fp32 bias and the softmax are
+      fp32: two fp32 tensors) or (SDPA) the kernel's copy of the bias and the output;
+    * MLP: the norm output, the attention's residual sum, eager attention's weights (``T5Attention``
+      returns them and ``T5Block`` holds them to its end), and ``T5DenseGatedActDense``'s ffn-wide tensors:
+      ``gelu_new`` in Python holds ``x``, ``0.5 * x``, ``pow(x, 3)`` and its product at once (under autocast
+      ``pow`` and its product are fp32), a gated SiLU ``act(x)``, ``wi_1``'s output and their product, a
+      ReLU (``T5DenseActDense``) ``x`` and ``relu(x)``.
+    """
+    param, c, residual, amp = dt_bytes
+    h, f, heads, qw = shape.hidden, shape.ffn, shape.heads, shape.q_width
+    norm_out = FP32 if amp else c
+    if shape.gated and shape.mlp is not Mlp.swiglu:
+        mlp = f * (2 * c + 2 * FP32 if amp else 4 * c)
+    else:
+        mlp = f * (3 if shape.gated else 2) * c
+    weights_kept = FP32 if amp else c
+
+    def block(q_tok: int, s_q: int, kept: int, cross_len: int) -> int:
+        base = q_tok * h * (param + residual + norm_out) + kept
+        if eager:
+            score = batch * heads * s_q * (2 * FP32 if amp else 2 * c)
+            self_attn = base + 3 * q_tok * qw * c + score * s_q
+            weights = batch * heads * s_q * s_q * weights_kept
+        else:
+            self_attn = base + 4 * q_tok * qw * c + heads * s_q * s_q * c
+            weights = 0
+        mlp_phase = base + q_tok * (h * residual + mlp) + weights
+        if not cross_len:
+            return maximum(self_attn, mlp_phase)
+        cross_kv = batch * cross_len
+        if eager:
+            cross = base + q_tok * h * residual + weights + (q_tok + 2 * cross_kv) * qw * c + score * cross_len
+            mlp_phase += batch * heads * s_q * cross_len * weights_kept
+        else:
+            cross = base + q_tok * h * residual + (2 * q_tok + 2 * cross_kv) * qw * c
+        return maximum(maximum(self_attn, cross), mlp_phase)
+
+    encoder = block(batch * seq, seq, heads * seq * seq * param, 0)
+    if shape.architecture is not Architecture.encoder_decoder:
+        return encoder
+    decoder_kept = heads * target * (target * param + seq * c) + batch * seq * h * norm_out
+    return maximum(encoder, block(batch * target, target, decoder_kept, seq))

@@ -35,6 +35,8 @@ last block backward         P + W + activations (E + S) + gradients (head + one 
                             (without checkpointing: the estimator's last-block state)
 blocks n..1 backward        previous anchor + (end of backward - previous anchor) k/(n + 1)
                             after k blocks (the embeddings' backward is the last step)
+block 1 recompute           gated T5 under full checkpointing: the encoder's first block
+                            recomputed last (the estimator's ``t5_first_block_recompute``)
 end of backward             P + G
 optimizer step              O (plus the implementation's temporaries)
 after the step              P + G (gradients stay until the next ``zero_grad``)
@@ -52,7 +54,7 @@ from dataclasses import dataclass, field
 
 from vramcalc.choices import Architecture, Checkpointing, Head, OptimizerImpl
 from vramcalc.core import activations as act
-from vramcalc.core.dense import head_gradient_params, recomputed_input_bytes
+from vramcalc.core.dense import head_gradient_params, recomputed_input_bytes, t5_first_block_recompute
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
 from vramcalc.core.workload import resolve_workload
@@ -144,6 +146,8 @@ class StepParts:
     checkpointing: bool
     optimizer_impl: OptimizerImpl
     lm_head: bool
+    #: gated T5 under full checkpointing: copies, activations and gradients while the first block is recomputed
+    first_block: Components | None = None
 
 
 def build_timeline(spec: Spec, estimate: Estimate, *, max_block_points: int = MAX_BLOCK_POINTS) -> Timeline:
@@ -207,6 +211,7 @@ def step_parts(spec: Spec) -> StepParts:
         checkpointing=checkpointing,
         optimizer_impl=wl.optimizer_impl,
         lm_head=shape.head is Head.lm,
+        first_block=t5_first_block_recompute(work) if checkpointing else None,
     )
 
 
@@ -308,6 +313,10 @@ def _backward_points(
         comps = _between(anchor.components, end, k, n + 1)
         points.append(Point(_span(n - k + 1, n - done) + " backward", "backward", comps, _block_note(parts)))
         done = k
+    if parts.first_block is not None:
+        comps = _with(persistent(forward), **parts.first_block)
+        note = "the first block recomputed last: its input, the position bias and every other gradient"
+        points.append(Point("block 1 recompute", "backward", comps, note))
     points.append(Point("end of backward", "backward", end, "every gradient allocated, activations freed"))
     return points
 
