@@ -9,7 +9,9 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   (``LoraConfig(use_dora=True)``, dropout from ``--lora-dropout``), ``ia3`` (``IA3Config``, PEFT's
   per-family targets unless ``targets=``/``ff=`` name them), ``prompt_tuning:n=20``
   (``PromptTuningConfig``), ``prefix_tuning:n=20[,projection=1,encoder=H]`` (``PrefixTuningConfig``)
-  and ``ln_tuning`` (``LNTuningConfig``, PEFT's per-family norms unless ``targets=``);
+  ``ln_tuning`` (``LNTuningConfig``, PEFT's per-family norms unless ``targets=``), ``vera:r=256``
+  (``VeraConfig``), ``loha:r=8`` (``LoHaConfig``, alpha = r) and ``adalora:init=12,target=8``
+  (``AdaLoraConfig``, ``total_step=1000``);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
@@ -112,6 +114,16 @@ def peft_config(spec: str, dropout: float):  # type: ignore[no-untyped-def]
         )
     if method == "ln_tuning":
         return peft.LNTuningConfig(target_modules=names, task_type=task)
+    if method == "vera":
+        return peft.VeraConfig(r=int(kw.get("r", "256")), target_modules=names, vera_dropout=dropout, task_type=task)
+    if method == "loha":
+        rank = int(kw.get("r", "8"))
+        return peft.LoHaConfig(r=rank, alpha=rank, target_modules=names, task_type=task)
+    if method == "adalora":
+        init, target = int(kw.get("init", "12")), int(kw.get("target", "8"))
+        return peft.AdaLoraConfig(
+            init_r=init, target_r=target, total_step=1000, target_modules=names, lora_dropout=dropout, task_type=task
+        )
     raise SystemExit(f"error: --peft: unknown method {method!r}")
 
 
@@ -131,14 +143,30 @@ def _copy_module(layer):  # type: ignore[no-untyped-def]
     return new
 
 
+class _NoModuleDropout:
+    """``torch`` for LoHa's layer, whose ``torch.rand(1) > module_dropout`` (a data-dependent branch the fake
+    tensors cannot take) is always true at the default ``module_dropout=0``."""
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        import torch
+
+        return getattr(torch, name)
+
+    @staticmethod
+    def rand(*args, **kw) -> float:  # type: ignore[no-untyped-def]
+        return 1.0
+
+
 def with_peft(model, spec: str, dropout: float):  # type: ignore[no-untyped-def]
     """``peft.get_peft_model`` with the config of ``--peft`` on a model on the fake CUDA device."""
     import torch
     from peft import get_peft_model
     from peft.tuners import tuners_utils
     from peft.tuners.ln_tuning import layer as ln_layer
+    from peft.tuners.loha import layer as loha_layer
 
     ln_layer.deepcopy = _copy_module  # type: ignore[attr-defined]
+    loha_layer.torch = _NoModuleDropout()  # type: ignore[attr-defined]
 
     tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None
     config = peft_config(spec, dropout)

@@ -150,6 +150,8 @@ class AdapterType(StrEnum):
     prompt_tuning = "prompt_tuning"  # trained virtual input tokens (PEFT PromptTuningConfig)
     prefix_tuning = "prefix_tuning"  # trained key/value prefixes of every layer (PEFT PrefixTuningConfig)
     ln_tuning = "ln_tuning"  # only the norms train (PEFT LNTuningConfig)
+    vera = "vera"  # shared frozen random projections, trained scaling vectors (PEFT VeraConfig)
+    loha = "loha"  # Hadamard product of two low-rank products as the delta weight (PEFT LoHaConfig)
 
 
 class CrossEntropy(StrEnum):

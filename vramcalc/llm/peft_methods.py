@@ -1,4 +1,5 @@
-"""PEFT methods other than plain LoRA: DoRA, IA3, prompt tuning, prefix tuning and LN tuning.
+"""PEFT methods other than plain LoRA: DoRA, IA3, prompt tuning, prefix tuning and LN tuning (VeRA and
+LoHa: :mod:`vramcalc.llm.peft_more`).
 
 Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
 the method trains and what autograd keeps for it, read from PEFT 0.21 and checked against the CPU tracer
@@ -37,13 +38,12 @@ from vramcalc.choices import AdapterType, Attention, Checkpointing, Norm, Optimi
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.llm import lora_targets
+from vramcalc.llm import lora_targets, peft_more
 from vramcalc.llm.adapters import MLP_TARGETS
+from vramcalc.llm.peft_more import FIRST_INPUTS, Method
 from vramcalc.spec.llm import AdapterSpec
 
 FP32 = 4
-#: Targets whose input is layer 0's first norm output: their input needs no gradient in block 0.
-FIRST_INPUTS = ("q", "k", "v", "qkv", "q_a", "kv_a")
 #: Rounding of the CUDA caching allocator (small vectors are whole blocks).
 BLOCK = 512
 #: PEFT's IA3 targets for decoders with separate projections (its Llama/Mistral mapping).
@@ -101,25 +101,6 @@ def dora_for(
 
 
 # ------------------------------------------------------------------ the methods without LoRA matrices
-
-
-@dataclass(frozen=True)
-class Method:
-    """A PEFT method's trainable parameters (tensors as (how many, rows, columns)), their bytes each,
-    the token count the model runs on, and what the method saves beyond the frozen base (whole forward;
-    one recomputed block)."""
-
-    params: int
-    tensors: list[tuple[int, int, int]]
-    bytes_per_param: int
-    tokens: act.Tokens
-    saved: int
-    saved_per_layer: int
-    note: str
-    mlp_per_layer: int = 0
-    backward_transient: int = 0
-    #: The shape attention runs at (prefix tuning: K/V repeated to every head beside an attention mask).
-    attention_shape: ModelShape | None = None
 
 
 def _autocast(adapter: AdapterSpec) -> bool:
@@ -223,6 +204,8 @@ def method(
     shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, attention: Attention, notes: list[str]
 ) -> Method:
     """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora)."""
+    if adapter.type in (AdapterType.vera, AdapterType.loha):
+        return peft_more.method(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
     if adapter.type is AdapterType.ia3:
         return _ia3(shape, adapter, tk, dt, notes)
     if adapter.type is AdapterType.prompt_tuning:
@@ -267,7 +250,7 @@ def method_phases(
     a, trainable = m.bytes_per_param, m.params
     live = {
         **base,
-        "parameters": base["parameters"] + trainable * a,
+        "parameters": base["parameters"] + trainable * a + m.buffers,
         "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a),
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
@@ -285,7 +268,7 @@ def method_phases(
     through = max(through, m.backward_transient)
     head = loss.saved + loss.forward_transient
     inside = adapters.forward_block_bytes(shape, t, dt, wl.attention, None, 0, ckpt)
-    forward = {**live, "activations": saved + head, "temporaries": max(0, inside - head)}
+    forward = {**live, "activations": saved + head, "temporaries": max(0, max(inside, m.forward_transient) - head)}
     start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
     block = {**live, "activations": saved + recompute, "temporaries": through}
     end = {**live, "gradients": trainable * a}

@@ -133,6 +133,8 @@ ADAPTER_KEYS = {
     AdapterType.prompt_tuning: ("num_virtual_tokens",),
     AdapterType.prefix_tuning: ("num_virtual_tokens", "prefix_projection", "encoder_hidden_size"),
     AdapterType.ln_tuning: (),
+    AdapterType.vera: ("rank", "targets", "dropout", "autocast_adapter_dtype"),
+    AdapterType.loha: ("rank", "alpha", "targets", "autocast_adapter_dtype"),
 }  # fmt: skip
 #: Keys a type cannot do without.
 REQUIRED_KEYS = {
@@ -149,7 +151,8 @@ class AdapterSpec(SpecSection):
     Other PEFT methods (vramcalc/llm/peft_methods.py): ``{type: dora, rank: 16, ...}`` (LoRA keys),
     ``{type: ia3, targets: [...], feedforward_modules: [...]}``, ``{type: prompt_tuning, num_virtual_tokens: 20}``,
     ``{type: prefix_tuning, num_virtual_tokens: 20, prefix_projection: false, encoder_hidden_size: ...}``,
-    ``{type: ln_tuning}``.
+    ``{type: ln_tuning}``, ``{type: vera, rank: 256, targets: [...]}``, ``{type: loha, rank: 8, targets: [...]}``
+    (vramcalc/llm/peft_more.py).
 
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against

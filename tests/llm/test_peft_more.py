@@ -1,0 +1,105 @@
+"""VeRA and LoHa: trainable counts, shared projections, what each keeps, the keys each type takes.
+Tracer references are in test_adapters.py::test_against_tracer (``llm-peft-vera-*``, ``llm-peft-loha-*``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vramcalc.core import activations as act
+from vramcalc.core.resolve import resolve_model
+from vramcalc.engine import estimate
+from vramcalc.errors import SpecError
+from vramcalc.llm import peft_more
+from vramcalc.spec.llm import AdapterSpec
+from vramcalc.spec.load import parse_spec
+
+#: A tiny Llama: 2 layers, hidden 64, 4 heads of 16 (q width 64), 2 KV heads (K/V width 32), ffn 128.
+TINY = {
+    "architecture": "decoder", "layers": 2, "hidden_size": 64, "heads": 4, "kv_heads": 2, "ffn_size": 128,
+    "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "vocab_size": 100, "tie_embeddings": False,
+}  # fmt: skip
+LLAMA32_3B = {
+    "architecture": "decoder", "layers": 28, "hidden_size": 3072, "heads": 24, "kv_heads": 8, "ffn_size": 8192,
+    "mlp": "swiglu", "vocab_size": 128256, "tie_embeddings": True,
+}  # fmt: skip
+BF16 = act.Dtypes(param=2, compute=2, residual=2, amp=False)
+FP32 = act.Dtypes(param=4, compute=4, residual=4, amp=False)
+TOKENS = act.Tokens(batch=1, seq=10, target=10)
+QV = ["q_proj", "v_proj"]
+
+
+def spec(model: dict[str, Any], adapter: dict[str, Any], **workload: Any) -> Any:
+    wl = {"mode": "train", "batch_size": 1, "seq_len": 10, "precision": "bf16", "adapter": adapter, **workload}
+    return parse_spec({"name": "t", "model": model, "workload": wl})
+
+
+def tiny_shape() -> Any:
+    parsed = spec(TINY, {"type": "vera", "rank": 8, "targets": QV})
+    return resolve_model(parsed.model, parsed.workload)[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "adapter", "trainable"),
+    [
+        # VeRA r=8 on q (out 64) and v (out 32): 2 layers x (64 + 8 + 32 + 8)
+        (TINY, {"type": "vera", "rank": 8, "targets": QV}, 224),
+        # LoHa r=4: 2 x r x (in + out) per linear: 2 layers x (2 x 4 x 128 + 2 x 4 x 96)
+        (TINY, {"type": "loha", "rank": 4, "targets": QV}, 3_584),
+        # measured.yaml peft-mc-vera--llama-3.2-3B-default: 129,024 = 28 x ((3,072 + 256) + (1,024 + 256))
+        (LLAMA32_3B, {"type": "vera", "rank": 256, "targets": QV}, 129_024),
+        # peft-mc-loha--llama-3.2-3B-rank32: 18,350,080 = 28 x 2 x 32 x ((3,072 + 3,072) + (3,072 + 1,024))
+        (LLAMA32_3B, {"type": "loha", "rank": 32, "targets": QV}, 18_350_080),
+    ],
+)
+def test_trainable_params(model: dict[str, Any], adapter: dict[str, Any], trainable: int) -> None:
+    assert estimate(spec(model, adapter)).llm.trainable_params == trainable
+
+
+def test_vera_by_hand() -> None:
+    m = peft_more.vera(tiny_shape(), AdapterSpec(type="vera", rank=8, targets=QV), TOKENS, BF16, 4, [])
+    # shared fp32 projections: vera_A 8 x 64 (largest input), vera_B 64 x 8 (largest output)
+    assert m.buffers == (8 * 64 + 64 * 8) * 4
+    # per token and layer, fp32: q keeps A(x) (8) and B(.) (64), v 8 and 32: 112 x 4 B x 2 layers x 10 tokens
+    assert m.saved == 112 * 4 * 2 * 10
+    assert m.saved_per_layer == 112 * 4 * 10
+
+
+def test_loha_by_hand() -> None:
+    adapter = AdapterSpec(type="loha", rank=4, targets=QV)
+    m = peft_more.loha(tiny_shape(), adapter, TOKENS, BF16, 4, [])
+    # fp32 input copies on a bf16 base: q and v each 64 wide, 2 layers, 10 tokens: 2,560 x 4 B;
+    # the fp32 delta weights of layer 1 only (layer 0's q/v input needs no gradient): 64 x 64 + 32 x 64
+    assert m.saved == 2 * 2 * 64 * 10 * 4 + (64 * 64 + 32 * 64) * 4
+    # building the largest delta weight (q, 64 x 64): three fp32 matrices; its backward: four
+    assert m.forward_transient == 3 * 64 * 64 * 4
+    assert m.backward_transient == 4 * 64 * 64 * 4
+    # fp32 base: no cast, q and v read the same normed input, kept once per layer
+    m32 = peft_more.loha(tiny_shape(), adapter, TOKENS, FP32, 4, [])
+    assert m32.saved == 2 * 64 * 10 * 4 + (64 * 64 + 32 * 64) * 4
+
+
+def test_defaults_are_noted() -> None:
+    notes: list[str] = []
+    m = peft_more.vera(tiny_shape(), AdapterSpec(type="vera", targets=QV), TOKENS, BF16, 4, notes)
+    assert m.params == 2 * (64 + 256 + 32 + 256)  # PEFT's VeraConfig r=256
+    assert any("256" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "message"),
+    [
+        ({"type": "vera", "rank": 8, "alpha": 16}, "alpha: not a key of adapter type vera"),
+        ({"type": "loha", "rank": 8, "dropout": 0.1}, "dropout: not a key of adapter type loha"),
+        ({"type": "loha", "num_virtual_tokens": 4}, "num_virtual_tokens: not a key of adapter type loha"),
+    ],
+)
+def test_keys_that_do_not_fit(adapter: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        spec(TINY, adapter)
+
+
+def test_quantized_base_is_refused() -> None:
+    with pytest.raises(SpecError, match="workload.quantization"):
+        estimate(spec(TINY, {"type": "loha", "rank": 4, "targets": QV}, quantization="nf4"))

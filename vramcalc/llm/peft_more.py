@@ -1,0 +1,151 @@
+"""VeRA and LoHa: PEFT methods that adapt linears without LoRA's two trained matrices.
+
+Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
+the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tuners/vera/layer.py``,
+``peft/tuners/loha/layer.py``) and checked against the CPU tracer (benchmarks/data/tracer_llm.json,
+``llm-peft-vera-*``, ``llm-peft-loha-*``). ``a`` is the adapter dtype (fp32 with PEFT's default
+``autocast_adapter_dtype`` on a 16-bit base), ``n`` the tokens of a step:
+
+:class:`Method` (what any of the methods beyond LoRA trains and keeps) lives here for
+:mod:`vramcalc.llm.peft_methods` too.
+
+* **VeRA** (``VeraConfig``): one pair of frozen random projections shared by every adapted linear,
+  ``vera_A`` (``r x max in``) and ``vera_B`` (``max out x r``), fp32 buffers; per adapted linear two trained
+  vectors, ``lambda_b`` (``out``) and ``lambda_d`` (``r``), fp32. The forward
+  ``base + lambda_b * B(lambda_d * A(x))`` keeps, per token and adapted linear, ``A(x)`` (``r``, for
+  ``lambda_d``'s gradient) and ``B(...)`` (``out``, for ``lambda_b``'s), in the adapter dtype; the frozen
+  projections need no gradient, so the input (cast to the adapter dtype, a copy on a 16-bit base) is not kept.
+* **LoHa** (``LoHaConfig``): per adapted linear ``w1a``, ``w2a`` (``out x r``) and ``w1b``, ``w2b``
+  (``r x in``), fp32. Every forward materialises the delta weight ``(w1a w1b) * (w2a w2b) * scale``, a full
+  ``out x in`` matrix in the adapter dtype (three alive while it is built), and applies it with ``F.linear``
+  to the input cast to the adapter dtype: autograd keeps that input (``in`` per token, a copy per module on a
+  16-bit base) and, wherever the input needs a gradient (all but the q/k/v inputs of layer 0), the delta
+  weight. Its backward rebuilds both products beside the weight's gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramcalc.choices import AdapterType
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape
+from vramcalc.llm import lora_targets
+from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix, lora_matrices
+from vramcalc.spec.llm import AdapterSpec
+
+FP32 = 4
+#: Targets whose input is layer 0's first norm output: their input needs no gradient in block 0.
+FIRST_INPUTS = ("q", "k", "v", "qkv", "q_a", "kv_a")
+
+
+@dataclass(frozen=True)
+class Method:
+    """A PEFT method's trainable parameters (tensors as (how many, rows, columns)), their bytes each,
+    the token count the model runs on, and what the method saves beyond the frozen base (whole forward;
+    one recomputed block)."""
+
+    params: int
+    tensors: list[tuple[int, int, int]]
+    bytes_per_param: int
+    tokens: act.Tokens
+    saved: int
+    saved_per_layer: int
+    note: str
+    mlp_per_layer: int = 0
+    backward_transient: int = 0
+    #: The shape attention runs at (prefix tuning: K/V repeated to every head beside an attention mask).
+    attention_shape: ModelShape | None = None
+    #: Frozen tensors the method adds (VeRA's shared projections).
+    buffers: int = 0
+    #: The method's largest forward transient inside a block, beyond what is saved.
+    forward_transient: int = 0
+
+
+#: PEFT's default VeRA rank (``VeraConfig.r``) and LoHa rank (``LoHaConfig.r``).
+VERA_RANK = 256
+LOHA_RANK = 8
+
+
+def _targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
+    targets = lora_targets.resolve_targets(shape, adapter.targets, False, notes)
+    return lora_matrices(shape, targets)
+
+
+def _needs_grad(m: LoraMatrix, layers: int) -> int:
+    """How many of the ``m.count`` linears have an input that needs a gradient (not layer 0's q/k/v)."""
+    return m.count - (m.count // max(1, layers) if m.name in FIRST_INPUTS else 0)
+
+
+def _inputs(matrices: list[LoraMatrix], a: int, dt: act.Dtypes) -> int:
+    """Bytes per token of the inputs the adapters keep: a cast copy per module when the adapter dtype is
+    not the compute dtype, else the activation the modules of one input share."""
+    total, shared = 0, dict[object, int]()
+    for m in matrices:
+        if a != dt.compute or dt.amp:
+            total += m.passes * m.inp * a
+        else:
+            key = (lora_targets.INPUT_SOURCE[m.name], m.inp)
+            shared[key] = max(shared.get(key, 0), m.passes * m.inp * a)
+    return total + sum(shared.values())
+
+
+def vera(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
+    """VeRA's trained vectors, shared projections (``buffers``) and kept tensors."""
+    r = adapter.rank or VERA_RANK
+    if adapter.rank is None:
+        notes.append(f"adapter.rank not given: {VERA_RANK} (PEFT's VeRA default)")
+    matrices = _targets(shape, adapter, notes)
+    n, c = tk.encoder, dt.compute
+    tensors = []
+    for m in matrices:
+        tensors += [(m.count, m.out, 1), (m.count, r, 1)]
+    params = sum(k * rows for k, rows, _ in tensors)
+    buffers = r * (max(m.inp for m in matrices) + max(m.out for m in matrices)) * FP32
+    per_token = mlp = 0
+    for m in matrices:
+        kept = m.passes * (r + m.out) * a + (m.passes * m.inp * act.MASK if adapter.dropout > 0 else 0)
+        per_token += kept
+        mlp += kept if m.name in MLP_TARGETS else 0
+    cast = a != c
+    # the cast input, lambda_b * B(...), the sum with the base output and its cast back
+    forward = max(n * ((m.inp * a if cast else 0) + 2 * m.out * a + m.out * c) for m in matrices)
+    note = f"VeRA r={r} on {', '.join(sorted({m.name for m in matrices}))} (shared projections: {buffers:,} bytes)"
+    layers = shape.layers
+    saved = n * per_token
+    per_layer, mlp_layer = saved // layers, n * mlp // layers
+    return Method(params, tensors, a, tk, saved, per_layer, note, mlp_layer, buffers=buffers, forward_transient=forward)
+
+
+def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
+    """LoHa's four factors per linear, the kept inputs and delta weights, the delta weight's transients."""
+    r = adapter.rank or LOHA_RANK
+    if adapter.rank is None:
+        notes.append(f"adapter.rank not given: {LOHA_RANK} (PEFT's LoHa default)")
+    matrices = _targets(shape, adapter, notes)
+    n, layers = tk.encoder, shape.layers
+    tensors = []
+    for m in matrices:
+        tensors += [(m.count, m.out, r), (m.count, r, m.inp), (m.count, m.out, r), (m.count, r, m.inp)]
+    params = sum(k * rows * cols for k, rows, cols in tensors)
+    weights = sum(_needs_grad(m, layers) * m.out * m.inp * a for m in matrices)
+    mlp_weights = sum(m.count * m.out * m.inp * a for m in matrices if m.name in MLP_TARGETS)
+    per_token = _inputs(matrices, a, dt)
+    mlp_tokens = _inputs([m for m in matrices if m.name in MLP_TARGETS], a, dt)
+    saved = n * per_token + weights
+    biggest = max(m.out * m.inp for m in matrices)
+    # forward: w1a w1b, w2a w2b and their product; backward: the weight's gradient, its scaled copy,
+    # one rebuilt product and the gradient through it
+    forward = 3 * biggest * a
+    backward = 4 * biggest * a
+    note = f"LoHa r={r} on {', '.join(sorted({m.name for m in matrices}))} (a full delta weight per linear)"
+    per_layer = saved // layers
+    mlp = (n * mlp_tokens + mlp_weights) // layers
+    return Method(params, tensors, a, tk, saved, per_layer, note, mlp, backward, forward_transient=forward)
+
+
+def method(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
+    """:func:`vera` or :func:`loha` for the adapter's type."""
+    if adapter.type is AdapterType.vera:
+        return vera(shape, adapter, tk, dt, a, notes)
+    return loha(shape, adapter, tk, dt, a, notes)
