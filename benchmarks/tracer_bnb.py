@@ -39,6 +39,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tracer_llm import _take
+
 HERE = Path(__file__).resolve().parent
 TRACER = HERE.parent.parent / "shared" / "calibration" / "tracer"
 #: (SMs, major, minor) for bitsandbytes' gemm_4bit kernel choice
@@ -48,14 +50,6 @@ FLAGS = {
     "--lora": True, "--lora-dropout": True, "--no-prepare": False, "--no-checkpointing": False,
     "--cache": False, "--keep-silu-decomposition": False,
 }  # fmt: skip
-
-
-def _take(argv: list[str], flag: str, has_value: bool) -> tuple[list[str], str | None]:
-    if flag not in argv:
-        return argv, None
-    i = argv.index(flag)
-    value = argv[i + 1] if has_value else "1"
-    return argv[:i] + argv[i + 1 + (1 if has_value else 0) :], value
 
 
 def _use_custom_fn(gpu: str) -> Any:

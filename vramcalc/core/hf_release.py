@@ -32,10 +32,9 @@ taken as the release it became).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from vramcalc.errors import SpecError
+from vramcalc.spec.versions import release_key
 
 #: The transformers release the formulas follow when ``versions: {transformers: ...}`` is not given.
 DEFAULT_VERSION = "5.24.0"
@@ -62,15 +61,10 @@ LOGITS_UPCAST_REMOVED = (4, 47, 0)
 LOGITS_TO_KEEP_FROM = {"gpt_neox": (4, 49, 0), "gpt2": (4, 53, 0), "opt": (5, 0, 0)}
 LOGITS_TO_KEEP_OTHERS = (5, 0, 0)
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-]?[A-Za-z].*)?$")
-
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """``"4.46.0.dev0"`` -> (4, 46, 0); raises SpecError naming ``workload.versions.transformers``."""
-    match = _VERSION.match(text.strip())
-    if match is None:
-        raise SpecError(f"workload.versions.transformers: {text!r} is not a release number (e.g. 4.42.0)")
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    return release_key(text, "transformers", "4.42.0")
 
 
 @dataclass(frozen=True)

@@ -41,16 +41,15 @@ bitsandbytes/optim/optimizer.py) and PEFT's (peft/utils/other.py):
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers
-from vramcalc.errors import SpecError
 from vramcalc.llm import quantization
 from vramcalc.spec.llm import BNB_4BIT
 from vramcalc.spec.models import Workload
+from vramcalc.spec.versions import release_key
 
 #: The bitsandbytes release assumed when ``versions: {bitsandbytes: ...}`` is not given.
 DEFAULT_VERSION = "0.50.1"
@@ -70,15 +69,10 @@ PAGED_MIN_ELEMENTS = 100_000
 FP32 = 4
 BNB_METHODS = (*BNB_4BIT, QuantMethod.int8)
 
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
-
 
 def parse_version(text: str) -> tuple[int, int, int]:
     """``"0.41.1"`` -> (0, 41, 1); raises SpecError naming ``workload.versions.bitsandbytes``."""
-    match = _VERSION.match(text.strip())
-    if match is None:
-        raise SpecError(f"workload.versions.bitsandbytes: {text!r} is not a release number (e.g. 0.41.1)")
-    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    return release_key(text, "bitsandbytes", "0.41.1")
 
 
 @dataclass(frozen=True)

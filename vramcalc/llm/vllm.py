@@ -43,11 +43,11 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Workload
+from vramcalc.spec.versions import release_key
 from vramcalc.units import GiB, MiB
 
 #: The vLLM release assumed when ``versions: {vllm: ...}`` is not given (V1 engine).
@@ -72,8 +72,6 @@ BY_MEMORY_FROM = (0, 9)
 DEFAULT_MAX_NUM_SEQS = 256
 #: The workload keys of vLLM's scheduler and engine.
 VLLM_KEYS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs")
-
-_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+-].*)?$")
 
 
 @dataclass(frozen=True)
@@ -126,10 +124,7 @@ class Profile:
 
 def parse_version(text: str) -> tuple[int, int]:
     """``"0.6.4"`` -> (0, 6); raises SpecError naming ``workload.versions.vllm``."""
-    match = _VERSION.match(text.strip())
-    if match is None:
-        raise SpecError(f"workload.versions.vllm: {text!r} is not a release number (e.g. 0.6.4)")
-    return int(match.group(1)), int(match.group(2))
+    return release_key(text, "vllm", "0.6.4")[:2]
 
 
 def check_keys(wl: Workload, is_vllm: bool) -> None:
