@@ -121,7 +121,8 @@ def case_for(record: dict[str, Any]) -> Case | NotExpressible:
         method = record["workload"]["peft"]["method"] if "peft" in record["workload"] else "DoRA"
         if method not in PEFT_METHODS:
             return NotExpressible(
-                f"PEFT adapter {method}: vramcalc models LoRA, DoRA, IA3, prompt, prefix and LN tuning, VeRA and LoHa"
+                f"PEFT adapter {method}: vramcalc models LoRA, DoRA, IA3, prompt, prefix and LN tuning, VeRA, LoHa "
+                "and AdaLoRA"
             )
     if rid in CURATED_LLM:
         return _curated_llm(CURATED_LLM[rid])
@@ -394,7 +395,9 @@ def _peft_method_comparison(record: dict[str, Any]) -> Case:
 
 
 #: PEFT methods of method_comparison that an adapter type expresses.
-PEFT_METHODS = ("dora", "ia3", "prompt_tuning", "prefix_tuning", "ln_tuning", "vera", "loha")
+PEFT_METHODS = ("dora", "ia3", "prompt_tuning", "prefix_tuning", "ln_tuning", "vera", "loha", "adalora")
+#: Llama-3.2-3B: AdaLoRA parameters per unit of init_r on q_proj and v_proj (28 layers x (A, E, B) of both).
+ADALORA_PER_RANK = 28 * ((3072 + 1 + 3072) + (3072 + 1 + 1024))
 
 
 def _peft_adapter(peft: dict[str, Any], hidden: int) -> tuple[dict[str, Any], list[str]]:
@@ -409,6 +412,12 @@ def _peft_adapter(peft: dict[str, Any], hidden: int) -> tuple[dict[str, Any], li
         return {"type": "ia3", "targets": peft["targets"], "feedforward_modules": ff}, []
     if method == "ln_tuning":
         return {"type": "ln_tuning"}, []
+    if method == "adalora":
+        # the record's rank is LoraConfig's r, which AdaLoRA ignores; init_r from the trainable count
+        # (18,353,664 / 286,776 = 64, as the run's adapter_config.json); target_r (32 there) changes no memory
+        init_r = trainable // ADALORA_PER_RANK
+        derived = f"init_r {init_r} (trainable {trainable:,} / {ADALORA_PER_RANK:,})"
+        return {"type": "adalora", "init_r": init_r, "targets": peft["targets"]}, [derived]
     per_token = hidden if method == "prompt_tuning" else 28 * 2 * 1024
     n = trainable // per_token
     derived = f"num_virtual_tokens {n} (trainable {trainable:,} / {per_token:,})"

@@ -152,6 +152,7 @@ class AdapterType(StrEnum):
     ln_tuning = "ln_tuning"  # only the norms train (PEFT LNTuningConfig)
     vera = "vera"  # shared frozen random projections, trained scaling vectors (PEFT VeraConfig)
     loha = "loha"  # Hadamard product of two low-rank products as the delta weight (PEFT LoHaConfig)
+    adalora = "adalora"  # LoRA in SVD form whose rank is pruned during training (PEFT AdaLoraConfig)
 
 
 class CrossEntropy(StrEnum):

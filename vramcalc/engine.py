@@ -62,7 +62,7 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
         from vramcalc.llm import phases as llm
 
         phases, details = llm.llm_phases(work, base, assumptions, card)
-        result = assemble(spec, work.n_params, phases, assumptions)
+        result = assemble(spec, work.n_params + details.frozen_adapter_params, phases, assumptions)
         return dataclasses.replace(result, llm=details, host_bytes=host_bytes(work))
     if wl.mode is Mode.train and wl.optimizer is None:
         assumptions.append("optimizer not given: adamw")

@@ -116,12 +116,18 @@ def test_against_tracer(case: dict[str, Any]) -> None:
 
     All within 3.5 %, LoRA on an fp32 GQA model (SDPA's math fallback) included: its peak is the attention
     backward, after the MLP half's saved tensors are freed. The other PEFT methods (DoRA, IA3, prompt,
-    prefix and LN tuning, VeRA, LoHa) are held to the same 3.5 %; the one case marked ``known_gap`` is not.
+    prefix and LN tuning, VeRA, LoHa, AdaLoRA) are held to the same 3.5 %; the one case marked ``known_gap``
+    is not. The tracer's step never calls AdaLoRA's ``update_and_allocate``, so its importance scores
+    (``ipt``, ``exp_avg_ipt``, ``exp_avg_unc``: three copies of every fp32 adapter tensor, live in every
+    phase) are left out of the comparison: that term is not checked by the tracer.
     """
     result = estimate(parse_spec({"name": case["id"], "model": case["model"], "workload": case["workload"]}))
     trainable = result.llm.trainable_params or 0
     assert result.params + trainable == case["params"]  # peft's parameter count, independently
-    error = (result.peak_allocated_bytes - case["peak_bytes"]) / case["peak_bytes"]
+    adalora = case["workload"].get("adapter", {}).get("type") == "adalora"
+    # fp32 adapters in every AdaLoRA case (their 512-byte rounding, a few KiB, stays in the comparison)
+    untraced = 3 * trainable * 4 if adalora else 0
+    error = (result.peak_allocated_bytes - untraced - case["peak_bytes"]) / case["peak_bytes"]
     assert abs(error) <= 0.035, (case["id"], error)
 
 

@@ -1,12 +1,16 @@
-"""VeRA and LoHa: trainable counts, shared projections, what each keeps, the keys each type takes.
-Tracer references are in test_adapters.py::test_against_tracer (``llm-peft-vera-*``, ``llm-peft-loha-*``)."""
+"""VeRA, LoHa and AdaLoRA: trainable counts, shared projections, what each keeps, the keys each type takes.
+Tracer references are in test_adapters.py::test_against_tracer (``llm-peft-vera-*``, ``llm-peft-loha-*``,
+``llm-peft-adalora-*``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from vramcalc.cli import app
 from vramcalc.core import activations as act
 from vramcalc.core.resolve import resolve_model
 from vramcalc.engine import estimate
@@ -103,3 +107,97 @@ def test_keys_that_do_not_fit(adapter: dict[str, Any], message: str) -> None:
 def test_quantized_base_is_refused() -> None:
     with pytest.raises(SpecError, match="workload.quantization"):
         estimate(spec(TINY, {"type": "loha", "rank": 4, "targets": QV}, quantization="nf4"))
+
+
+# ------------------------------------------------------------------ AdaLoRA
+
+
+def test_adalora_trainable_and_ranknum() -> None:
+    adapter = {"type": "adalora", "init_r": 4, "target_r": 2, "targets": QV}
+    ada = estimate(spec(TINY, adapter))
+    # lora_A (r x in), lora_E (r x 1), lora_B (out x r) per linear: r (in + 1 + out);
+    # q: 4 x (64 + 1 + 64) = 516, v: 4 x (64 + 1 + 32) = 388, 2 layers
+    assert ada.llm.trainable_params == 2 * (516 + 388)
+    # one frozen ranknum per adapted linear (PEFT counts it among the model's parameters): 2 layers x q, v
+    lora = estimate(spec(TINY, {"type": "lora", "rank": 4, "targets": QV}))
+    assert ada.params == lora.params + 4
+    # the tiny model by hand: embeddings and untied head 2 x 100 x 64; per layer q, o 64 x 64, k, v 32 x 64,
+    # gate, up, down 3 x 128 x 64, two norms of 64; the final norm
+    assert lora.params == 2 * 6_400 + 2 * (2 * 4_096 + 2 * 2_048 + 3 * 8_192 + 2 * 64) + 64
+
+
+def test_adalora_llama32_3b_matches_peft_count() -> None:
+    # peft method_comparison adalora--llama-3.2-3B-rank32 (init_r 64, target_r 32 on q_proj, v_proj, its
+    # experiments/adalora/llama-3.2-3B-rank32/adapter_config.json): num_trainable_params 18,353,664 and
+    # num_total_params 3,231,103,544 = 3,212,749,824 (the base) + 18,353,664 + 56 ranknum (28 layers x 2)
+    result = estimate(spec(LLAMA32_3B, {"type": "adalora", "init_r": 64, "target_r": 32, "targets": QV}))
+    assert result.llm.trainable_params == 18_353_664
+    assert result.params + result.llm.trainable_params == 3_231_103_544
+
+
+def test_adalora_by_hand() -> None:
+    adapter = AdapterSpec(type="adalora", init_r=4, targets=QV)
+    m = peft_more.adalora(tiny_shape(), adapter, TOKENS, BF16, 4, [])
+    # per token and layer, fp32 on a bf16 base: q and v each keep the input cast to fp32 (64) and
+    # x (A E)^T (4): 2 x 68 x 4 B; 2 layers, 10 tokens
+    tokens = 2 * 68 * 4 * 2 * 10
+    # A * E (4 x 64 fp32) kept by the matmul in layer 1 only (layer 0's q/v input needs no gradient)
+    products = 2 * 4 * 64 * 4
+    # orthogonality penalty: A A^T - I and B^T B - I (4 x 4 fp32, each a 512-byte allocator block) for each
+    # of the 4 linears
+    penalty = 4 * 2 * 512
+    assert m.saved == tokens + products + penalty
+    assert m.saved_per_layer == (tokens + products) // 2
+    # ranknum: one per linear, at the base dtype (bf16), each a 512-byte allocator block
+    assert (m.frozen_params, m.buffers) == (4, 4 * 512)
+    # update_and_allocate: ipt, exp_avg_ipt, exp_avg_unc of every fp32 adapter tensor, each rounded to the
+    # allocator's 512-byte blocks; per layer q: A 4 x 64 (1,024 B), E 4 (512), B 64 x 4 (1,024);
+    # v: A 4 x 64 (1,024), E 4 (512), B 32 x 4 (512): 4,608 B
+    assert m.extra_states == 3 * 2 * 4_608
+    # its update of the largest tensor (q's A or B, 256 elements) holds three fp32 temporaries
+    assert m.step_transient == 3 * 256 * 4
+    # q: the input cast to fp32 (64) and B(...) with its scaled copy (2 x 64), 10 tokens
+    assert m.forward_transient == 10 * (64 + 2 * 64) * 4
+
+
+def test_adalora_states_are_with_the_optimizer() -> None:
+    result = estimate(spec(TINY, {"type": "adalora", "init_r": 4, "targets": QV}))
+    # AdamW: exp_avg, exp_avg_sq; AdaLoRA's allocator: ipt, exp_avg_ipt, exp_avg_unc; each a copy of every
+    # fp32 adapter tensor in 512-byte blocks: 2 layers x 4,608 B (test_adalora_by_hand)
+    assert result.component_peaks["optimizer_states"] == 5 * 2 * 4_608
+
+
+def test_adalora_defaults_are_noted() -> None:
+    notes: list[str] = []
+    m = peft_more.adalora(tiny_shape(), AdapterSpec(type="adalora", targets=QV), TOKENS, BF16, 4, notes)
+    assert m.params == 12 * 2 * (129 + 97)  # PEFT's AdaLoraConfig init_r=12
+    assert any("init_r not given: 12" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "message"),
+    [
+        ({"type": "adalora", "rank": 8}, "rank: not a key of adapter type adalora"),
+        ({"type": "adalora", "init_r": 8, "target_r": 16}, "target_r: at most init_r"),
+        ({"type": "adalora", "target_r": 16}, "target_r: at most init_r .default 12."),
+        ({"type": "adalora", "init_r": 0}, "init_r"),
+        ({"type": "lora", "rank": 8, "init_r": 8}, "init_r: not a key of adapter type lora"),
+    ],
+)
+def test_adalora_keys(adapter: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError, match=message):
+        spec(TINY, adapter)
+
+
+def test_adalora_bad_key_is_one_error_line_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "adalora.yaml"
+    path.write_text(
+        "model: {preset: llama-3.2-3b}\n"
+        "workload: {mode: train, batch_size: 1, seq_len: 128, precision: bf16,\n"
+        "  adapter: {type: adalora, init_r: 8, target_r: 12}}\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "target_r" in lines[0], result.output

@@ -113,7 +113,7 @@ def test_learned_table_of_unstated_size_past_the_usual_default_warns() -> None:
         ),
         (
             {"workload": {"batch_size": 1, "seq_len": 8, "adapter": {"rank": 4, "target": ["q"]}}},
-            "workload.adapter.target: unknown key; did you mean 'targets'?",
+            "workload.adapter.target: unknown key; did you mean 'targets' or 'target_r'?",
         ),
         ({"parallel": {"tensr": 2}}, "parallel.tensr: unknown key; did you mean 'tensor'?"),
         # nothing close: no suggestion

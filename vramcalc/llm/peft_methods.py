@@ -204,7 +204,7 @@ def method(
     shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, attention: Attention, notes: list[str]
 ) -> Method:
     """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora)."""
-    if adapter.type in (AdapterType.vera, AdapterType.loha):
+    if adapter.type in (AdapterType.vera, AdapterType.loha, AdapterType.adalora):
         return peft_more.method(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
     if adapter.type is AdapterType.ia3:
         return _ia3(shape, adapter, tk, dt, notes)
@@ -230,9 +230,10 @@ def check(spec: object, shape: ModelShape) -> None:
 
 def method_phases(
     spec: object, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], notes: list[str]
-) -> tuple[dict[str, dict[str, int]], int]:
+) -> tuple[dict[str, dict[str, int]], int, int]:
     """Training step of a frozen base with the method's trainable parameters (forward, backward, optimizer),
-    as :func:`vramcalc.llm.phases.adapter_phases` assembles LoRA's."""
+    as :func:`vramcalc.llm.phases.adapter_phases` assembles LoRA's; with the trainable and the frozen
+    parameters the method adds."""
     from vramcalc.core import optimizer as optimizer_mod
     from vramcalc.core.workload import default_optimizer
     from vramcalc.llm import adapters
@@ -251,7 +252,7 @@ def method_phases(
     live = {
         **base,
         "parameters": base["parameters"] + trainable * a + m.buffers,
-        "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a),
+        "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a) + m.extra_states,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
     t = m.tokens
@@ -275,5 +276,6 @@ def method_phases(
     backward = max(start, block, end, key=lambda p: sum(p.values()))
     foreach = optimizer is not Optimizer.none and wl.optimizer_impl is OptimizerImpl.foreach
     temp = trainable * a if foreach and optimizer not in optimizer_mod.BNB_FUSED else 0
-    step = {**live, "gradients": trainable * a, "temporaries": temp}
-    return {"forward": forward, "backward": backward, "optimizer": step}, trainable
+    # the method's own update after the optimizer step, before the gradients are zeroed
+    step = {**live, "gradients": trainable * a, "temporaries": max(temp, m.step_transient)}
+    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, m.frozen_params

@@ -1,9 +1,10 @@
-"""VeRA and LoHa: PEFT methods that adapt linears without LoRA's two trained matrices.
+"""VeRA, LoHa and AdaLoRA: PEFT methods that adapt linears otherwise than LoRA's two trained matrices.
 
 Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
 the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tuners/vera/layer.py``,
-``peft/tuners/loha/layer.py``) and checked against the CPU tracer (benchmarks/data/tracer_llm.json,
-``llm-peft-vera-*``, ``llm-peft-loha-*``). ``a`` is the adapter dtype (fp32 with PEFT's default
+``peft/tuners/loha/layer.py``, ``peft/tuners/adalora/``) and checked against the CPU tracer
+(benchmarks/data/tracer_llm.json, ``llm-peft-vera-*``, ``llm-peft-loha-*``, ``llm-peft-adalora-*``).
+``a`` is the adapter dtype (fp32 with PEFT's default
 ``autocast_adapter_dtype`` on a 16-bit base), ``n`` the tokens of a step:
 
 :class:`Method` (what any of the methods beyond LoRA trains and keeps) lives here for
@@ -21,6 +22,15 @@ the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tu
   to the input cast to the adapter dtype: autograd keeps that input (``in`` per token, a copy per module on a
   16-bit base) and, wherever the input needs a gradient (all but the q/k/v inputs of layer 0), the delta
   weight. Its backward rebuilds both products beside the weight's gradient.
+* **AdaLoRA** (``AdaLoraConfig``): per adapted linear ``lora_A`` (``init_r x in``), ``lora_E``
+  (``init_r x 1``) and ``lora_B`` (``out x init_r``), fp32, and a frozen ``ranknum`` parameter (one
+  element, cast to the base layer's dtype; PEFT counts it among the model's parameters). The forward
+  ``base += (x @ (A * E)^T @ B^T) * scaling / ranknum`` is LoRA's at ``init_r`` (pruning masks ``lora_E``
+  and never shrinks a tensor): it keeps the cast input, ``x (A E)^T`` and, wherever the input needs a
+  gradient, the ``init_r x in`` product. ``AdaLoraModel.forward`` adds the orthogonality penalty
+  ``|A A^T - I| + |B^T B - I|``, whose norms keep each ``init_r x init_r`` difference. After each optimizer
+  step ``update_and_allocate`` (``RankAllocator.update_ipt``) keeps ``ipt``, ``exp_avg_ipt`` and
+  ``exp_avg_unc``, a copy of every adapter tensor each: optimizer-like state.
 """
 
 from __future__ import annotations
@@ -31,8 +41,9 @@ from vramcalc.choices import AdapterType
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.llm import lora_targets
-from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix, lora_matrices
-from vramcalc.spec.llm import AdapterSpec
+from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix, lora_matrices, lora_saved_per_token
+from vramcalc.spec.llm import ADALORA_INIT_R, AdapterSpec
+from vramcalc.units import allocation_bytes
 
 FP32 = 4
 #: Targets whose input is layer 0's first norm output: their input needs no gradient in block 0.
@@ -60,6 +71,13 @@ class Method:
     buffers: int = 0
     #: The method's largest forward transient inside a block, beyond what is saved.
     forward_transient: int = 0
+    #: Frozen parameters the method adds, counted among the model's parameters (AdaLoRA's ``ranknum``);
+    #: their bytes are in ``buffers``.
+    frozen_params: int = 0
+    #: State kept beside the optimizer's, bytes (AdaLoRA's importance scores), and the largest transient
+    #: of updating it after the optimizer step.
+    extra_states: int = 0
+    step_transient: int = 0
 
 
 #: PEFT's default VeRA rank (``VeraConfig.r``) and LoHa rank (``LoHaConfig.r``).
@@ -144,8 +162,57 @@ def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     return Method(params, tensors, a, tk, saved, per_layer, note, mlp, backward, forward_transient=forward)
 
 
+def adalora(
+    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]
+) -> Method:
+    """AdaLoRA's three factors and ``ranknum`` per linear, LoRA's kept tensors at ``init_r``, the
+    orthogonality penalty's ``r x r`` differences and the importance scores of the rank allocator."""
+    r = adapter.init_r or ADALORA_INIT_R
+    if adapter.init_r is None:
+        notes.append(f"adapter.init_r not given: {ADALORA_INIT_R} (PEFT's AdaLoRA default)")
+    matrices = _targets(shape, adapter, notes)
+    n, layers = tk.encoder, shape.layers
+    tensors = []
+    for m in matrices:
+        tensors += [(m.count, r, m.inp), (m.count, r, 1), (m.count, m.out, r)]
+    params = sum(k * rows * cols for k, rows, cols in tensors)
+    ranknum = sum(m.count for m in matrices)
+    # lora_A * lora_E (r x in), kept by the matmul wherever the input needs a gradient
+    products = {m.name: _needs_grad(m, layers) * r * m.inp * a for m in matrices}
+    mlp = [m for m in matrices if m.name in MLP_TARGETS]
+    in_blocks = n * lora_saved_per_token(matrices, r, a, dt, adapter.dropout) + sum(products.values())
+    mlp_saved = n * lora_saved_per_token(mlp, r, a, dt, adapter.dropout) + sum(products[m.name] for m in mlp)
+    # the penalty |A A^T - I| + |B^T B - I| of every linear keeps each r x r difference for its norm
+    penalty = ranknum * 2 * allocation_bytes(r * r * a)
+    cast = a != dt.compute
+    # the input cast to the adapter dtype, B(...) and its scaled copy before the in-place add to the output
+    forward = max(n * ((m.inp * a if cast else 0) + 2 * m.out * a) for m in matrices)
+    biggest = max(rows * cols for _, rows, cols in tensors)
+    note = (
+        f"AdaLoRA init_r={r} on {', '.join(sorted({m.name for m in matrices}))}; importance scores "
+        "(3 copies of the adapters, update_and_allocate) counted with the optimizer states"
+    )
+    return Method(
+        params,
+        tensors,
+        a,
+        tk,
+        in_blocks + penalty,
+        in_blocks // layers,
+        note,
+        mlp_saved // layers,
+        buffers=ranknum * allocation_bytes(dt.param),
+        forward_transient=forward,
+        frozen_params=ranknum,
+        extra_states=3 * sum(k * allocation_bytes(rows * cols * a) for k, rows, cols in tensors),
+        step_transient=3 * biggest * a,
+    )
+
+
 def method(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """:func:`vera` or :func:`loha` for the adapter's type."""
+    """:func:`vera`, :func:`loha` or :func:`adalora` for the adapter's type."""
     if adapter.type is AdapterType.vera:
         return vera(shape, adapter, tk, dt, a, notes)
+    if adapter.type is AdapterType.adalora:
+        return adalora(shape, adapter, tk, dt, a, notes)
     return loha(shape, adapter, tk, dt, a, notes)

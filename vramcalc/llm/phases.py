@@ -51,6 +51,8 @@ class LlmDetails:
     memory_utilization: float | None = None
     non_kv_peak_bytes: int | None = None
     trainable_params: int | None = None
+    #: Frozen parameters an adapter adds to the model's (AdaLoRA's ``ranknum``, one per adapted linear).
+    frozen_adapter_params: int = 0
     active_params: int | None = None
     quantization: dict[str, Any] | None = None
     kv_pool: kvcache.KvPool | None = None  # vLLM serving: what its KV pool depends on
@@ -100,8 +102,8 @@ def llm_phases(
     details = LlmDetails(quantization=qinfo, active_params=active)
     if wl.mode is Mode.train:
         if wl.adapter is not None:
-            phases, trainable = adapter_phases(spec, shape, tk, dt, base, notes, qinfo)
-            return phases, replace(details, trainable_params=trainable)
+            phases, trainable, frozen = adapter_phases(spec, shape, tk, dt, base, notes, qinfo)
+            return phases, replace(details, trainable_params=trainable, frozen_adapter_params=frozen)
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
         return moe_training_phases(work, base, notes), details
@@ -263,9 +265,10 @@ def adapter_phases(
     base: dict[str, int],
     notes: list[str],
     qinfo: dict[str, Any] | None = None,
-) -> tuple[Phases, int]:
+) -> tuple[Phases, int, int]:
     """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
-    other PEFT methods in :mod:`vramcalc.llm.peft_methods`."""
+    other PEFT methods in :mod:`vramcalc.llm.peft_methods`. With the trainable parameters and the frozen
+    ones the adapter adds."""
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
@@ -321,4 +324,4 @@ def adapter_phases(
     if optimizer in optimizer_mod.BNB_FUSED:
         temp = 0
     step = {**live, "gradients": trainable * a, "temporaries": temp}
-    return {"forward": forward, "backward": backward, "optimizer": step}, trainable
+    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, 0

@@ -30,6 +30,8 @@ GgmlTypeName = Literal[
 ]
 
 ALL_LINEAR = "all-linear"
+#: PEFT's ``AdaLoraConfig`` defaults: ``init_r`` and ``target_r``.
+ADALORA_INIT_R, ADALORA_TARGET_R = 12, 8
 
 
 def _check_names(value: list[str], key: str) -> list[str]:
@@ -135,6 +137,7 @@ ADAPTER_KEYS = {
     AdapterType.ln_tuning: (),
     AdapterType.vera: ("rank", "targets", "dropout", "autocast_adapter_dtype"),
     AdapterType.loha: ("rank", "alpha", "targets", "autocast_adapter_dtype"),
+    AdapterType.adalora: ("init_r", "target_r", "alpha", "targets", "dropout", "autocast_adapter_dtype"),
 }  # fmt: skip
 #: Keys a type cannot do without.
 REQUIRED_KEYS = {
@@ -151,8 +154,8 @@ class AdapterSpec(SpecSection):
     Other PEFT methods (vramcalc/llm/peft_methods.py): ``{type: dora, rank: 16, ...}`` (LoRA keys),
     ``{type: ia3, targets: [...], feedforward_modules: [...]}``, ``{type: prompt_tuning, num_virtual_tokens: 20}``,
     ``{type: prefix_tuning, num_virtual_tokens: 20, prefix_projection: false, encoder_hidden_size: ...}``,
-    ``{type: ln_tuning}``, ``{type: vera, rank: 256, targets: [...]}``, ``{type: loha, rank: 8, targets: [...]}``
-    (vramcalc/llm/peft_more.py).
+    ``{type: ln_tuning}``, ``{type: vera, rank: 256, targets: [...]}``, ``{type: loha, rank: 8, targets: [...]}``,
+    ``{type: adalora, init_r: 12, target_r: 8, targets: [...]}`` (vramcalc/llm/peft_more.py).
 
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
@@ -176,6 +179,11 @@ class AdapterSpec(SpecSection):
     #: Prefix tuning: the prefixes come from a two-layer MLP (PEFT ``prefix_projection``), hidden width below.
     prefix_projection: bool | None = None
     encoder_hidden_size: Annotated[int, Field(strict=True, gt=0, le=10**7)] | None = None
+    #: AdaLoRA: the rank every adapted linear starts at (its tensors' size) and the average rank the pruning
+    #: aims at (PEFT ``init_r``, ``target_r``; defaults 12 and 8). PEFT masks pruned ranks, it does not shrink
+    #: the tensors, so ``target_r`` does not change the memory.
+    init_r: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
+    target_r: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
 
     @model_validator(mode="after")
     def _keys_fit_type(self) -> "AdapterSpec":
@@ -189,6 +197,8 @@ class AdapterSpec(SpecSection):
                 raise ValueError(f"{key}: required for adapter type {self.type.value}")
         if self.encoder_hidden_size is not None and not self.prefix_projection:
             raise ValueError("encoder_hidden_size: only valid with prefix_projection: true")
+        if self.target_r is not None and self.target_r > (self.init_r or ADALORA_INIT_R):
+            raise ValueError(f"target_r: at most init_r (default {ADALORA_INIT_R}): pruning cannot raise a rank")
         if self.feedforward_modules is not None:
             _check_names(self.feedforward_modules, "feedforward_modules")
         return self
