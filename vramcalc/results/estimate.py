@@ -199,7 +199,7 @@ class EstimateResult(Result):
     )
     vllm: VllmEngine | None = Field(None, description="vLLM's engine settings and start-up profile (vLLM serving).")
     trainable_params: int | None = Field(
-        None, description="Trainable parameters of the adapter (LoRA, QLoRA, DoRA, IA3, prompt, prefix or LN tuning)."
+        None, description="Trainable parameters of the adapter (LoRA, QLoRA or another PEFT method: adapter.type)."
     )
     active_params: int | None = Field(None, description="Parameters active per token (mixture of experts).")
     quantization: Quantization | None = Field(None, description="The weight quantization (quantized models).")
