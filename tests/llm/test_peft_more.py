@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spec_texts import LLAMA32_3B, TINY_LLAMA
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
@@ -19,15 +20,7 @@ from vramcalc.llm import peft_more
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.load import parse_spec
 
-#: A tiny Llama: 2 layers, hidden 64, 4 heads of 16 (q width 64), 2 KV heads (K/V width 32), ffn 128.
-TINY = {
-    "architecture": "decoder", "layers": 2, "hidden_size": 64, "heads": 4, "kv_heads": 2, "ffn_size": 128,
-    "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "vocab_size": 100, "tie_embeddings": False,
-}  # fmt: skip
-LLAMA32_3B = {
-    "architecture": "decoder", "layers": 28, "hidden_size": 3072, "heads": 24, "kv_heads": 8, "ffn_size": 8192,
-    "mlp": "swiglu", "vocab_size": 128256, "tie_embeddings": True,
-}  # fmt: skip
+TINY = TINY_LLAMA  # 2 layers, hidden 64, 4 heads of 16, 2 KV heads (K/V width 32), ffn 128
 BF16 = act.Dtypes(param=2, compute=2, residual=2, amp=False)
 FP32 = act.Dtypes(param=4, compute=4, residual=4, amp=False)
 TOKENS = act.Tokens(batch=1, seq=10, target=10)

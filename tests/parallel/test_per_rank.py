@@ -13,7 +13,7 @@ import pytest
 import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from spec_texts import TINY_MODEL
+from spec_texts import ROUND_MODEL, TINY_MODEL
 
 from vramcalc.choices import Attention, Precision
 from vramcalc.core import activations as act
@@ -39,20 +39,7 @@ SHARED = ROOT.parent / "shared" / "calibration" / "measured.yaml"
 #: Parameters: embeddings (128 tokens + 128 positions) x 128 = 32,768; block: attention 4 x 128^2 =
 #: 65,536, MLP 2 x 128 x 512 = 131,072, two LayerNorms 2 x 2 x 128 = 512 -> 197,120; final LayerNorm 256;
 #: tied head -> 230,144.
-ROUND = {
-    "architecture": "decoder",
-    "layers": 1,
-    "hidden_size": 128,
-    "heads": 2,
-    "ffn_size": 512,
-    "mlp": "gelu",
-    "norm": "layernorm",
-    "position": "learned",
-    "vocab_size": 128,
-    "max_position_embeddings": 128,
-    "bias": False,
-    "dropout": 0.0,
-}
+ROUND = ROUND_MODEL
 ROUND_PARAMS = 230_144
 #: The estimator tests' tiny decoder with two blocks: 32,928 saved bytes per block at batch 2, sequence 4,
 #: fp32, dropout 0 (tests/core/test_dense.py derives it), final LayerNorm 8 tokens x 520 B = 4,160.

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from spec_texts import ROUND_MODEL
 
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
@@ -83,20 +84,7 @@ def test_tied_weights_are_one_parameter() -> None:
 #: A decoder whose every tensor is at most 65,536 elements (tests/parallel/test_per_rank.py ROUND): 230,144
 #: parameters; weight matrices: token and position embeddings 128 x 128 (the head is tied), q, k, v, o
 #: 128 x 128 each, MLP 128 x 512 and 512 x 128 -> 6 x 16,384 + 2 x 65,536 = 229,376 elements.
-ROUND = {
-    "architecture": "decoder",
-    "layers": 1,
-    "hidden_size": 128,
-    "heads": 2,
-    "ffn_size": 512,
-    "mlp": "gelu",
-    "norm": "layernorm",
-    "position": "learned",
-    "vocab_size": 128,
-    "max_position_embeddings": 128,
-    "bias": False,
-    "dropout": 0.0,
-}
+ROUND = ROUND_MODEL
 
 
 def zero3(zero3_keys: dict[str, int] | None, **workload: Any) -> Any:
