@@ -482,14 +482,14 @@ def test_pre_commit_hook_entry(tmp_path: Path) -> None:
 
 
 def test_max_batch_shows_the_formula_behind_its_totals(write_spec) -> None:
-    # tests/planning/test_batch_totals.py derives this spec's peak by hand: max(67,516,928 + 21,584 b, 67,518,976)
+    # tests/planning/test_batch_totals.py derives this spec's peak by hand: max(67,516,928 + 21,584 b, 67,524,096)
     tiny = "\n".join(
         ["name: tiny-by-hand", "model:", *(f"  {k}: {str(v).lower()}" for k, v in TINY_MODEL.items())]
         + ["workload:", "  batch_size: 2", "  seq_len: 4", "  precision: fp32", "  optimizer: sgd"]
     )
     path = str(write_spec(tiny, "tiny-by-hand.yaml"))
     doc = json.loads(run("max-batch", path, "--gpu", "h100-sxm", "--json").stdout)  # Hopper: 32 MiB workspaces
-    assert sorted(doc["peak_bytes_by_batch"]) == [[67_516_928, 21_584], [67_518_976]]
+    assert sorted(doc["peak_bytes_by_batch"]) == [[67_516_928, 21_584], [67_524_096]]
     text = run("max-batch", path, "--gpu", "h100-sxm").stdout
     # 67,516,928 B = 0.0629 GiB, 21,584 B = 0.0000201 GiB
     assert "formula: allocated peak = max(0.063 + 0.000 b, 0.063) GiB + inputs (b = batch_size)" in text

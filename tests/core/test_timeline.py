@@ -62,11 +62,11 @@ def test_tiny_decoder_points_by_hand() -> None:
     timeline, n_params = tiny_timeline()
     labels = [p.label for p in timeline.points]
     # forward: start, embeddings, block 1, block 2, head, loss; backward: start, last block, blocks 2 and 1,
-    # end; optimizer: step, after
+    # the tied head's gradient sum, end; optimizer: step, after
     assert labels == [
         "step start", "embeddings", "block 1", "block 2", "final norm + head", "loss",
-        "start of backward", "last block backward", "block 2 backward", "block 1 backward", "end of backward",
-        "optimizer step", "after the step",
+        "start of backward", "last block backward", "block 2 backward", "block 1 backward", "tied gradient sum",
+        "end of backward", "optimizer step", "after the step",
     ]  # fmt: skip
     # Loss of a causal LM in fp32 (activations.loss_bytes): T = 2 x 16 = 32 tokens, V = 100:
     # log-softmax saved 32 x 100 x 4 = 12,800 B, logits 12,800 B, two fp32 gradients 25,600 B.
@@ -75,6 +75,9 @@ def test_tiny_decoder_points_by_hand() -> None:
     assert point(timeline, "start of backward")["temporaries"] == 25_600
     # Every parameter's fp32 gradient exists at the end of backward: 4 B x params.
     assert total(timeline, "end of backward") - total(timeline, "step start") == 4 * n_params
+    # The tied head's and the embedding's gradients of the shared 100 x 64 weight, alive at their sum with
+    # every gradient: 2 x 100 x 64 x 4 B = 51,200 B beyond the end of backward.
+    assert total(timeline, "tied gradient sum") - total(timeline, "end of backward") == 51_200
     # foreach AdamW's temporary is one parameter-sized list (torch._foreach_sqrt of exp_avg_sq).
     assert total(timeline, "optimizer step") - total(timeline, "after the step") == 4 * n_params
 

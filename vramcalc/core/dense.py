@@ -103,7 +103,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
         backward = [start, last_block]
-    end_of_backward = {**live, "gradients": param_bytes}
+    end_of_backward = {**live, "gradients": param_bytes, "temporaries": tied_gradient_sum_bytes(shape, dt.param)}
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
     if wl.optimizer_in_backward:
@@ -155,6 +155,17 @@ def head_gradient_params(shape: ModelShape) -> int:
     tied LM head, the embedding matrix (its gradient is written by the LM head's backward)."""
     tied_lm = shape.head is Head.lm and shape.tie_embeddings
     return head_params(shape) + (shape.vocab * shape.hidden if tied_lm else 0)
+
+
+def tied_gradient_sum_bytes(shape: ModelShape, param_bytes: int) -> int:
+    """A tied LM head's weight gets two gradients, the head's (from the start of backward) and the
+    embedding's (at its very end); autograd's input buffer sums them out of place (the head's arrives as
+    the transposed view of a matmul output, which it cannot reuse). At that ``add`` both contributions and
+    their sum are alive next to every other gradient: two embedding-sized tensors beyond the gradients
+    (traced: ``benchmarks/data/tracer_extra.json``, id ``extra-gpt2-tied_b1_s32_fp32_noopt``)."""
+    if shape.head is not Head.lm or not shape.tie_embeddings:
+        return 0
+    return 2 * shape.vocab * shape.hidden * param_bytes
 
 
 def recomputed_input_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:

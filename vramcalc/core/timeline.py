@@ -37,6 +37,8 @@ blocks n..1 backward        previous anchor + (end of backward - previous anchor
                             after k blocks (the embeddings' backward is the last step)
 block 1 recompute           gated T5 under full checkpointing: the encoder's first block
                             recomputed last (the estimator's ``t5_first_block_recompute``)
+tied gradient sum           tied LM head: P + G + temporaries (the head's and the embedding's
+                            contributions to the shared weight's gradient, summed out of place)
 end of backward             P + G
 optimizer step              O (plus the implementation's temporaries)
 after the step              P + G (gradients stay until the next ``zero_grad``)
@@ -54,7 +56,12 @@ from dataclasses import dataclass, field
 
 from vramcalc.choices import Architecture, Checkpointing, Head, OptimizerImpl
 from vramcalc.core import activations as act
-from vramcalc.core.dense import head_gradient_params, recomputed_input_bytes, t5_first_block_recompute
+from vramcalc.core.dense import (
+    head_gradient_params,
+    recomputed_input_bytes,
+    t5_first_block_recompute,
+    tied_gradient_sum_bytes,
+)
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
 from vramcalc.core.workload import resolve_workload
@@ -148,6 +155,8 @@ class StepParts:
     lm_head: bool
     #: gated T5 under full checkpointing: copies, activations and gradients while the first block is recomputed
     first_block: Components | None = None
+    #: tied LM head: the two contributions to the shared weight's gradient alive at their sum
+    tied_grad_sum: int = 0
 
 
 def build_timeline(spec: Spec, estimate: Estimate, *, max_block_points: int = MAX_BLOCK_POINTS) -> Timeline:
@@ -212,6 +221,7 @@ def step_parts(spec: Spec) -> StepParts:
         optimizer_impl=wl.optimizer_impl,
         lm_head=shape.head is Head.lm,
         first_block=t5_first_block_recompute(work) if checkpointing else None,
+        tied_grad_sum=tied_gradient_sum_bytes(shape, dt.param),
     )
 
 
@@ -317,6 +327,9 @@ def _backward_points(
         comps = _with(persistent(forward), **parts.first_block)
         note = "the first block recomputed last: its input, the position bias and every other gradient"
         points.append(Point("block 1 recompute", "backward", comps, note))
+    if parts.tied_grad_sum:
+        note = "the tied head's and the embedding's gradients, and their sum"
+        points.append(Point("tied gradient sum", "backward", _with(end, temporaries=parts.tied_grad_sum), note))
     points.append(Point("end of backward", "backward", end, "every gradient allocated, activations freed"))
     return points
 

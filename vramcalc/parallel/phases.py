@@ -41,7 +41,7 @@ from typing import Any
 
 from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
-from vramcalc.core.dense import head_gradient_params
+from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
 from vramcalc.core.shape import ModelShape
@@ -83,6 +83,7 @@ class RankParts:
     head_grads: int = 0  # the LM head's, while recomputing under checkpointing
     buckets: int = 0  # communication buffers kept through the step
     end_bucket: int = 0  # communication buffer at the end of backward only
+    tied_sum: int = 0  # see vramcalc.core.dense.tied_gradient_sum_bytes
     gathered_fwd: int = 0
     gathered_bwd: int = 0
     copies: int = 0  # autocast copies of the linear weights
@@ -192,6 +193,7 @@ def _state_parts(
         "head_grads": head_grads,
         "buckets": bucket if plan.stage >= 1 else 0,
         "end_bucket": bucket if plan.stage == 0 else 0,
+        "tied_sum": tied_gradient_sum_bytes(local, lay.working) if plan.pipeline == 1 else 0,  # stages: 2 copies
         "gathered_fwd": gathered_fwd,
         "gathered_bwd": gathered_bwd,
         "opt_temps": _optimizer_temps(spec, plan, lay, optimizer, local, n),
@@ -357,6 +359,7 @@ def phases_of(r: RankParts) -> Phases:
     }
     backward = _backward(r, {**live, "gathered_parameters": r.gathered_bwd})
     end = {**live, "gradients": r.grads_stored, "communication_buffers": r.buckets + r.end_bucket}
+    end["temporaries"] = r.tied_sum  # a tied LM head's two gradient contributions at their sum
     if _total(end) > _total(backward):
         backward = end
     step = {**live, "gradients": r.grads_stored, "temporaries": r.opt_temps}
