@@ -212,7 +212,15 @@ def _sdpa_table(record: dict[str, Any]) -> Case:
         model["head"] = "lm"
         inferred.append("head: BertForMaskedLM (not stated)")
     if w["mode"] == "fwd_bwd":
-        workload |= {"mode": "train", "seq_len": w["seq_len"], "optimizer": "none", "cross_entropy": "none"}
+        # the script binds ``outputs = model(**inputs)``: the previous step's logits and KV cache stay alive
+        # through the next forward (keep_outputs)
+        workload |= {
+            "mode": "train",
+            "seq_len": w["seq_len"],
+            "optimizer": "none",
+            "cross_entropy": "none",
+            "keep_outputs": True,
+        }
     elif w["mode"] == "forward":
         workload |= {"mode": "inference", "seq_len": w["seq_len"]}
     else:

@@ -34,8 +34,6 @@ EXPRESSIBLE_PCT = 85.0
 
 #: Kinds that do not meet the bar yet, and why (the mechanisms the estimate does not model).
 KNOWN_GAPS = {
-    "training_fwd_bwd": "HF SDPA tables (2024), with their releases and no loss: OPT SDPA rows 9-14 % and "
-    "GPT-NeoX rows 3-29 % low, by vocabulary-sized tensors the benchmark's logits.sum() should not make",
     "inference_forward": "BERT fp16 forward tables (2024) do not state the head; the estimate with a "
     "masked-LM head is 17-34 % low",
     "inference_generation": "HF SDPA generation tables (2024): GPT-NeoX rows 11-40 % low (their growth per "

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
 from vramcalc.core import t5
-from vramcalc.core.hf_release import SHARED_EAGER_FAMILIES, clamped_score_bytes
+from vramcalc.core.hf_release import CAT_ROTARY_FAMILY, SHARED_EAGER_FAMILIES, clamped_score_bytes, head_major_query
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
 
@@ -67,11 +67,9 @@ class Tokens:
 def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     """One norm: its saved input and statistics, plus (pure precision) its output, saved by the next linear.
 
-    LayerNorm saves its input (the residual sum) and fp32 mean/rstd. HF's RMSNorm computes in fp32:
-    it saves an fp32 copy of its input, the normalised tensor cast back (``e``), and rstd; under
-    autocast the normalised tensor stays fp32. Under autocast the output is not saved (each linear
-    saves its own 16-bit copy, counted by the consumer).
-    """
+    LayerNorm saves its input (the residual sum) and fp32 mean/rstd. HF's RMSNorm computes in fp32: it saves
+    an fp32 copy of its input, the normalised tensor cast back (``e``), and rstd; under autocast the normalised
+    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there)."""
     h = shape.hidden
     if shape.norm is Norm.layernorm:
         per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
@@ -154,6 +152,8 @@ def attention_saved_bytes(
     else:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1 if shape.fused_qkv else 3, dt)
     output = q_tokens * shape.q_width * dt.compute
+    if kernel == "flash" and head_major_query(shape.model_type, shape.hf_release):
+        output *= 2  # the head-major kernel output, and its copy for the output projection
     if not cross:
         qkv += _attention_extra_saved(shape, q_tokens, dt)
     scores = tk.batch * shape.heads * seq_q * seq_kv
@@ -174,6 +174,8 @@ def _attention_extra_saved(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     if shape.mla is not None:
         m = shape.mla
         return n_tokens * (m.latent + m.kv_lora_rank + 2 * m.q_lora_rank) * dt.compute
+    if shape.model_type == CAT_ROTARY_FAMILY:  # Q and K rebuilt by torch.cat and saved; V a view of QKV
+        return n_tokens * (shape.q_width + shape.kv_width) * dt.compute
     if shape.qk_norm is QkNorm.none:
         return 0
     return n_tokens * (shape.q_width + shape.kv_width) * (FP32 + dt.compute)
@@ -212,6 +214,8 @@ def layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Atte
     n_tokens = tk.decoder if decoder else tk.encoder
     # norms_per_layer norms (a parallel block's single norm output is read by attention and MLP both)
     total = shape.norms_per_layer * norm_saved_bytes(shape, n_tokens, dt)
+    if shape.parallel_block and shape.norms_per_layer == 2:
+        total -= n_tokens * shape.hidden * dt.residual  # both norms read (and save) the same block input
     total += attention_saved_bytes(shape, tk, n_tokens, n_tokens, dt, attention, cross=False)
     total += mlp_saved_bytes(shape, n_tokens, dt)
     total += dropout_mask_bytes(shape, n_tokens, 2)

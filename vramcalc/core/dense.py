@@ -16,7 +16,7 @@ A training step is modelled as PyTorch runs it on its second iteration with
 
 from __future__ import annotations
 
-from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Norm
+from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
 from vramcalc.core import t5, techniques
 from vramcalc.core.estimate import Phase, select_phases
@@ -106,9 +106,38 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     end_of_backward = {**live, "gradients": param_bytes, "temporaries": tied_gradient_sum_bytes(shape, dt.param)}
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
+    candidates = _with_held_outputs(candidates, work, end_of_backward)
     if wl.optimizer_in_backward:
         return techniques.optimizer_in_backward(candidates, shape, optimizer, wl.optimizer_impl, dt)
     return candidates
+
+
+def _with_held_outputs(
+    candidates: dict[str, list[Phase]], work: ResolvedWorkload, end: Phase
+) -> dict[str, list[Phase]]:
+    """The outputs the loop holds (:func:`vramcalc.core.techniques.held_outputs`): with ``keep_outputs`` the
+    previous step's through this forward; with it or ``cross_entropy: none`` (the caller keeps the logits it
+    sums) this step's through backward and the optimizer step. The logits already count at the loss under
+    ``none``; the cache's fresh tensors count from the forward on, the rest once backward frees it."""
+    wl = work.spec.workload
+    no_loss = wl.cross_entropy is CrossEntropy.none
+    if not (wl.keep_outputs or no_loss):
+        return candidates
+    checkpointing = wl.gradient_checkpointing is Checkpointing.full
+    held = techniques.held_outputs(work.shape, work.tokens, work.dtypes, checkpointing)
+    copy = held.fresh_cache
+    during = (0 if no_loss else held.logits) + copy
+    after = held.logits + held.cache
+    previous = after if wl.keep_outputs else 0
+
+    def add(phase: Phase, extra: int) -> Phase:
+        return {**phase, "activations": phase.get("activations", 0) + extra}
+
+    return {
+        "forward": [add(p, previous + copy) for p in candidates["forward"]],
+        "backward": [add(p, after if p is end else during) for p in candidates["backward"]],
+        "optimizer": [add(p, after) for p in candidates["optimizer"]],
+    }
 
 
 def t5_first_block_recompute(work: ResolvedWorkload) -> Phase | None:
@@ -154,7 +183,7 @@ def head_gradient_params(shape: ModelShape) -> int:
     """Gradients that exist once backward has left the head: the head's own parameters and, for a
     tied LM head, the embedding matrix (its gradient is written by the LM head's backward)."""
     tied_lm = shape.head is Head.lm and shape.tie_embeddings
-    return head_params(shape) + (shape.vocab * shape.hidden if tied_lm else 0)
+    return head_params(shape) + (shape.vocab * shape.embed_width if tied_lm else 0)
 
 
 def tied_gradient_sum_bytes(shape: ModelShape, param_bytes: int) -> int:
@@ -165,7 +194,7 @@ def tied_gradient_sum_bytes(shape: ModelShape, param_bytes: int) -> int:
     (traced: ``benchmarks/data/tracer_extra.json``, id ``extra-gpt2-tied_b1_s32_fp32_noopt``)."""
     if shape.head is not Head.lm or not shape.tie_embeddings:
         return 0
-    return 2 * shape.vocab * shape.hidden * param_bytes
+    return 2 * shape.vocab * shape.embed_width * param_bytes
 
 
 def recomputed_input_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:

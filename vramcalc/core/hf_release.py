@@ -1,4 +1,4 @@
-"""What older transformers releases allocated, per model family (``workload.versions.transformers``).
+r"""What older transformers releases allocated, per model family (``workload.versions.transformers``).
 
 The formulas of :mod:`vramcalc.core.activations` and :mod:`vramcalc.llm.generation` follow today's
 release (5.x). A spec that pins an older release gets the allocations that release made, read from its
@@ -25,6 +25,22 @@ of the released wheels):
   ``_sample`` then took the last position: a view (up to 4.41) or ``[:, -1, :].clone()`` (4.42-4.44),
   small; 4.45 and 4.46 wrote ``outputs.logits.clone()[:, -1, :].float()``: a full copy of the prompt's
   logits, alive next to them; 4.47 went back to ``[:, -1, :].clone().float()``.
+
+* **KV cache returned while training** (``workload.keep_outputs``): decoder LMs return ``past_key_values``
+  whenever ``use_cache`` is on (the configs' default) and gradient checkpointing is off. Up to 4.55 the
+  cache holds the attention's own K/V tensors (a tuple, or ``DynamicCache`` appending them as they are):
+  views of a fused QKV projection keep its whole output; GPT-NeoX before 4.49 applied its rotary embedding
+  with fp32 ``cos``/``sin`` tables, so its cached key is an fp32 tensor. From 4.56 ``DynamicLayer``
+  initialises an empty tensor and concatenates onto it (``torch.cat``): the cache is a copy, and the
+  attention reads K and V back from it (the copies are what it saves).
+
+* **Head-major queries under SDPA**: the shared ``sdpa_attention_forward`` of 4.48-4.55 called
+  ``query.contiguous()`` (and on K, V) on the ``(batch, heads, seq, head_dim)`` view; OPT's own SDPA class
+  (``_shape(...).contiguous()``) and GPT-NeoX's (the fp32 rotary ``torch.cat``, then ``.to(dtype)``) made
+  the same layout before. PyTorch's flash kernel writes its output in the query's layout, so the output,
+  saved for backward, is head-major, and ``transpose(1, 2).contiguous()`` before the output projection
+  copies it: one more query-sized tensor per layer. (The memory-efficient kernel always writes
+  ``(batch, seq, heads, head_dim)``; from 4.56 the query reaches the kernel as a view and nothing is copied.)
 
 Release numbers compare as (major, minor, patch); a ``.dev0`` suffix is ignored (a development tree is
 taken as the release it became).
@@ -60,6 +76,14 @@ LOGITS_UPCAST_REMOVED = (4, 47, 0)
 #: ones (4.45): GPT-NeoX with its 4.49 refactor, GPT-2 in 4.53, OPT in 5.0; other families taken as 5.0.
 LOGITS_TO_KEEP_FROM = {"gpt_neox": (4, 49, 0), "gpt2": (4, 53, 0), "opt": (5, 0, 0)}
 LOGITS_TO_KEEP_OTHERS = (5, 0, 0)
+#: Releases whose shared ``sdpa_attention_forward`` made Q, K, V contiguous (head-major).
+SDPA_CONTIGUOUS = ((4, 48, 0), (4, 56, 0))
+#: Families whose own SDPA attention made a head-major query before the shared one: the last such release.
+OWN_HEAD_MAJOR_UNTIL = {"opt": (4, 56, 0), "gpt_neox": (4, 49, 0)}
+#: First release whose ``DynamicLayer.update`` copies the first K/V into the cache (``torch.cat``).
+CACHE_COPIED = (4, 56, 0)
+#: First release whose GPT-NeoX rotary embedding returns cos/sin at the activations' dtype.
+GPT_NEOX_FP32_ROTARY_REMOVED = (4, 49, 0)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -86,6 +110,12 @@ class HfRelease:
     logits_upcast: bool = False
     #: Generation: ``_sample`` clones the whole logits tensor (4.45, 4.46).
     logits_clone: bool = False
+    #: SDPA receives a head-major (contiguous) query: the flash kernel's output needs a copy afterwards.
+    head_major_query: bool = False
+    #: The returned KV cache is a copy of K/V (4.56 on), not the attention's own tensors.
+    cache_copied: bool = True
+    #: GPT-NeoX before 4.49: the rotary embedding runs in fp32, so the key is an fp32 tensor.
+    fp32_rotary_key: bool = False
 
 
 def resolve(
@@ -117,7 +147,23 @@ def resolve(
         all_prompt_logits=not keeps_last,
         logits_upcast=llama_like and key < LOGITS_UPCAST_REMOVED,
         logits_clone=FULL_LOGITS_CLONE[0] <= key < FULL_LOGITS_CLONE[1],
+        head_major_query=SDPA_CONTIGUOUS[0] <= key < SDPA_CONTIGUOUS[1]
+        or key < OWN_HEAD_MAJOR_UNTIL.get(model_type, (0, 0, 0)),
+        cache_copied=key >= CACHE_COPIED,
+        fp32_rotary_key=model_type == "gpt_neox" and key < GPT_NEOX_FP32_ROTARY_REMOVED,
     )
+
+
+#: GPT-NeoX applies its partial rotary embedding by concatenating the rotated and the passed-through
+#: dimensions (``torch.cat``; fp32 before 4.49, then cast back): new, head-major Q and K tensors that
+#: SDPA saves, while V stays a view of the fused QKV output (checked with the tracer on 4.42 and 5.24).
+CAT_ROTARY_FAMILY = "gpt_neox"
+
+
+def head_major_query(model_type: str, release: HfRelease | None) -> bool:
+    """SDPA receives a contiguous head-major query: GPT-NeoX's concatenated rotary output in every release,
+    or what a pinned release's attention made contiguous."""
+    return model_type == CAT_ROTARY_FAMILY or (release is not None and release.head_major_query)
 
 
 def notes(release: HfRelease | None, model_type: str) -> list[str]:

@@ -21,15 +21,20 @@
   block input) for the stash and the tensors brought back. The rest is host memory.
 * ``cross_entropy`` (:func:`loss_bytes`): torchtune ``CEWithChunkedOutputLoss`` and Liger
   ``LigerFusedLinearCrossEntropyLoss``.
+* ``keep_outputs`` (:func:`held_outputs`): the loop binds the model's outputs to a name
+  (``outputs = model(**batch)``, as Accelerate's and the transformers course's loops and the SDPA benchmark
+  scripts do), so a step's logits and returned KV cache stay allocated through its backward and optimizer
+  step and until the next step's forward returns.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl
+from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl, Position
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase
+from vramcalc.core.hf_release import CAT_ROTARY_FAMILY
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
@@ -196,4 +201,54 @@ def notes(wl: object) -> list[str]:
         lines.append(
             "cross_entropy: fused_linear (Liger): one chunk of logits at a time, gradients computed in forward"
         )
+    if getattr(wl, "keep_outputs", False):
+        lines.append(
+            "keep_outputs: each step's logits and returned KV cache stay allocated until the next forward returns "
+            "(decoder LMs return the cache unless gradient checkpointing is on)"
+        )
     return lines
+
+
+@dataclass(frozen=True)
+class HeldOutputs:
+    """One step's returned outputs, kept by the loop: the logits, and the KV cache a decoder LM returns
+    while training; ``fresh_cache``: how the step's own cache changes its forward and backward, where the rest
+    of it is among the saved tensors (counted once backward frees them): a tensor of its own adds, a copy that
+    the attention saves in place of larger tensors subtracts."""
+
+    logits: int
+    cache: int
+    fresh_cache: int
+
+
+def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointing: bool) -> HeldOutputs:
+    """The outputs ``keep_outputs`` holds (:mod:`vramcalc.core.hf_release` for the cache by release).
+
+    Logits: every position at the compute dtype (fp32 under the Llama-derived classes' ``logits.float()`` of
+    releases before 4.47). Cache: decoder LMs only, and none under gradient checkpointing (transformers turns
+    ``use_cache`` off). Per token and layer, a copied cache is K and V (``2 x kv_width``), which the attention
+    then reads and saves, so nothing is fresh; the attention's own tensors are V, or the whole fused QKV output
+    that V is a view of, plus K (a view of that output too, unless the rotary embedding made a new tensor:
+    fp32 in GPT-NeoX before 4.49, which saves its 16-bit cast instead, so that key is fresh)."""
+    if shape.head is not Head.lm:
+        return HeldOutputs(0, 0, 0)
+    release, c = shape.hf_release, dt.compute
+    n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+    upcast = release is not None and release.logits_upcast
+    logits = n_tokens * shape.vocab * (act.FP32 if upcast else c)
+    if shape.architecture is not Architecture.decoder or checkpointing:
+        return HeldOutputs(logits, 0, 0)
+    per_layer = shape.layers * n_tokens
+    if release is None or release.cache_copied:
+        # the attention reads K and V back from the cache it updates: the copies are the saved tensors. In
+        # GPT-NeoX they replace its concatenated K and the fused QKV output V was a view of (Q stays its own)
+        replaced = shape.q_width + shape.kv_width if shape.model_type == CAT_ROTARY_FAMILY else 0
+        return HeldOutputs(logits, per_layer * 2 * shape.kv_width * c, -per_layer * replaced * c)
+    fused = shape.fused_qkv
+    value = (shape.q_width + 2 * shape.kv_width) * c if fused else shape.kv_width * c
+    if release.fp32_rotary_key:
+        key = per_layer * shape.kv_width * act.FP32
+        return HeldOutputs(logits, per_layer * value + key, key)
+    rotary = shape.position is Position.rotary
+    key_bytes = shape.kv_width * c if rotary or not fused else 0
+    return HeldOutputs(logits, per_layer * (value + key_bytes), 0)

@@ -245,6 +245,7 @@ class Workload(SpecSection):
     optimizer_offload: Literal["cpu", "none"] = "none"
     activation_offloading: bool = False
     cross_entropy: CrossEntropy = CrossEntropy.standard
+    keep_outputs: bool = False
 
     @model_validator(mode="before")
     @classmethod

@@ -1,5 +1,5 @@
 """Rules of the training-technique keys of ``workload`` (``optimizer_in_backward``,
-``optimizer_offload``, ``activation_offloading``, ``cross_entropy``; modelled in
+``optimizer_offload``, ``activation_offloading``, ``cross_entropy``, ``keep_outputs``; modelled in
 vramcalc/core/techniques.py). Kept apart from :mod:`vramcalc.spec.models`, which calls them.
 """
 
@@ -8,7 +8,13 @@ from typing import Any
 from vramcalc.choices import Architecture, CrossEntropy, Head, Mode, Precision
 
 #: The technique keys, in the order their errors are reported.
-TECHNIQUE_KEYS = ("optimizer_in_backward", "optimizer_offload", "activation_offloading", "cross_entropy")
+TECHNIQUE_KEYS = (
+    "optimizer_in_backward",
+    "optimizer_offload",
+    "activation_offloading",
+    "cross_entropy",
+    "keep_outputs",
+)
 
 
 def given_techniques(wl: Any) -> list[str]:
@@ -18,6 +24,7 @@ def given_techniques(wl: Any) -> list[str]:
         "optimizer_offload": wl.optimizer_offload == "cpu",
         "activation_offloading": bool(wl.activation_offloading),
         "cross_entropy": wl.cross_entropy not in (None, CrossEntropy.standard),
+        "keep_outputs": bool(wl.keep_outputs),
     }
     return [key for key in TECHNIQUE_KEYS if on[key]]
 
@@ -30,7 +37,7 @@ def workload_rules(wl: Any) -> None:
     if wl.optimizer_in_backward and wl.optimizer_offload == "cpu":
         raise ValueError("optimizer_offload: not modelled together with optimizer_in_backward")
     if wl.adapter is not None:
-        for key in ("optimizer_in_backward", "optimizer_offload", "activation_offloading", "cross_entropy"):
+        for key in TECHNIQUE_KEYS:
             if key in given:
                 raise ValueError(f"{key}: only modelled for full fine-tuning (not with adapter)")
 
@@ -65,3 +72,5 @@ def spec_rules(spec: Any) -> None:
         raise ValueError("workload.activation_offloading: not modelled for mixture-of-experts models")
     if "cross_entropy" in given and model.head not in (None, Head.lm):
         raise ValueError("workload.cross_entropy: needs head: lm (the loss over the vocabulary)")
+    if "keep_outputs" in given and model.head not in (None, Head.lm):
+        raise ValueError("workload.keep_outputs: needs head: lm (the outputs it keeps are the logits and KV cache)")
