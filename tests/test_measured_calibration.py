@@ -36,9 +36,6 @@ EXPRESSIBLE_PCT = 85.0
 KNOWN_GAPS = {
     "inference_forward": "BERT fp16 forward tables (2024) do not state the head; the estimate with a "
     "masked-LM head is 17-34 % low",
-    "inference_generation": "HF SDPA generation tables (2024): GPT-NeoX rows 11-40 % low (their growth per "
-    "token fits fp32 logits that transformers 4.42 does not make), OPT rows up to 29 % high (4.46's full clone "
-    "of the prompt logits)",
     "training_full": "HF Trainer on a V100 (2022): NVML used is 7-16 % above allocated + reserve + context",
     "training_lora": "bloomz-7b1 LoRA (PEFT README, 2022) measured 4 % above the estimate at the example "
     "scripts' 64 tokens (the README's GB/GiB reading is itself uncertain by up to 6.9 %); with DeepSpeed "

@@ -155,3 +155,43 @@ def test_dev_suffix_is_the_release_it_became() -> None:
 def test_bad_release_names_the_field() -> None:
     with pytest.raises(SpecError, match=r"workload\.versions\.transformers: 'banana'"):
         estimate(spec(TINY_OPT, "banana"))
+
+
+def generation(model: dict[str, Any], version: str, runtime: str = "hf-legacy") -> Any:
+    wl = {
+        "mode": "inference",
+        "batch_size": 2,
+        "seq_len": 20,
+        "prompt_len": 16,
+        "max_new_tokens": 4,
+        "runtime": runtime,
+    }
+    return estimate(spec(model, version, **wl), hopper_or_newer=False)
+
+
+def test_gpt_neox_4_42_caches_its_fused_qkv_then_fp32_keys() -> None:
+    # GPTNeoXAttention in 4.42 returns present = (key, value): V a view of the fused QKV output (3 x 64 x 2 B
+    # = 384 B per token and layer, all kept) and K the fp32 rotary result (64 x 4 = 256 B). Each decode step's
+    # torch.cat makes compact copies: K fp32 + V fp16 = 64 x (4 + 2) = 384 B. 2 layers, 2 sequences.
+    result = generation(TINY_NEOX, "4.42.0")
+    prefill_cache = 2 * 16 * LAYERS * (384 + 256)
+    assert result.phase_components["prefill"]["kv_cache"] == prefill_cache == 40_960
+    # decode, hf-legacy: the first step holds the prefill's cache until its forward has built the compact one
+    # (17 tokens); later steps hold two compact caches of at most 20 + 19 tokens: 2 x 39 x 2 x 384 = 59,904,
+    # below 40,960 + 2 x 17 x 2 x 384 = 67,072
+    decode = result.phase_components["decode"]
+    assert decode["temporaries"] == prefill_cache
+    assert decode["kv_cache"] == 2 * 17 * LAYERS * 384
+    # 4.49 (GPT-NeoX's refactor into DynamicCache, cos/sin at the activations' dtype): K and V of 64 x 2 B each
+    # appended as made: V still a view of the fused output, K the concatenated rotary result
+    refactored = generation(TINY_NEOX, "4.49.0")
+    assert refactored.phase_components["prefill"]["kv_cache"] == 2 * 16 * LAYERS * (384 + 128)
+
+
+def test_a_copying_cache_and_today_cache_compact_k_and_v() -> None:
+    # from 4.56 DynamicLayer concatenates onto an empty tensor: K and V of 64 x 2 B, 256 B per token and layer
+    for version in ("4.56.0", None):
+        wl = {"mode": "inference", "batch_size": 2, "seq_len": 20, "prompt_len": 16, "max_new_tokens": 4,
+              "runtime": "hf"}  # fmt: skip
+        result = estimate(spec(TINY_NEOX, version, **wl), hopper_or_newer=False)
+        assert result.phase_components["prefill"]["kv_cache"] == 2 * 16 * LAYERS * 256

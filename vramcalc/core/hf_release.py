@@ -166,6 +166,20 @@ def head_major_query(model_type: str, release: HfRelease | None) -> bool:
     return model_type == CAT_ROTARY_FAMILY or (release is not None and release.head_major_query)
 
 
+def returned_cache_bytes(
+    release: HfRelease, fused_qkv: bool, rotary: bool, q_width: int, kv_width: int, compute: int
+) -> tuple[int, int]:
+    """Per token and layer, a release that caches the attention's own K/V (before 4.56): the bytes the cache
+    keeps alive, and the part of them that is a tensor of its own (not among those saved for backward).
+    V is a view of the fused QKV output (all of it kept) or its own projection's; K a view of that output too,
+    unless the rotary embedding made a new tensor (fp32 in GPT-NeoX before 4.49, whose 16-bit cast is what
+    the attention saves)."""
+    value = (q_width + 2 * kv_width) * compute if fused_qkv else kv_width * compute
+    if release.fp32_rotary_key:
+        return value + kv_width * FP32, kv_width * FP32
+    return value + (kv_width * compute if rotary or not fused_qkv else 0), 0
+
+
 def notes(release: HfRelease | None, model_type: str) -> list[str]:
     """What a pinned release changes, in words (for the estimate's assumptions)."""
     if release is None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl, Position
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase
-from vramcalc.core.hf_release import CAT_ROTARY_FAMILY
+from vramcalc.core.hf_release import CAT_ROTARY_FAMILY, returned_cache_bytes
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
@@ -244,11 +244,6 @@ def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointin
         # GPT-NeoX they replace its concatenated K and the fused QKV output V was a view of (Q stays its own)
         replaced = shape.q_width + shape.kv_width if shape.model_type == CAT_ROTARY_FAMILY else 0
         return HeldOutputs(logits, per_layer * 2 * shape.kv_width * c, -per_layer * replaced * c)
-    fused = shape.fused_qkv
-    value = (shape.q_width + 2 * shape.kv_width) * c if fused else shape.kv_width * c
-    if release.fp32_rotary_key:
-        key = per_layer * shape.kv_width * act.FP32
-        return HeldOutputs(logits, per_layer * value + key, key)
     rotary = shape.position is Position.rotary
-    key_bytes = shape.kv_width * c if rotary or not fused else 0
-    return HeldOutputs(logits, per_layer * (value + key_bytes), 0)
+    kept, fresh = returned_cache_bytes(release, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, c)
+    return HeldOutputs(logits, per_layer * kept, per_layer * fresh)

@@ -22,15 +22,20 @@ GQA models expand K/V to all heads in the attention call (``repeat_kv``) during 
 after the forward returns, so decode holds two caches; prefill returns fp32 logits for all positions
 (``logits.float()``). This is what the 2023 blog measurements in shared/calibration ran.
 With ``versions: {transformers: ...}`` the ``hf``/``hf-legacy`` prefill logits follow that release and the
-model's family instead (:func:`release_head_bytes`, :mod:`vramcalc.core.hf_release`).
+model's family instead (:func:`release_head_bytes`, :mod:`vramcalc.core.hf_release`); so does the cache:
+before 4.56 the prefill keeps the attention's own K/V tensors (all of a fused QKV output that V is a view of;
+GPT-NeoX's fp32 rotary keys before 4.49), and decode's ``torch.cat`` makes compact copies (fp32 keys where
+the rotary made them). Under ``hf-legacy`` the first decode step holds the prefill's cache until its forward
+has built the compact one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Runtime
+from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position, Runtime
 from vramcalc.core import activations as act
+from vramcalc.core.hf_release import returned_cache_bytes
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache, moe
@@ -55,6 +60,8 @@ class Generation:
     memory_utilization: float
     sliding_per_token: int = 0  # the sliding-window layers' part of per_token
     window: int = 0
+    #: the prompt's cache as the prefill returns it, when it differs from ``per_token`` (0: the same)
+    prefill_per_token: int = 0
 
 
 def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str]) -> Generation:
@@ -71,6 +78,19 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str
     block = wl.kv_block_size or (kvcache.DEFAULT_BLOCK if runtime is Runtime.vllm else 1)
     kv_dtype = wl.kv_cache_dtype or KvCacheDtype.auto
     util = wl.memory_utilization if wl.memory_utilization is not None else kvcache.DEFAULT_MEMORY_UTILIZATION
+    per_token = kvcache.shape_bytes_per_token(shape, kv_dtype, compute_bytes)
+    prefill_per_token = 0
+    release = shape.hf_release
+    plain = shape.mla is None and not shape.sliding_window and kv_dtype is KvCacheDtype.auto
+    if runtime is not Runtime.vllm and release is not None and not release.cache_copied and plain:
+        # the release's own K/V tensors (vramcalc/core/hf_release.py): the prefill keeps them as the attention
+        # made them; each decode step's torch.cat makes compact copies, fp32 keys where the rotary made them
+        layers = kvcache.self_attention_layers(shape)
+        rotary = shape.position is Position.rotary
+        kept, _ = returned_cache_bytes(release, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, compute_bytes)
+        key = FP32 if release.fp32_rotary_key else compute_bytes
+        per_token = layers * shape.kv_width * (key + compute_bytes)
+        prefill_per_token = layers * kept
     return Generation(
         runtime=runtime,
         batch=wl.batch_size,
@@ -79,10 +99,11 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str
         context=context,
         block=block,
         kv_dtype=kv_dtype,
-        per_token=kvcache.shape_bytes_per_token(shape, kv_dtype, compute_bytes),
+        per_token=per_token,
         memory_utilization=util,
         sliding_per_token=kvcache.sliding_bytes_per_token(shape, kv_dtype, compute_bytes),
         window=shape.sliding_window,
+        prefill_per_token=prefill_per_token,
     )
 
 
@@ -149,9 +170,14 @@ def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention:
     cached = gen.context if gen.runtime is Runtime.vllm else gen.prompt
     return {
         "activations": prefill_transient(shape, tk, dt, attention, head),
-        "kv_cache": kv_bytes(gen, cached),
+        "kv_cache": prompt_cache_bytes(gen) if gen.prefill_per_token else kv_bytes(gen, cached),
         "inputs": _ids(gen.batch * gen.prompt),
     }
+
+
+def prompt_cache_bytes(gen: Generation) -> int:
+    """The prompt's cache as the prefill returned it (a pinned release's own K/V tensors)."""
+    return gen.batch * gen.prompt * gen.prefill_per_token
 
 
 def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: Attention) -> dict[str, int]:
@@ -174,7 +200,14 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
     block = block_transient(shape, one, dt, Attention.sdpa) + extra
     head = head_bytes(shape, b, b, dt, fp32_copy=True)
     ids = gen.batch * (gen.context if gen.runtime is not Runtime.vllm else 1)
-    return {"activations": max(block, head), "kv_cache": kv, "temporaries": temporaries, "inputs": _ids(ids)}
+    last = {"activations": max(block, head), "kv_cache": kv, "temporaries": temporaries, "inputs": _ids(ids)}
+    if gen.runtime is Runtime.hf_legacy and gen.prefill_per_token and gen.new_tokens > 0:
+        # the first step: the prefill's cache is freed only after the forward that builds the compact one
+        first = {**last, "kv_cache": kv_bytes(gen, gen.prompt + 1), "temporaries": prompt_cache_bytes(gen)}
+        first["inputs"] = _ids(gen.batch * (gen.prompt + 1))
+        if sum(first.values()) > sum(last.values()):
+            return first
+    return last
 
 
 def ids_bytes(n_tokens: int) -> int:

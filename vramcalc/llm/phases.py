@@ -16,6 +16,7 @@ from vramcalc.choices import AdapterType, Architecture, Checkpointing, Mode, Opt
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core.dense import training_phases
+from vramcalc.core.hf_release import buffer_bytes
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
@@ -97,7 +98,8 @@ def llm_phases(
     spec, shape, tk, dt, n_params = work.spec, work.shape, work.tokens, work.dtypes, work.n_params
     wl = spec.workload
     weights, qinfo = _weights(spec, shape, dt, n_params, notes)
-    base = {**base, "parameters": weights}
+    # a pinned older transformers release's per-layer buffers load with the weights (vramcalc/core/hf_release.py)
+    base = {**base, "parameters": weights + buffer_bytes(shape.hf_release)}
     active = active_params(shape, n_params) if shape.moe is not None else None
     details = LlmDetails(quantization=qinfo, active_params=active)
     if wl.mode is Mode.train:
