@@ -186,6 +186,9 @@ def test_gpt_neox_4_42_caches_its_fused_qkv_then_fp32_keys() -> None:
     # appended as made: V still a view of the fused output, K the concatenated rotary result
     refactored = generation(TINY_NEOX, "4.49.0")
     assert refactored.phase_components["prefill"]["kv_cache"] == 2 * 16 * LAYERS * (384 + 128)
+    # the causal-mask buffers of 4.42 (2 layers x 64 x 64 bool) load with the weights on this path too
+    weights = {r.phase_components["prefill"]["parameters"] for r in (result, refactored)}
+    assert max(weights) - min(weights) == LAYERS * POSITIONS * POSITIONS == 8_192
 
 
 def test_a_copying_cache_and_today_cache_compact_k_and_v() -> None:
