@@ -323,6 +323,10 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
             "targets": targets,
             "dropout": lora.get("dropout", 0.0),
         }
+    if parallel is None and record["model"].get("arch_family") != "encoder-decoder":
+        # the example loops bind ``outputs = model(**batch)`` (peft_lora_clm_accelerate_*.py)
+        workload["keep_outputs"] = True
+        inferred.append("keep_outputs (the example scripts' loop keeps each step's outputs)")
     arch = record["model"]["arch"].split()[0].removesuffix("-v1.1")
     spec = {"name": record["id"], "model": _shaped(FAMILY_PRESETS[arch], record["model"]), "workload": workload}
     if parallel is not None:  # DeepSpeed ZeRO-3 with parameters and optimizer offloaded to the CPU, one GPU

@@ -68,6 +68,15 @@ def test_an_older_release_keeps_the_attentions_own_tensors() -> None:
     assert kept.phases["optimizer"] - base.phases["optimizer"] == LOGITS + fused
 
 
+def test_a_lora_step_keeps_them_too() -> None:
+    # PEFT's example loops bind outputs = model(**batch): the same logits and cache next to a LoRA step
+    lora = {"adapter": {"type": "lora", "rank": 8}}
+    base, kept = estimate(spec(**lora)), estimate(spec(**lora, keep_outputs=True))
+    assert kept.phases["forward"] - base.phases["forward"] == LOGITS + CACHE
+    assert kept.phases["backward"] - base.phases["backward"] == LOGITS
+    assert kept.phases["optimizer"] - base.phases["optimizer"] == LOGITS + CACHE
+
+
 def test_gpt_neox_before_4_49_keeps_its_fused_qkv_and_an_fp32_key() -> None:
     # pythia-70m: 6 layers, hidden 512, fused query_key_value. Per token and layer the cached V is a view of the
     # fused output (3 x 512 x 2 B = 3,072 B, all of it kept) and the key is the fp32 rotary result
@@ -117,8 +126,8 @@ def test_against_the_traced_benchmark_loop(case: dict[str, Any]) -> None:
     [
         ({"mode": "inference", "keep_outputs": True}, r"keep_outputs: only valid with mode: train"),
         (
-            {"keep_outputs": True, "adapter": {"type": "lora", "rank": 8}},
-            r"keep_outputs: only modelled for full fine-tuning \(not with adapter\)",
+            {"keep_outputs": True, "adapter": {"type": "ia3"}},
+            r"keep_outputs: modelled with adapter.type lora or dora on decoder models",
         ),
         ({"keep_outputs": True, "model": {"architecture": "encoder", "head": "classification"}}, "needs head: lm"),
     ],

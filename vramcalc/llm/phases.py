@@ -15,6 +15,7 @@ from typing import Any
 from vramcalc.choices import AdapterType, Architecture, Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
+from vramcalc.core import techniques
 from vramcalc.core.dense import training_phases
 from vramcalc.core.hf_release import buffer_bytes
 from vramcalc.core.params import active_params
@@ -278,6 +279,8 @@ def adapter_phases(
     encdec = shape.architecture is Architecture.encoder_decoder
     if encdec and adapter.type is not AdapterType.lora:
         raise SpecError(f"workload.adapter.type: {adapter.type.value} is modelled for decoder models; use lora")
+    if wl.keep_outputs and (encdec or adapter.type not in (AdapterType.lora, AdapterType.dora)):
+        raise SpecError("workload.keep_outputs: modelled with adapter.type lora or dora on decoder models")
     if adapter.type is not AdapterType.lora and adapter.type is not AdapterType.dora:
         return peft_methods.method_phases(spec, shape, tk, dt, base, notes)
     rank = adapter.rank or 0
@@ -326,4 +329,14 @@ def adapter_phases(
     if optimizer in optimizer_mod.BNB_FUSED:
         temp = 0
     step = {**live, "gradients": trainable * a, "temporaries": temp}
+    if wl.keep_outputs:  # vramcalc/core/techniques.py: held_outputs
+        held = techniques.held_outputs(shape, tk, adt, kbit.checkpointing)
+        during, after = held.logits + held.fresh_cache, held.logits + held.cache
+        forward = _plus(forward, after + held.fresh_cache)
+        backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))
+        step = _plus(step, after)
     return {"forward": forward, "backward": backward, "optimizer": step}, trainable, 0
+
+
+def _plus(phase: dict[str, int], activations: int) -> dict[str, int]:
+    return {**phase, "activations": phase.get("activations", 0) + activations}
