@@ -238,12 +238,12 @@ def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointin
     logits = n_tokens * shape.vocab * (act.FP32 if upcast else c)
     if shape.architecture is not Architecture.decoder or checkpointing:
         return HeldOutputs(logits, 0, 0)
-    per_layer = shape.layers * n_tokens
+    token_layers = shape.layers * n_tokens
     if release is None or release.cache_copied:
         # the attention reads K and V back from the cache it updates: the copies are the saved tensors. In
         # GPT-NeoX they replace its concatenated K and the fused QKV output V was a view of (Q stays its own)
         replaced = shape.q_width + shape.kv_width if shape.model_type == CAT_ROTARY_FAMILY else 0
-        return HeldOutputs(logits, per_layer * 2 * shape.kv_width * c, -per_layer * replaced * c)
+        return HeldOutputs(logits, token_layers * 2 * shape.kv_width * c, -token_layers * replaced * c)
     rotary = shape.position is Position.rotary
     kept, fresh = returned_cache_bytes(release, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, c)
-    return HeldOutputs(logits, per_layer * kept, per_layer * fresh)
+    return HeldOutputs(logits, token_layers * kept, token_layers * fresh)
