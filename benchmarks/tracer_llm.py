@@ -16,7 +16,8 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
   the sizes given (``--layers --hidden --heads --ffn --vocab``), in place of ``--arch`` (pass ``--arch gpt2``,
-  whose batch it shares: ``input_ids`` and ``labels``).
+  whose batch it shares: ``input_ids`` and ``labels``), with ``use_cache`` off unless ``--config-cache`` keeps
+  the configs' default (on: a training forward then builds its KV cache, as the checkpoints' configs make it).
 
 Needs the tracer's venv with peft installed (``/tmp/tracer-venv/bin/pip install peft``)::
 
@@ -61,7 +62,7 @@ def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
         torch.nn.Module.to = to
 
 
-def family_model(family: str, a):  # type: ignore[no-untyped-def]
+def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no-untyped-def]
     """OPT or GPT-NeoX at the given sizes, every other field at its config default (dropouts included:
     OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0), on the fake device."""
     import transformers as T
@@ -78,7 +79,7 @@ def family_model(family: str, a):  # type: ignore[no-untyped-def]
         cls = T.GPTNeoXForCausalLM
     else:
         raise SystemExit(f"--family: opt or gpt_neox, not {family!r}")
-    cfg.use_cache = False
+    cfg.use_cache = config_cache
     cfg._attn_implementation = a.attn
     return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"
 
@@ -189,6 +190,7 @@ def main(argv: list[str]) -> None:
     argv, cache = _take(argv, "--cache", False)
     argv, all_logits = _take(argv, "--cache-all-logits", False)
     argv, family = _take(argv, "--family", True)
+    argv, config_cache = _take(argv, "--config-cache", False)
     sys.path.insert(0, str(TRACER))
     import fakecuda  # type: ignore[import-not-found]
 
@@ -201,7 +203,7 @@ def main(argv: list[str]) -> None:
     def build(arch, a, dtype):  # type: ignore[no-untyped-def]
         model, make_batch, desc = original(arch, a, dtype)
         if family:
-            model, desc = family_model(family, a)
+            model, desc = family_model(family, a, bool(config_cache))
         if lora:
             model = with_lora(model, lora, float(dropout or 0.0))
             desc += f" + LoRA r={lora.replace(':', ' ')}"

@@ -52,5 +52,6 @@ def test_against_the_tracer(case: dict[str, Any]) -> None:
     family, attention = case["id"].split("-")[:2]
     result = estimate(spec(family, attention))
     assert result.params == case["params"]
-    # within 3.5 %, as the LoRA steps; OPT eager is -0.2 %, GPT-NeoX -3.0 % (SDPA) to +1.3 % (eager)
-    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.035, case["id"]
+    # within 1 %: OPT eager -0.16 %, SDPA +0.41 %; GPT-NeoX eager +0.13 %, SDPA +0.17 % (traced with the
+    # configs' use_cache on, as the checkpoints train)
+    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.01, case["id"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
 from vramcalc.core import t5
-from vramcalc.core.hf_release import CAT_ROTARY_FAMILY, SHARED_EAGER_FAMILIES, clamped_score_bytes, head_major_query
+from vramcalc.core.hf_release import SHARED_EAGER_FAMILIES, clamped_score_bytes, head_major_query, rotary_cat_saved
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
 
@@ -156,6 +156,8 @@ def attention_saved_bytes(
         output *= 2  # the head-major kernel output, and its copy for the output projection
     if not cross:
         qkv += _attention_extra_saved(shape, q_tokens, dt)
+        if rotary_cat_saved(shape.model_type, shape.hf_release, kernel != "eager"):
+            qkv += q_tokens * (shape.q_width + shape.kv_width) * dt.compute
     scores = tk.batch * shape.heads * seq_q * seq_kv
     if kernel in ("flash", "efficient"):
         core = tk.batch * shape.heads * seq_q * FP32 + t5.sdpa_bias_bytes(shape, seq_q, seq_kv, dt.compute, cross)
@@ -174,8 +176,6 @@ def _attention_extra_saved(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     if shape.mla is not None:
         m = shape.mla
         return n_tokens * (m.latent + m.kv_lora_rank + 2 * m.q_lora_rank) * dt.compute
-    if shape.model_type == CAT_ROTARY_FAMILY:  # Q and K rebuilt by torch.cat and saved; V a view of QKV
-        return n_tokens * (shape.q_width + shape.kv_width) * dt.compute
     if shape.qk_norm is QkNorm.none:
         return 0
     return n_tokens * (shape.q_width + shape.kv_width) * (FP32 + dt.compute)

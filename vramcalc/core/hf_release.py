@@ -155,9 +155,24 @@ def resolve(
 
 
 #: GPT-NeoX applies its partial rotary embedding by concatenating the rotated and the passed-through
-#: dimensions (``torch.cat``; fp32 before 4.49, then cast back): new, head-major Q and K tensors that
-#: SDPA saves, while V stays a view of the fused QKV output (checked with the tracer on 4.42 and 5.24).
+#: dimensions (``torch.cat``; fp32 before 4.49, then cast back): new, head-major Q and K tensors.
 CAT_ROTARY_FAMILY = "gpt_neox"
+
+
+def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool) -> bool:
+    """Whether GPT-NeoX saves its concatenated Q and K next to the whole fused QKV output (V a view of it),
+    two tensors beyond the three the count of Q, K and V has (traced: 4.42, 5.24 with and without the cache).
+
+    Before 4.49 it does (the 16-bit casts of the fp32 rotary result, whatever the attention). Later, eager
+    attention's matmul with V copies V, and a copying cache (4.56 on; ``use_cache`` is the configs' default in
+    training) hands the attention its copies of K and V: then Q, K and V are three tensors of their own. Left:
+    SDPA with the appended caches of 4.49-4.55. (Under gradient checkpointing transformers turns the cache off,
+    so the recomputed block saves the two more; that one block is not counted.)"""
+    if model_type != CAT_ROTARY_FAMILY:
+        return False
+    if release is not None and release.fp32_rotary_key:
+        return True
+    return sdpa and release is not None and not release.cache_copied
 
 
 def head_major_query(model_type: str, release: HfRelease | None) -> bool:

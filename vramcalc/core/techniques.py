@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl, Position
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase
-from vramcalc.core.hf_release import CAT_ROTARY_FAMILY, returned_cache_bytes
+from vramcalc.core.hf_release import returned_cache_bytes
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
@@ -212,9 +212,8 @@ def notes(wl: object) -> list[str]:
 @dataclass(frozen=True)
 class HeldOutputs:
     """One step's returned outputs, kept by the loop: the logits, and the KV cache a decoder LM returns
-    while training; ``fresh_cache``: how the step's own cache changes its forward and backward, where the rest
-    of it is among the saved tensors (counted once backward frees them): a tensor of its own adds, a copy that
-    the attention saves in place of larger tensors subtracts."""
+    while training; ``fresh_cache``: the part of the cache that is a tensor of its own, alive from the forward
+    on; the rest is among the saved tensors and counts once backward frees them."""
 
     logits: int
     cache: int
@@ -240,10 +239,8 @@ def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointin
         return HeldOutputs(logits, 0, 0)
     token_layers = shape.layers * n_tokens
     if release is None or release.cache_copied:
-        # the attention reads K and V back from the cache it updates: the copies are the saved tensors. In
-        # GPT-NeoX they replace its concatenated K and the fused QKV output V was a view of (Q stays its own)
-        replaced = shape.q_width + shape.kv_width if shape.model_type == CAT_ROTARY_FAMILY else 0
-        return HeldOutputs(logits, token_layers * 2 * shape.kv_width * c, -token_layers * replaced * c)
+        # the attention reads K and V back from the cache it updates: the copies are the saved tensors
+        return HeldOutputs(logits, token_layers * 2 * shape.kv_width * c, 0)
     rotary = shape.position is Position.rotary
     kept, fresh = returned_cache_bytes(release, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, c)
     return HeldOutputs(logits, token_layers * kept, token_layers * fresh)
