@@ -159,6 +159,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, float]:
 MEASURED_CASES = ROOT / "benchmarks" / "data" / "measured_bert_large_v100.yaml"
 #: HF Trainer of 2022 (transformers ~4.17): optimizer names as vramcalc spells them. Its default
 #: "adamw_hf" is transformers' own AdamW, a per-parameter loop (temporaries of one tensor at a time).
+#: The PyTorch of the V100 runs: not stated; transformers 4.16-4.18 (early 2022) shipped beside 1.10 and 1.11.
+V100_TORCH = "1.11"
 MEASURED_OPTIMIZERS = {
     "adamw": ("adamw", "forloop"),
     "adafactor": ("adafactor", "forloop"),
@@ -191,6 +193,8 @@ def measured_spec(case: dict[str, Any], context_bytes: int) -> dict[str, Any]:
             "optimizer_impl": impl,
             "gradient_checkpointing": "full" if workload["gradient_checkpointing"] else "none",
             "attention": workload["attention"],
+            # early 2022: PyTorch 1.10/1.11 (unstated; every release before 2.0 zeroes gradients in place)
+            "versions": {"torch": V100_TORCH},
         },
         "overhead": {"cuda_context": f"{context_bytes}B", "allocator_reserve": "0%"},
     }

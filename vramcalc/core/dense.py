@@ -1,7 +1,8 @@
 """Phase-aware peak-memory estimate of one steady-state step (pure: no I/O, no printing).
 
 A training step is modelled as PyTorch runs it on its second iteration with
-``zero_grad(set_to_none=True)``: gradients do not exist during the forward pass, optimizer states do.
+``zero_grad(set_to_none=True)``: gradients do not exist during the forward pass, optimizer states do
+(with ``versions: {torch: ...}`` before 2.0 they do: :func:`vramcalc.core.techniques.kept_gradients`).
 
 * forward: parameters + optimizer states + saved activations growing to the loss, where the logits,
   their fp32 copy and the log-softmax output are alive together;
@@ -24,6 +25,8 @@ from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload
+from vramcalc.spec.versions import zeroes_gradients_in_place
+from vramcalc.units import allocation_bytes
 
 
 def phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str, list[Phase]]:
@@ -107,6 +110,9 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
     candidates = _with_held_outputs(candidates, work, end_of_backward)
+    if zeroes_gradients_in_place(wl.versions):
+        incoming = shape.vocab * shape.embed_width * dt.param or techniques.largest_param_bytes(shape, dt.param)
+        candidates = techniques.kept_gradients(candidates, param_bytes, allocation_bytes(incoming))
     if wl.optimizer_in_backward:
         return techniques.optimizer_in_backward(candidates, shape, optimizer, wl.optimizer_impl, dt)
     return candidates

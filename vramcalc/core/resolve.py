@@ -28,6 +28,7 @@ from vramcalc.core.shape import (
 )
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import ModelSpec, Workload
+from vramcalc.spec.versions import torch_note, zeroes_gradients_in_place
 
 T = TypeVar("T")
 
@@ -81,6 +82,8 @@ def workload_notes(wl: Workload) -> list[str]:
     train = wl.mode is Mode.train
     if train and "gradient_checkpointing" not in wl.model_fields_set:
         notes.append(f"gradient_checkpointing not given: {wl.gradient_checkpointing.value}")
+    if zeroes_gradients_in_place(wl.versions):
+        notes.append(torch_note(wl))
     pure = {Precision.bf16: "bf16", Precision.fp16: "fp16"}.get(wl.precision)
     if train and pure and wl.adapter is None and wl.optimizer is not Optimizer.none:
         adam = wl.optimizer in (None, Optimizer.adam, Optimizer.adamw)

@@ -144,6 +144,25 @@ def optimizer_in_backward(
     return {**candidates, "backward": [*backward[:-1], end], "optimizer": [step]}
 
 
+def kept_gradients(candidates: dict[str, list[Phase]], grad_bytes: int, incoming: int) -> dict[str, list[Phase]]:
+    """The moments of a step whose loop zeroes gradients in place (``zero_grad()`` before PyTorch 2.0,
+    ``set_to_none=False``): every moment of the forward and backward passes holds all the gradients, and
+    backward adds each new gradient into its ``.grad`` (``AccumulateGrad``), so the last one computed,
+    ``incoming`` bytes (the embedding's), is a tensor of its own next to them at the end of backward. The
+    last candidate of ``backward`` is that end. A block's weight gradients, added one at a time, are not
+    counted beside them (one weight matrix at most)."""
+
+    def keep(moment: Phase, extra: int = 0) -> Phase:
+        return {**moment, "gradients": grad_bytes, "temporaries": moment.get("temporaries", 0) + extra}
+
+    *during, end = candidates["backward"]
+    return {
+        **candidates,
+        "forward": [keep(m) for m in candidates["forward"]],
+        "backward": [*(keep(m) for m in during), keep(end, incoming)],
+    }
+
+
 @dataclass(frozen=True)
 class OffloadedOptimizer:
     """torchao CPUOffloadOptimizer: the device's states and step temporaries, and the host bytes."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from vramcalc.choices import Mode, Optimizer
 from vramcalc.core.workload import DTYPES, input_bytes_images, workspace_bytes
 from vramcalc.spec.models import Spec
+from vramcalc.spec.versions import zeroes_gradients_in_place
 
 #: Blocks per stage (He et al. 2016, Table 1).
 STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
@@ -160,12 +161,13 @@ def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str
     tensors = param_tensors(depth, channels, labels)
     states = optimizer_state_bytes_for(optimizer, tensors, dt.param)
     copies = n_params * dt.compute if dt.amp else 0
-    live = {**base, "optimizer_states": states}
+    kept = zeroes_gradients_in_place(wl.versions)  # zero_grad() before PyTorch 2.0: allocated from the start
+    live = {**base, "optimizer_states": states, **({"gradients": n_params * dt.param} if kept else {})}
     stem = stem_saved_bytes(image, batch, dt.compute) + pixel_copy
     per_stage = [sum(block_saved_bytes(b, batch, dt.compute) for b in stage) for stage in all_stages]
     head = batch * final_width(depth) * dt.compute  # pooled features, saved by the classifier
     forward = {**live, "autocast_weight_copies": copies, "activations": stem + sum(per_stage) + head}
-    backward = _backward_sweep(live, copies, stem, per_stage, all_stages, batch, dt, n_params, labels)
+    backward = _backward_sweep(live, copies, stem, per_stage, all_stages, batch, dt, n_params, labels, kept)
     temps = optimizer_temp_bytes_for(optimizer, wl.optimizer_impl, tensors, n_params * dt.param, dt.param)
     step = {**live, "gradients": n_params * dt.param, "temporaries": temps}
     return {"forward": forward, "backward": backward, "optimizer": step}, n_params, notes
@@ -181,11 +183,13 @@ def _backward_sweep(
     dt: object,
     n_params: int,
     labels: int,
+    kept: bool = False,
 ) -> dict[str, int]:
     """Backward reaches stage k with the activations of stages <= k still kept and the gradients of
     the later stages (and the classifier) already allocated; the gradient flowing through a block is
     its output, its branch and the input-resolution gradient of its first convolution (3 x the block
-    output). The peak is the largest of these moments and the end of backward."""
+    output); all of them when ``kept`` (gradients zeroed in place). The peak is the largest of these moments
+    and the end of backward."""
     param_bytes = getattr(dt, "param")
     compute = getattr(dt, "compute")
     candidates = []
@@ -199,7 +203,7 @@ def _backward_sweep(
                 **live,
                 "autocast_weight_copies": copies,
                 "activations": stem + sum(per_stage[: k + 1]),
-                "gradients": later * param_bytes,
+                "gradients": (n_params if kept else later) * param_bytes,
                 "temporaries": 3 * block_out,
             }
         )

@@ -42,6 +42,7 @@ from vramcalc.llm import lora_targets, peft_more
 from vramcalc.llm.adapters import MLP_TARGETS
 from vramcalc.llm.peft_more import FIRST_INPUTS, Method
 from vramcalc.spec.llm import AdapterSpec
+from vramcalc.spec.versions import zeroes_gradients_in_place
 
 FP32 = 4
 #: Rounding of the CUDA caching allocator (small vectors are whole blocks).
@@ -255,6 +256,8 @@ def method_phases(
         "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a) + m.extra_states,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
+    if zeroes_gradients_in_place(wl.versions):  # zero_grad() before PyTorch 2.0: allocated from the start
+        live["gradients"] = trainable * a
     t = m.tokens
     ckpt = wl.gradient_checkpointing is Checkpointing.full
     if ckpt:

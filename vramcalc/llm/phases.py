@@ -38,6 +38,7 @@ from vramcalc.llm import (
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
+from vramcalc.spec.versions import zeroes_gradients_in_place
 
 Phases = dict[str, dict[str, int]]
 
@@ -306,6 +307,8 @@ def adapter_phases(
         "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, rank) + dora.tensors, a),
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
+    if zeroes_gradients_in_place(wl.versions):  # zero_grad() before PyTorch 2.0: allocated from the start
+        live["gradients"] = trainable * a
     adt = kbit.dtypes
     loss = act.loss_bytes(shape, tk, adt)
     if encdec:

@@ -36,6 +36,7 @@ from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
 from vramcalc.spec.techniques import spec_rules, workload_rules
+from vramcalc.spec.versions import known_libraries, torch_defaults, torch_rules, torch_spec_rules
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
 #: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
@@ -202,10 +203,6 @@ class ModelSpec(SpecSection):
         return self
 
 
-#: Libraries whose release a workload may pin in ``versions:`` (where their allocations changed over time).
-VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft")
-
-
 class Workload(SpecSection):
     """What is run: training step or inference forward, batch shape, precision, optimizer."""
 
@@ -250,7 +247,9 @@ class Workload(SpecSection):
     @model_validator(mode="before")
     @classmethod
     def _context_from_prompt(cls, data: Any) -> Any:
-        """``seq_len`` (the total context) defaults to ``prompt_len + max_new_tokens``."""
+        """``seq_len`` (the total context) defaults to ``prompt_len + max_new_tokens``; a pinned PyTorch
+        before 2.0 has its own defaults (:func:`vramcalc.spec.versions.torch_defaults`)."""
+        data = torch_defaults(data)
         if not isinstance(data, dict) or data.get("seq_len") is not None:
             return data
         if data.get("prompt_len") is None or data.get("max_new_tokens") is None:
@@ -262,15 +261,10 @@ class Workload(SpecSection):
             return data  # the field validators report the bad value
         return {**data, "seq_len": total}
 
-    @field_validator("versions")
+    @field_validator("versions", mode="before")
     @classmethod
-    def _known_libraries(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        for name in value or {}:
-            if name not in VERSIONED_LIBRARIES:
-                raise ValueError(
-                    f"{name!r} is not a library whose version is modelled ({', '.join(VERSIONED_LIBRARIES)})"
-                )
-        return value
+    def _known_libraries(cls, value: Any) -> Any:
+        return known_libraries(value)
 
     @field_validator("quantization", mode="before")
     @classmethod
@@ -304,6 +298,7 @@ class Workload(SpecSection):
     def _technique_rules(self) -> "Workload":
         workload_rules(self)
         llamacpp_rules(self)
+        torch_rules(self)
         return self
 
     @field_validator("precision", mode="before")
@@ -369,6 +364,7 @@ class Spec(SpecSection):
             if wl.image_size is not None and wl.image_size % patch:
                 raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
         spec_rules(self)
+        torch_spec_rules(self)
         return self
 
 

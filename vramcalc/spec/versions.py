@@ -1,8 +1,10 @@
-"""Release numbers of the libraries a workload pins in ``versions:`` (bitsandbytes, vLLM, transformers)."""
+"""Release numbers of the libraries a workload pins in ``versions:`` (bitsandbytes, vLLM, transformers, PEFT,
+PyTorch), and what a pinned PyTorch release changes in the spec's defaults and rules."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from vramcalc.errors import SpecError
 
@@ -17,3 +19,109 @@ def release_key(text: str, library: str, example: str) -> tuple[int, int, int]:
     if match is None:
         raise SpecError(f"workload.versions.{library}: {text!r} is not a release number (e.g. {example})")
     return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+#: Libraries whose release a workload may pin in ``versions:`` (where their allocations changed over time).
+VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch")
+
+#: PyTorch 2.0 made ``zero_grad()`` free the gradients (``set_to_none=True``), made the optimizers default to
+#: their ``foreach`` implementation on CUDA and added ``scaled_dot_product_attention``.
+TORCH_2 = (2, 0, 0)
+#: PyTorch 2.1 added ``Tensor.register_post_accumulate_grad_hook``, which an optimizer step in backward needs.
+TORCH_POST_ACCUMULATE_HOOK = (2, 1, 0)
+#: Technique keys whose libraries need PyTorch 2 (torchao, torchtune, Liger), as (key, value when on).
+_TORCH_2_TECHNIQUES = (
+    ("optimizer_offload", "cpu"),
+    ("activation_offloading", True),
+    ("cross_entropy", "chunked"),
+    ("cross_entropy", "fused_linear"),
+)
+
+
+def known_libraries(value: Any) -> Any:
+    """``versions:`` names only libraries whose releases are modelled, each as a string (YAML reads an unquoted
+    ``1.10`` as the number 1.1); raises ValueError. Other shapes are left for the field's type to report."""
+    if not isinstance(value, dict):
+        return value
+    for name, release in value.items():
+        if name not in VERSIONED_LIBRARIES:
+            raise ValueError(f"{name!r} is not a library whose version is modelled ({', '.join(VERSIONED_LIBRARIES)})")
+        if isinstance(release, (int, float)) and not isinstance(release, bool):
+            raise ValueError(f'{name}: write the release in quotes ({name}: "{release}"); YAML reads 1.10 as 1.1')
+    return value
+
+
+def torch_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
+    """The pinned PyTorch release (``workload.versions.torch``), or None (today's behaviour)."""
+    text = (versions or {}).get("torch")
+    return None if text is None else release_key(text, "torch", "1.13.1")
+
+
+def zeroes_gradients_in_place(versions: dict[str, str] | None) -> bool:
+    """Before PyTorch 2.0 ``zero_grad()`` zeroed the gradients in place (``set_to_none=False``), so they stay
+    allocated from one step to the next, through the forward pass."""
+    release = torch_release(versions)
+    return release is not None and release < TORCH_2
+
+
+def torch_note(wl: Any) -> str:
+    """What a pinned PyTorch before 2.0 changes, in words (for the estimate's assumptions)."""
+    kept = "zero_grad() zeroes the gradients in place, so they stay allocated through the forward pass; " * (
+        wl.mode.value == "train"
+    )
+    defaults = "attention and optimizer_impl default to eager and forloop"
+    return f"torch {wl.versions['torch']} (workload.versions.torch): {kept}{defaults}"
+
+
+def torch_defaults(data: object) -> object:
+    """A workload mapping with the defaults of a pinned PyTorch before 2.0: eager attention (there is no SDPA)
+    and the optimizers' per-tensor loop (``foreach`` became the default in 2.0). An explicit ``attention:
+    sdpa`` is refused; an unreadable release is left for :func:`torch_rules` to report."""
+    if not isinstance(data, dict) or not isinstance(data.get("versions"), dict):
+        return data
+    text = data["versions"].get("torch")
+    if not isinstance(text, str):
+        return data
+    try:
+        old = release_key(text, "torch", "1.13.1") < TORCH_2
+    except SpecError:
+        return data
+    if not old:
+        return data
+    if data.get("attention") == "sdpa":
+        raise ValueError(f"attention: sdpa needs PyTorch 2.0 or later (versions.torch is {text}); use eager")
+    return {"attention": "eager", "optimizer_impl": "forloop", **data}
+
+
+def torch_rules(wl: Any) -> None:
+    """What a pinned PyTorch release cannot run (raises ValueError("versions.torch: ...") naming the key)."""
+    try:
+        release = torch_release(wl.versions)
+    except SpecError as exc:
+        raise ValueError(str(exc).removeprefix("workload.")) from None
+    if release is None:
+        return
+    text = wl.versions["torch"]
+    if wl.optimizer_in_backward and release < TORCH_POST_ACCUMULATE_HOOK:
+        raise ValueError(
+            f"optimizer_in_backward: needs PyTorch 2.1 or later (register_post_accumulate_grad_hook); "
+            f"versions.torch is {text}"
+        )
+    for key, on in _TORCH_2_TECHNIQUES:
+        if release < TORCH_2 and getattr(wl, key) == on:
+            raise ValueError(f"{key}: {on} needs PyTorch 2 (versions.torch is {text})")
+
+
+def torch_spec_rules(spec: Any) -> None:
+    """Rules between a pinned PyTorch before 2.0 and the rest of the spec (raises ValueError naming the key)."""
+    wl = spec.workload
+    if wl.mode.value != "train" or not zeroes_gradients_in_place(wl.versions):
+        return
+    text = wl.versions["torch"]
+    if spec.parallel is not None:
+        raise ValueError(
+            f"workload.versions.torch: {text} is modelled on one GPU (parallel: engines keep gradient buffers "
+            "of their own)"
+        )
+    if spec.model.experts is not None:
+        raise ValueError(f"workload.versions.torch: {text} is not modelled for mixture-of-experts training")
