@@ -249,3 +249,20 @@ def test_help_lists_the_options() -> None:
     # The help states the defaults; keep them in step with the constants.
     assert f"default {DEFAULT_MEMORY_EFFICIENCY:.0%}" in result.stdout
     assert f"default {DEFAULT_HOST_EFFICIENCY:.0%}" in result.stdout
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_bandwidth_spec_error_names_the_file(tmp_path, json_flag: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """A spec whose parallel degrees do not multiply to its GPUs: one line naming the file, exit 2."""
+    path = tmp_path / "bad-degrees.yaml"
+    path.write_text(
+        "model: {architecture: decoder, layers: 2, hidden_size: 64, heads: 4, vocab_size: 100}\n"
+        "workload: {batch_size: 2, seq_len: 16}\n"
+        "parallel: {gpus: 2, data: 2, tensor: 11}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["bandwidth", str(path), "--gpu", "h100", *json_flag])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: {path}: parallel.gpus: 2 is not data x tensor x pipeline x context (2 x 11 x 1 x 1 = 22)"
+    ]

@@ -124,7 +124,7 @@ def bandwidth(
     from vramcalc.planning.stream import select_weights
     from vramcalc.render.gpus import render_bandwidth
 
-    with user_errors():
+    with user_errors(spec):  # a spec error names the file
         weights_of: Any = spec  # the SPEC argument, or the loaded spec of --model
         if model is not None:
             from vramcalc.cli._common import load_spec_or_model
