@@ -41,8 +41,6 @@ KNOWN_GAPS = {
     "by up to 6.9 %); with DeepSpeed ZeRO-3 CPU offload 18.1 GB against 10.0 GiB estimated and mt0-xxl "
     "30 % low: DeepSpeed's reuse distance and persistence, modelled, do not account for it (their vocabulary "
     "matrices use up the reuse distance alone); T0_3B's ZeRO-3 offload rows 5.5-11 % low",
-    "fit_oom": "DeepSpeed ZeRO-Offload of a 10B model fits a 32 GB V100 but is predicted not to (34.9 GiB with "
-    "the 12 % reserve)",
 }
 
 

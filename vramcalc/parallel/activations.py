@@ -57,6 +57,7 @@ class StageActivations:
     n_blocks: int
     loss: act.LossBytes
     block_temps: int
+    host: int = 0  # checkpoints offloaded to the host (DeepSpeed cpu_checkpointing)
 
 
 def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> StageActivations:
@@ -76,21 +77,24 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
     emb = _sp(plan, act.embedding_saved_bytes(local, tk, dt, kept_as)) if first else 0
     head = _sp(plan, act.head_saved_bytes(local, tk, dt)) if last else 0
     loss = act.loss_bytes(local, tk, dt) if last else act.LossBytes(0, 0, 0)
-    one = body + emb + head
+    offloaded = body if plan.offload_activations else 0  # the checkpoints go to the host as they are made
+    one = body - offloaded + emb + head
     if stage == "first" and plan.schedule is Schedule.interleaved:
         num, den = interleaved_factor(plan)
-        total = (body + emb) * num // den
+        total, host = (body - offloaded + emb) * num // den, offloaded * num // den
     else:
-        total = one * in_flight(plan, stage)
+        total, host = one * in_flight(plan, stage), offloaded * in_flight(plan, stage)
     k = in_flight(plan, stage) if last else 1
     loss = act.LossBytes(loss.saved * k, loss.forward_transient, loss.backward_temporaries)
     layer = 0
     if wl.gradient_checkpointing is Checkpointing.full:  # the recomputed block, its input (the checkpoint) once
         from vramcalc.core.dense import recomputed_input_bytes
 
-        layer = max(blocks[2], blocks[3]) - _sp(plan, recomputed_input_bytes(local, tk, dt, wl.attention))
+        layer = max(blocks[2], blocks[3])
+        if not plan.offload_activations:  # else the recomputed block's input is a copy brought back from the host
+            layer -= _sp(plan, recomputed_input_bytes(local, tk, dt, wl.attention))
     temps = act.block_backward_temp_bytes(local, tk, dt)
-    return StageActivations(total, head, layer, n_enc + n_dec, loss, temps)
+    return StageActivations(total, head, layer, n_enc + n_dec, loss, temps, host)
 
 
 def _sp(plan: Plan, n_bytes: int) -> int:

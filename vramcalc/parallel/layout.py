@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Attention, Head, Mode, Precision
+from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Precision
 from vramcalc.core.params import count_params, embedding_params, head_params, layer_params, param_tensors
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
@@ -97,6 +97,7 @@ class Plan:
     gpus_per_node: int
     fp32_grads: bool
     stage_layers: int = 0  # blocks on the most loaded pipeline stage (layers / pipeline, rounded up)
+    offload_activations: bool = False  # DeepSpeed cpu_checkpointing: checkpointed block inputs on the host
     max_live: int = DEEPSPEED_MAX_LIVE  # ZeRO-3's parameter coordinator, in elements (vramcalc/parallel/zero3.py)
     reuse_distance: int = DEEPSPEED_REUSE_DISTANCE
     persistence: int = DEEPSPEED_PERSISTENCE
@@ -126,7 +127,15 @@ class Plan:
         if self.gpus == 1:
             parts = ["1 GPU"]
         parts.append(self.label + (" + SP" if self.sequence_parallel else ""))
-        offloaded = [k for k, on in (("optimizer", self.offload_optimizer), ("params", self.offload_params)) if on]
+        offloaded = [
+            k
+            for k, on in (
+                ("optimizer", self.offload_optimizer),
+                ("params", self.offload_params),
+                ("activations", self.offload_activations),
+            )
+            if on
+        ]
         if offloaded:
             parts.append("offload " + "+".join(offloaded))
         if self.pipeline > 1 or self.micro_batches > 1:
@@ -192,6 +201,7 @@ def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
         shard=_hybrid_shard(section, group, per_node, notes) if section.fsdp is FsdpStrategy.hybrid else group,
         offload_optimizer=section.offload.optimizer == "cpu" or fsdp_offload,
         offload_params=section.offload.params == "cpu",
+        offload_activations=section.offload.activations == "cpu",
         micro_batches=section.micro_batches or section.pipeline,
         schedule=section.schedule,
         virtual_stages=section.virtual_stages or 1,
@@ -254,10 +264,12 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
         raise SpecError(f"{key}: not modelled together with workload.{given[0]} in training (an LLM workload key)")
     if wl.mode is Mode.inference:
         train_keys = [k for k in TRAIN_ONLY if getattr(section, k) is not None]
-        if section.offload.optimizer == "cpu" or section.offload.params == "cpu":
+        if "cpu" in (section.offload.optimizer, section.offload.params, section.offload.activations):
             train_keys.append("offload")
         if train_keys:
             raise SpecError(f"parallel.{train_keys[0]}: only valid with mode: train")
+    elif section.offload.activations == "cpu" and wl.gradient_checkpointing is not Checkpointing.full:
+        raise SpecError("parallel.offload.activations: offloads the checkpoints; needs gradient_checkpointing: full")
 
 
 def _check_shape(spec: Spec, section: ParallelSpec, shape: ModelShape) -> None:

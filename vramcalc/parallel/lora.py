@@ -152,6 +152,8 @@ def check_adapter_plan(spec: Spec, plan: Plan) -> None:
             )
     if plan.framework is Framework.megatron:
         raise SpecError("parallel.distributed_optimizer: Megatron-LM is not modelled with workload.adapter")
+    if plan.offload_activations:
+        raise SpecError("parallel.offload.activations: not modelled with workload.adapter")
     q = spec.workload.quantization
     if q is None or not params_sharded(plan):
         return

@@ -4,9 +4,8 @@ Pure (no I/O, neither typer nor rich). The phases mirror :func:`vramcalc.core.de
 moment by moment (forward at the loss; start of backward or the last block's backward; end of
 backward; optimizer step), with every component replaced by what one rank holds:
 
-* parameters, gradients, optimizer states: :mod:`vramcalc.parallel.layout` (layout by precision and
-  framework, divided over the shard group by ZeRO stage / FSDP strategy; offloaded ones move to the
-  host figure, ``host_bytes``);
+* parameters, gradients, optimizer states: :mod:`vramcalc.parallel.layout` (by precision and framework,
+  divided over the shard group; offloaded ones, and offloaded checkpoints, move to ``host_bytes``);
 * gathered parameters (ZeRO-3, FSDP): the working set of unsharded 16-bit parameters -- DeepSpeed's
   parameter coordinator (:mod:`vramcalc.parallel.zero3`: modules kept within ``max_reuse_distance``,
   ``prefetch_bucket_size`` elements ahead, small parameters persistent); FSDP the largest unit plus
@@ -24,11 +23,10 @@ backward; optimizer step), with every component replaced by what one rank holds:
   flight: 1F1B ``min(micro_batches, pipeline)``, GPipe ``micro_batches``, interleaved ``pipeline x
   (1 + (pipeline - 1) / (pipeline x virtual_stages))`` (Megatron-LM theoretical_memory_usage.py);
 * gradients during the forward pass: Megatron's fp32 gradient buffer lives through the whole step,
-  DeepSpeed ZeRO-3 allocates its gradient partitions up front, and with several micro-batches every
-  scheme keeps the accumulated gradients (FSDP with pipeline stages accumulates them unsharded, in
-  the reduce dtype);
+  DeepSpeed ZeRO-3 allocates its gradient partitions up front, and with several micro-batches every scheme
+  keeps the accumulated gradients (FSDP with pipeline stages unsharded, in the reduce dtype);
 * DeepSpeed under ``mixed-*`` converts each rank's 16-bit gradient partition to fp32 for the update
-  (DeepSpeed "Memory Requirements": "all of them are converted into fp32").
+  ("Memory Requirements": "all of them are converted into fp32").
 
 The most loaded stage is reported: the first (embeddings, most micro-batches in flight) or the last
 (head, logits and loss), whichever peaks higher.
@@ -96,7 +94,8 @@ class RankParts:
     loss: act.LossBytes = act.LossBytes(0, 0, 0)
     block_temps: int = 0
     opt_temps: int = 0
-    host: int = 0
+    host: int = 0  # offloaded states and gradients
+    host_activations: int = 0  # offloaded checkpoints (DeepSpeed cpu_checkpointing)
     n_stage: int = 0
 
 
@@ -113,7 +112,8 @@ def per_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases, int
     stage = max(peaks, key=lambda s: peaks[s])
     phases, parts = built[stage]
     notes = _notes(spec, plan, stage if len(stages) > 1 else "", hopper_or_newer) + notes
-    return phases, n_params, notes, ParallelDetails(plan, stage, peaks, parts.n_stage, parts.host)
+    host = parts.host + parts.host_activations
+    return phases, n_params, notes, ParallelDetails(plan, stage, peaks, parts.n_stage, host)
 
 
 def _notes(spec: Spec, plan: Plan, stage: str, hopper: bool) -> list[str]:
@@ -223,6 +223,7 @@ def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, der
         "checkpointing": wl.gradient_checkpointing is Checkpointing.full,
         "loss": acts.loss,
         "block_temps": acts.block_temps,
+        "host_activations": acts.host,
     }
 
 
@@ -329,11 +330,9 @@ def _host(plan: Plan, lay: Layout, states: int, n: int) -> int:
     partition (the "16" of DeepSpeed's estimators), plus the 16-bit parameter partition when parameters
     are offloaded (their "18"). FSDP CPUOffload: sharded parameters, gradients and optimizer states."""
     shard = ceil_div(n, plan.shard)
-    host = 0
+    host = lay.param * shard if plan.offload_params else 0
     if plan.offload_optimizer:
         host += states + (lay.grad * shard if plan.framework is Framework.fsdp else FP32 * shard)
-    if plan.offload_params:
-        host += lay.param * shard
     return host
 
 

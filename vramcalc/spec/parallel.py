@@ -11,7 +11,7 @@ over several GPUs. Kept apart from :mod:`vramcalc.spec.models` (which imports it
       zero: 3                  # DeepSpeed ZeRO stage 0 | 1 | 2 | 3 ...
       fsdp: full_shard         # ... or PyTorch FSDP: full_shard | shard_grad_op | no_shard | hybrid
       distributed_optimizer: true  # ... or Megatron-LM's distributed optimizer (framework: megatron)
-      offload: {optimizer: cpu, params: none}
+      offload: {optimizer: cpu, params: none, activations: none}
       micro_batches: 8         # micro-batches per step (pipeline schedule / gradient accumulation)
       schedule: 1f1b           # 1f1b | gpipe | interleaved (with virtual_stages)
       uneven_pipeline: false   # true: layers need not divide evenly; stages hold up to ceil(layers / pipeline)
@@ -68,6 +68,8 @@ class Offload(SpecSection):
 
     optimizer: Literal["cpu", "none"] = "none"
     params: Literal["cpu", "none"] = "none"
+    # DeepSpeed activation_checkpointing.cpu_checkpointing: the checkpointed block inputs in host memory
+    activations: Literal["cpu", "none"] = "none"
 
 
 class Buckets(SpecSection):
@@ -199,3 +201,5 @@ def _offload_rules(p: ParallelSpec) -> None:
         )
     if optimizer and p.resolved_framework is Framework.megatron:
         raise ValueError("parallel.offload.optimizer: not modelled for Megatron-LM")
+    if p.offload.activations == "cpu" and p.resolved_framework is not Framework.deepspeed:
+        raise ValueError("parallel.offload.activations: DeepSpeed's cpu_checkpointing (needs the DeepSpeed framework)")
