@@ -150,7 +150,7 @@ def _curated_llm(case: dict[str, Any]) -> Case:
 def _multi_gpu(case: dict[str, Any]) -> Case | NotExpressible:
     reason = parallel_accuracy.comparability(case)
     if reason:
-        return NotExpressible("torchtitan's op-level selective checkpointing is not vramcalc's `selective`")
+        return NotExpressible(reason)
     spec, inferred = parallel_accuracy.case_spec(case)
     quantity = case["measured"]["quantity"]
     if quantity in ("fits", "oom"):

@@ -93,7 +93,10 @@ def torchtitan_spec(case: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         "seq_len": w["seq_len"],
         "precision": "mixed-bf16",
         "optimizer": "adamw",
-        "gradient_checkpointing": w["gradient_checkpointing"],
+        # torchtitan's "selective" here is its op-level policy (activation_checkpointing_detail)
+        "gradient_checkpointing": {"selective": "selective-op"}.get(
+            w["gradient_checkpointing"], w["gradient_checkpointing"]
+        ),
         "attention": "sdpa",
     }
     return {"name": case["id"], "model": _model(case["model"]), "workload": workload, "parallel": parallel}, inferred
@@ -159,16 +162,17 @@ def case_spec(case: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 #: Why a case is reported but left out of the headline (not a comparison of like with like).
 NOT_COMPARABLE = {
-    "selective": "torchtitan's selective checkpointing is op-level SAC (keeps only every other matmul output and "
-    "the SDPA outputs); vramcalc's `selective` is Megatron's (recompute the attention scores), which keeps "
-    "every other tensor, so the estimate is of a different configuration",
+    "selective-compiled": "torchtitan's op-level selective checkpointing under torch.compile: the compiler's "
+    "partitioner chooses what else each block saves beside the policy's outputs, which vramcalc does not model",
 }
 
 
 def comparability(case: dict[str, Any]) -> str:
-    """'' when the case measures what vramcalc models, else the reason it does not."""
-    if case["id"].startswith("torchtitan") and case["workload"]["gradient_checkpointing"] == "selective":
-        return NOT_COMPARABLE["selective"]
+    """'' when the case measures what vramcalc models, else the reason it does not. torchtitan's selective
+    checkpointing in these runs is its op-level policy (``gradient_checkpointing: selective-op``)."""
+    w = case["workload"]
+    if case["id"].startswith("torchtitan") and w["gradient_checkpointing"] == "selective" and w.get("compile"):
+        return NOT_COMPARABLE["selective-compiled"]
     return ""
 
 

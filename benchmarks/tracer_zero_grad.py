@@ -15,10 +15,11 @@ Pass ``--optim-impl forloop`` and ``--attn eager`` to run as PyTorch 1.x did (no
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import traced_cases
 
 TRACER = Path(__file__).resolve().parent.parent.parent / "shared" / "calibration" / "tracer"
 DATA = Path(__file__).resolve().parent / "data" / "tracer_zero_grad.json"
@@ -70,28 +71,7 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> None:
-    if argv == ["--cases"]:
-        cases = []
-        for case_id, command in CASES.items():
-            result = trace(command.split())
-            cases.append(
-                {
-                    "id": case_id,
-                    "command": f"python benchmarks/tracer_zero_grad.py {command}",
-                    "peak_bytes": result["peak_bytes"],
-                    "peak_phase": result["peak_phase"],
-                    "params": result["params"],
-                }
-            )
-        print(json.dumps({"torch": _torch_version(), "cases": cases}, indent=2))
-        return
-    print(json.dumps(trace(argv), indent=2, default=str))
-
-
-def _torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
+    traced_cases.main(argv, "tracer_zero_grad.py", CASES, trace)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,7 @@ class Checkpointing(StrEnum):
     none = "none"
     full = "full"
     selective = "selective"
+    selective_op = "selective-op"  # torchtitan's op-level selective activation checkpointing (vramcalc/core/sac.py)
 
 
 class Attention(StrEnum):

@@ -301,11 +301,11 @@ def test_fit_reports_the_fewest_sharded_cards() -> None:
     assert a100["fits"] is False and a100["min_cards"] == 30
     assert a100["min_cards_note"] == "30 x a100-40gb-sxm with TP 2 x DP 15, FSDP full_shard + SP"
     assert a100["min_cards_parallel"]["tensor"] == 2 and a100["min_cards_parallel"]["data"] == 15
-    assert cards["h100-sxm"]["fits"] and cards["h100-sxm"]["min_cards"] == 15  # fewer than the spec's 32
+    assert cards["h100-sxm"]["fits"] and cards["h100-sxm"]["min_cards"] == 16  # fewer than the spec's 32
     table = run("fit", spec, "--max-gpus", "16")
     assert table.exit_code == 0, table.output  # it fits its target (h100-sxm) as the spec lays it out
     assert re.search(r"a100-40gb-sxm .* no +│ > 16 ", table.stdout)
-    assert "15 x h100-sxm with FSDP full_shard" in table.stdout  # the target's line: fits on fewer cards
+    assert "16 x h100-sxm with FSDP full_shard" in table.stdout  # the target's line: fits on fewer cards
     assert run("fit", spec, "--max-gpus", "0").exit_code == 2
 
 

@@ -92,3 +92,14 @@ def test_resnet50_saved_activations_by_hand() -> None:
 def test_vision_spec_errors(model: dict[str, object], workload: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         parse_spec({"model": model, "workload": workload})
+
+
+@pytest.mark.parametrize("checkpointing", ["full", "selective", "selective-op"])
+def test_resnet_checkpointing_is_refused(checkpointing: str) -> None:
+    """The ResNet estimator has no checkpointed step: the key is refused, not ignored."""
+    spec = {
+        "model": {"architecture": "resnet", "depth": 50},
+        "workload": {"batch_size": 8, "image_size": 224, "gradient_checkpointing": checkpointing},
+    }
+    with pytest.raises(SpecError, match="gradient_checkpointing: not modelled for architecture: resnet"):
+        estimate(parse_spec(spec, "r.yaml"))

@@ -335,10 +335,12 @@ def extreme_specs(draw: st.DrawFn) -> str:
         "seq_len": draw(st.sampled_from([1, 10**9, 10**12, "1T"])),
         "precision": draw(st.sampled_from(["fp32", "bf16", "amp-fp16"])),
         "attention": draw(st.sampled_from(["sdpa", "eager"])),
-        "gradient_checkpointing": draw(st.sampled_from(["none", "full", "selective"])),
+        "gradient_checkpointing": draw(st.sampled_from(["none", "full", "selective", "selective-op"])),
     }
     if workload["mode"] == "train":
         workload["optimizer"] = draw(st.sampled_from(["adamw", "adamw-8bit", "adafactor", "sgd"]))
+    if draw(st.booleans()):
+        workload["versions"] = {"torch": draw(st.sampled_from(["1.13", "2.0", "0.4.1", "1.10"]))}
     return yaml_text({"name": "huge", "model": model, "workload": workload})
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
-from vramcalc.core import t5, techniques
+from vramcalc.core import sac, t5, techniques
 from vramcalc.core.estimate import Phase, select_phases
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
@@ -59,9 +59,11 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     loss = techniques.loss_bytes(shape, tk, dt, wl.cross_entropy)
     saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
     live = {**base, "optimizer_states": states}
-    if wl.gradient_checkpointing is Checkpointing.full:
+    if sac.recomputes_blocks(wl.gradient_checkpointing):
         outside = act.embedding_saved_bytes(shape, tk, dt) + act.head_saved_bytes(shape, tk, dt)
-        kept = act.checkpoint_saved_bytes(shape, tk, dt) + outside
+        # the op-level policy also keeps some outputs of every block (vramcalc/core/sac.py)
+        op_kept = sac.kept_per_block_bytes(wl.gradient_checkpointing, shape, tk.encoder, dt, wl.attention)
+        kept = act.checkpoint_saved_bytes(shape, tk, dt) + shape.layers * op_kept + outside
         if wl.activation_offloading:
             stash = tk.encoder * shape.hidden * dt.residual  # one block input
             kept = techniques.offload_activations(kept, act.head_saved_bytes(shape, tk, dt), stash).device
@@ -78,10 +80,12 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         recompute = {
             **live,
             "autocast_weight_copies": head_copy + (copies - head_copy) // max(1, n_blocks),
-            "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention),
+            "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention) - op_kept,
             "gradients": head_gradient_params(shape) * dt.param,
         }
         backward = [start, recompute]
+        if sac.has_silu_moment(shape):
+            backward += sac.silu_backward_moments(recompute, shape, tk, dt, op_kept)
         first_block = t5_first_block_recompute(work)
         if first_block is not None:
             backward.append({**live, **first_block})

@@ -30,23 +30,20 @@ loss                        F (logits, fp32 upcast and log-softmax alive togethe
 start of backward           F - activations Lf + temporaries Lb (checkpointing: copies hc)
 recompute (checkpointing)   P + copies (hc + (W - hc)/n) + activations (A - Ls - Lf + one
                             block) + gradients vocab x hidden (the estimator's recompute state)
-last block backward         P + W + activations (E + S) + gradients (head + one block's
-                            parameters) + temporaries (its MLP input and residual gradients)
-                            (without checkpointing: the estimator's last-block state)
+SiLU backward               checkpointed SwiGLU decoders: the top and the bottom block's SiLU
+                            backward (:func:`vramcalc.core.sac.silu_backward_moments`)
+last block backward         no checkpointing: P + W + activations (E + S) + gradients (head + one
+                            block) + temporaries (its MLP input and residual gradients)
 blocks n..1 backward        previous anchor + (end of backward - previous anchor) k/(n + 1)
-                            after k blocks (the embeddings' backward is the last step)
-block 1 recompute           gated T5 under full checkpointing: the encoder's first block
-                            recomputed last (the estimator's ``t5_first_block_recompute``)
-tied gradient sum           tied LM head: P + G + temporaries (the head's and the embedding's
-                            contributions to the shared weight's gradient, summed out of place)
+block 1 recompute           gated T5 under full checkpointing (``t5_first_block_recompute``)
+tied gradient sum           tied LM head: P + G + its two gradient contributions and their sum
 end of backward             P + G
 optimizer step              O (plus the implementation's temporaries)
 after the step              P + G (gradients stay until the next ``zero_grad``)
 ==========================  ==============================================================
 
-Inference: ``P``, ``F`` (the largest no-grad transient), ``P``. Other estimates (phases this module
-does not know, or a detailed timeline that disagrees with the estimate's anchors) get one point per
-phase, each exactly the phase's components, and a note saying so.
+Inference: ``P``, ``F`` (the largest no-grad transient), ``P``. Other estimates (unknown phases, or a
+detailed timeline that disagrees with the estimate's anchors) get one point per phase, with a note.
 """
 
 from __future__ import annotations
@@ -54,7 +51,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from vramcalc.choices import Architecture, Checkpointing, Head, OptimizerImpl
+from vramcalc.choices import Architecture, Head, OptimizerImpl
 from vramcalc.core import activations as act
 from vramcalc.core.dense import (
     head_gradient_params,
@@ -64,6 +61,7 @@ from vramcalc.core.dense import (
 )
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
+from vramcalc.core.sac import has_silu_moment, kept_per_block_bytes, recomputes_blocks, silu_steps
 from vramcalc.core.workload import resolve_workload
 from vramcalc.spec.models import Spec
 from vramcalc.spec.techniques import given_techniques
@@ -157,6 +155,8 @@ class StepParts:
     first_block: Components | None = None
     #: tied LM head: the two contributions to the shared weight's gradient alive at their sum
     tied_grad_sum: int = 0
+    #: SwiGLU decoder under checkpointing: the SiLU backward moments (:func:`vramcalc.core.sac.silu_steps`)
+    silu: tuple[int, int, int, int, int] | None = None
 
 
 def build_timeline(spec: Spec, estimate: Estimate, *, max_block_points: int = MAX_BLOCK_POINTS) -> Timeline:
@@ -199,7 +199,8 @@ def step_parts(spec: Spec) -> StepParts:
     wl, shape, dt, tk = spec.workload, work.shape, work.dtypes, work.tokens
     loss = act.loss_bytes(shape, tk, dt)
     enc_dec = shape.architecture is Architecture.encoder_decoder
-    checkpointing = wl.gradient_checkpointing is Checkpointing.full
+    checkpointing = recomputes_blocks(wl.gradient_checkpointing)
+    op_kept = kept_per_block_bytes(wl.gradient_checkpointing, shape, tk.encoder, dt, wl.attention)
     return StepParts(
         n_blocks=shape.layers + (shape.decoder_layers if enc_dec else 0),
         embedding=act.embedding_saved_bytes(shape, tk, dt),
@@ -212,6 +213,7 @@ def step_parts(spec: Spec) -> StepParts:
         recompute_layer=(
             act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
             - recomputed_input_bytes(shape, tk, dt, wl.attention)
+            - op_kept
             if checkpointing
             else 0
         ),
@@ -222,6 +224,7 @@ def step_parts(spec: Spec) -> StepParts:
         lm_head=shape.head is Head.lm,
         first_block=t5_first_block_recompute(work) if checkpointing else None,
         tied_grad_sum=tied_gradient_sum_bytes(shape, dt.param),
+        silu=silu_steps(shape, tk, dt, op_kept) if checkpointing and has_silu_moment(shape) else None,
     )
 
 
@@ -318,11 +321,14 @@ def _backward_points(
     points = [Point("start of backward", "backward", start, _start_note(parts))]
     anchor = _second_anchor(forward, start, parts)
     points.append(anchor)
+    silu = _silu_points(anchor.components, parts)
+    points += silu[:1]
     n, done = parts.n_blocks, 0
     for k in groups:
         comps = _between(anchor.components, end, k, n + 1)
         points.append(Point(_span(n - k + 1, n - done) + " backward", "backward", comps, _block_note(parts)))
         done = k
+    points += silu[1:]
     if parts.first_block is not None:
         comps = _with(persistent(forward), **parts.first_block)
         note = "the first block recomputed last: its input, the position bias and every other gradient"
@@ -332,6 +338,21 @@ def _backward_points(
         points.append(Point("tied gradient sum", "backward", _with(end, temporaries=parts.tied_grad_sum), note))
     points.append(Point("end of backward", "backward", end, "every gradient allocated, activations freed"))
     return points
+
+
+def _silu_points(anchor: Components, parts: StepParts) -> list[Point]:
+    """A SwiGLU decoder under checkpointing: the SiLU backward of the top and of the bottom block recomputed."""
+    if parts.silu is None:
+        return []
+    freed, temporaries, grads, below, below_grads = parts.silu
+    top = _with(anchor, activations=anchor["activations"] - freed, temporaries=temporaries)
+    top["gradients"] = top.get("gradients", 0) + grads
+    bottom = _with(top, activations=top["activations"] - below, gradients=top["gradients"] + below_grads)
+    note = "a recomputed block's SiLU backward (silu_backward is a composite op)"
+    return [
+        Point("SiLU backward, top block", "backward", top, note),
+        Point("SiLU backward, block 1", "backward", bottom, note),
+    ]
 
 
 def _second_anchor(forward: Components, start: Components, parts: StepParts) -> Point:

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramcalc.choices import Mode, Optimizer
+from vramcalc.choices import Checkpointing, Mode, Optimizer
 from vramcalc.core.workload import DTYPES, input_bytes_images, workspace_bytes
+from vramcalc.errors import SpecError
 from vramcalc.spec.models import Spec
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
@@ -133,6 +134,8 @@ def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str
     from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 
     wl = spec.workload
+    if wl.mode is Mode.train and wl.gradient_checkpointing is not Checkpointing.none:
+        raise SpecError("workload.gradient_checkpointing: not modelled for architecture: resnet")
     dt = DTYPES[wl.precision]
     depth, image, batch = spec.model.depth or 50, wl.image_size or 224, wl.batch_size
     channels, labels = wl.channels or 3, spec.model.num_labels or 1000

@@ -11,6 +11,7 @@ from typing import Any
 
 from vramcalc.choices import Architecture, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
+from vramcalc.core import sac
 from vramcalc.core.params import count_params
 from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import DEFAULT_CHANNELS, ModelShape
@@ -129,6 +130,7 @@ def resolve_workload(spec: Spec) -> ResolvedWorkload:
     """Resolve ``spec`` (not ResNet, which has no transformer shape): the model shape with its
     defaults, the dtypes, the step's tokens, the weight count and the optimizer."""
     shape, notes = resolve_model(spec.model, spec.workload)
+    sac.check(spec, shape)
     n_params = weight_count(shape, notes)
     dtypes = DTYPES[spec.workload.precision]
     tokens = tokens_for(spec, shape, spec.workload.batch_size)

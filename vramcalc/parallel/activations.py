@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Checkpointing
 from vramcalc.core import activations as act
+from vramcalc.core.params import layer_params
+from vramcalc.core.sac import has_silu_moment, kept_per_block_bytes, recomputes_blocks, silu_backward_moment
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES, tokens_for
 from vramcalc.parallel.layout import Plan, tp_local
@@ -58,6 +60,9 @@ class StageActivations:
     loss: act.LossBytes
     block_temps: int
     host: int = 0  # checkpoints offloaded to the host (DeepSpeed cpu_checkpointing)
+    #: a recomputed SwiGLU block's SiLU backward (vramcalc.core.sac; not with TP): activations freed, temporaries
+    #: and gradients at the top block's; activations freed and parameters whose gradients appear further down
+    silu: tuple[int, int, int, int, int] | None = None
 
 
 def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> StageActivations:
@@ -73,7 +78,7 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
     n_enc = plan.stage_layers
     n_dec = shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0
     body = n_enc * blocks[0] + n_dec * blocks[1]
-    kept_as = None if wl.gradient_checkpointing is Checkpointing.full else wl.attention  # as the one-GPU path
+    kept_as = None if recomputes_blocks(wl.gradient_checkpointing) else wl.attention  # as the one-GPU path
     emb = _sp(plan, act.embedding_saved_bytes(local, tk, dt, kept_as)) if first else 0
     head = _sp(plan, act.head_saved_bytes(local, tk, dt)) if last else 0
     loss = act.loss_bytes(local, tk, dt) if last else act.LossBytes(0, 0, 0)
@@ -87,14 +92,22 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
     k = in_flight(plan, stage) if last else 1
     loss = act.LossBytes(loss.saved * k, loss.forward_transient, loss.backward_temporaries)
     layer = 0
-    if wl.gradient_checkpointing is Checkpointing.full:  # the recomputed block, its input (the checkpoint) once
+    if recomputes_blocks(wl.gradient_checkpointing):  # the recomputed block; its input and kept outputs once
         from vramcalc.core.dense import recomputed_input_bytes
 
-        layer = max(blocks[2], blocks[3])
+        layer = max(blocks[2], blocks[3]) - kept_per_block_bytes(
+            wl.gradient_checkpointing, local, tk.encoder, dt, wl.attention
+        )
         if not plan.offload_activations:  # else the recomputed block's input is a copy brought back from the host
             layer -= _sp(plan, recomputed_input_bytes(local, tk, dt, wl.attention))
     temps = act.block_backward_temp_bytes(local, tk, dt)
-    return StageActivations(total, head, layer, n_enc + n_dec, loss, temps, host)
+    silu = None
+    if layer and has_silu_moment(local) and plan.tensor == 1:
+        freed, temporaries, grads = silu_backward_moment(local, tk, dt)
+        below = (n_enc - 1) * blocks[0]  # each block's kept bytes, freed going down
+        freed -= 0 if last else act.head_saved_bytes(local, tk, dt)
+        silu = (freed, temporaries, grads, below, (n_enc - 1) * layer_params(local))
+    return StageActivations(total, head, layer, n_enc + n_dec, loss, temps, host, silu)
 
 
 def _sp(plan: Plan, n_bytes: int) -> int:
@@ -117,8 +130,9 @@ def _block_bytes(spec: Spec, shape: ModelShape, plan: Plan, tk: act.Tokens) -> t
         split, replicated = act.layer_saved_split(local, tk, dt, wl.attention, decoder)
         full = split + _sp(plan, replicated)
         n_tokens = tk.decoder if decoder else tk.encoder
-        if wl.gradient_checkpointing is Checkpointing.full:
+        if recomputes_blocks(wl.gradient_checkpointing):  # the input, and what the op-level policy keeps
             kept = _sp(plan, n_tokens * shape.hidden * dt.residual)
+            kept += kept_per_block_bytes(wl.gradient_checkpointing, local, n_tokens, dt, wl.attention)
         elif wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             kept = full - _eager_scores(local, tk, dt, decoder)
         else:

@@ -385,3 +385,14 @@ def deepspeed_model_states_estimate(
     if opt:
         return int(n_params * 16 / nodes * buffer), layer + 2 * n_params // gpus
     return int(largest_layer * 4 * gpus_per_node * buffer), layer + 18 * n_params // gpus
+
+
+def offloaded_bytes(plan: Plan, lay: Layout, states: int, n: int) -> int:
+    """Host bytes per rank. DeepSpeed ZeRO-Offload: fp32 master + optimizer states + fp32 gradient
+    partition (the "16" of DeepSpeed's estimators), plus the 16-bit parameter partition when parameters
+    are offloaded (their "18"). FSDP CPUOffload: sharded parameters, gradients and optimizer states."""
+    shard = ceil_div(n, plan.shard)
+    host = lay.param * shard if plan.offload_params else 0
+    if plan.offload_optimizer:
+        host += states + (lay.grad * shard if plan.framework is Framework.fsdp else FP32 * shard)
+    return host

@@ -6,16 +6,12 @@ backward; optimizer step), with every component replaced by what one rank holds:
 
 * parameters, gradients, optimizer states: :mod:`vramcalc.parallel.layout` (by precision and framework,
   divided over the shard group; offloaded ones, and offloaded checkpoints, move to ``host_bytes``);
-* gathered parameters (ZeRO-3, FSDP): the working set of unsharded 16-bit parameters -- DeepSpeed's
-  parameter coordinator (:mod:`vramcalc.parallel.zero3`: modules kept within ``max_reuse_distance``,
-  ``prefetch_bucket_size`` elements ahead, small parameters persistent); FSDP the largest unit plus
-  the next block (``BackwardPrefetch.BACKWARD_PRE``; FSDP2 prefetches one unit); in backward also that
-  unit's gradient before its reduce-scatter (in fp32 too when the reduce dtype is fp32). DeepSpeed's
-  docs count ``4 x largest_layer_params`` (16-bit parameters + gradients). With pipeline stages FSDP
-  keeps the whole stage unsharded (torchtitan: ``reshard_after_forward = not pp_enabled``), as
-  ``shard_grad_op`` does between forward and backward (PyTorch FSDP docs, ShardingStrategy);
-* communication buffers: DeepSpeed's contiguous gradient bucket (``reduce_bucket_size`` elements in
-  the 16-bit dtype, allocated at full size and kept) whenever there is data parallelism;
+* gathered parameters (ZeRO-3, FSDP): unsharded 16-bit parameters -- DeepSpeed's parameter coordinator
+  (:mod:`vramcalc.parallel.zero3`); FSDP the largest unit plus the next block (``BACKWARD_PRE``; FSDP2
+  prefetches one unit), in backward also that unit's gradient before its reduce-scatter (and in fp32 when
+  the reduce dtype is fp32). With pipeline stages FSDP keeps the whole stage unsharded (torchtitan:
+  ``reshard_after_forward = not pp_enabled``), as ``shard_grad_op`` does between forward and backward;
+* communication buffers: DeepSpeed's contiguous gradient bucket (``reduce_bucket_size`` 16-bit elements);
 * activations: one TP rank's share (:func:`vramcalc.core.activations.layer_saved_split`: the split part
   divided by ``tensor``, the replicated part also, along the sequence, under sequence parallelism;
   Korthikanti et al. 2022, Table 2), ``seq_len / context`` tokens per rank, loss and logits
@@ -25,11 +21,8 @@ backward; optimizer step), with every component replaced by what one rank holds:
 * gradients during the forward pass: Megatron's fp32 gradient buffer lives through the whole step,
   DeepSpeed ZeRO-3 allocates its gradient partitions up front, and with several micro-batches every scheme
   keeps the accumulated gradients (FSDP with pipeline stages unsharded, in the reduce dtype);
-* DeepSpeed under ``mixed-*`` converts each rank's 16-bit gradient partition to fp32 for the update
-  ("Memory Requirements": "all of them are converted into fp32").
-
-The most loaded stage is reported: the first (embeddings, most micro-batches in flight) or the last
-(head, logits and loss), whichever peaks higher.
+* DeepSpeed under ``mixed-*`` converts each rank's 16-bit gradient partition to fp32 for the update.
+The most loaded stage is reported: the first (embeddings, most micro-batches in flight) or the last.
 """
 
 from __future__ import annotations
@@ -37,11 +30,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from vramcalc.choices import Checkpointing, Mode, Optimizer, OptimizerImpl
+from vramcalc.choices import Mode, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
 from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
+from vramcalc.core.sac import recomputes_blocks
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES, image_elements, input_bytes, resolve_workload, workspace_bytes
 from vramcalc.parallel import zero3
@@ -57,6 +51,7 @@ from vramcalc.parallel.layout import (
     largest_fsdp_unit,
     largest_tensor,
     layout,
+    offloaded_bytes,
     resolve_plan,
     stage_params,
     tp_local,
@@ -93,6 +88,7 @@ class RankParts:
     checkpointing: bool = False
     loss: act.LossBytes = act.LossBytes(0, 0, 0)
     block_temps: int = 0
+    silu: tuple[int, int, int, int, int] | None = None  # see vramcalc.parallel.activations.StageActivations
     opt_temps: int = 0
     host: int = 0  # offloaded states and gradients
     host_activations: int = 0  # offloaded checkpoints (DeepSpeed cpu_checkpointing)
@@ -197,7 +193,7 @@ def _state_parts(
         "gathered_fwd": gathered_fwd,
         "gathered_bwd": gathered_bwd,
         "opt_temps": _optimizer_temps(spec, plan, lay, optimizer, local, n),
-        "host": _host(plan, lay, states, n),
+        "host": offloaded_bytes(plan, lay, states, n),
     }
 
 
@@ -220,15 +216,16 @@ def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, der
         "acts": acts.total,
         "head": acts.head,
         "layer": acts.layer,
-        "checkpointing": wl.gradient_checkpointing is Checkpointing.full,
+        "checkpointing": recomputes_blocks(wl.gradient_checkpointing),
         "loss": acts.loss,
         "block_temps": acts.block_temps,
+        "silu": acts.silu,
         "host_activations": acts.host,
     }
 
 
 def _checkpointing(spec: Spec) -> bool:
-    return spec.workload.gradient_checkpointing is Checkpointing.full
+    return recomputes_blocks(spec.workload.gradient_checkpointing)
 
 
 def _early_grads(plan: Plan, lay: Layout, local: ModelShape, last: bool, persistent: int) -> tuple[int, int]:
@@ -325,17 +322,6 @@ def optimizer_impl(spec: Spec, plan: Plan) -> OptimizerImpl:
     return OptimizerImpl.fused if explicit or wl.precision in MIXED else wl.optimizer_impl
 
 
-def _host(plan: Plan, lay: Layout, states: int, n: int) -> int:
-    """Host bytes per rank. DeepSpeed ZeRO-Offload: fp32 master + optimizer states + fp32 gradient
-    partition (the "16" of DeepSpeed's estimators), plus the 16-bit parameter partition when parameters
-    are offloaded (their "18"). FSDP CPUOffload: sharded parameters, gradients and optimizer states."""
-    shard = ceil_div(n, plan.shard)
-    host = lay.param * shard if plan.offload_params else 0
-    if plan.offload_optimizer:
-        host += states + (lay.grad * shard if plan.framework is Framework.fsdp else FP32 * shard)
-    return host
-
-
 def _total(components: dict[str, int]) -> int:
     return sum(components.values())
 
@@ -382,7 +368,17 @@ def _backward(r: RankParts, bwd: dict[str, int]) -> dict[str, int]:
             "activations": r.acts + r.layer,
             "gradients": r.grads_persistent + r.head_grads,
         }
-        return max(start, recompute, key=_total)
+        moments = [start, recompute]
+        if r.silu is not None:  # the SiLU backward of the top and of the bottom block (vramcalc/core/sac.py)
+            freed, temps, grads, below, params_below = r.silu
+            top = {**recompute, "activations": r.acts + r.layer - freed, "temporaries": temps}
+            top |= {
+                "gradients": top["gradients"] + grads,
+                "gathered_parameters": r.gathered_fwd,
+            }  # no unit gradient yet
+            stored = 0 if r.grads_persistent else r.grads_stored * params_below // max(1, r.n_stage)
+            moments += [top, {**top, "activations": top["activations"] - below, "gradients": top["gradients"] + stored}]
+        return max(moments, key=_total)
     start = {
         **bwd,
         "autocast_weight_copies": r.copies,

@@ -53,8 +53,14 @@ from vramcalc.choices import Checkpointing
 MICRO_BATCH_OVERHEAD_TOKENS = 128
 #: FLOPs a GPU computes in the time its link moves one byte (A100: 312e12 x 0.5 / 100e9 ~ 1,560).
 FLOPS_PER_BYTE = 1500
-#: Extra compute of each checkpointing mode (a full forward pass is about a third of a step's FLOPs).
-RECOMPUTE = {Checkpointing.none: 0.0, Checkpointing.selective: 1 / 30, Checkpointing.full: 1 / 3}
+#: Extra compute of each checkpointing mode (a full forward pass is about a third of a step's FLOPs; the op-level
+#: policy recomputes about a third of a Llama block's matmul FLOPs: k, o and up).
+RECOMPUTE = {
+    Checkpointing.none: 0.0,
+    Checkpointing.selective: 1 / 30,
+    Checkpointing.selective_op: 1 / 9,
+    Checkpointing.full: 1 / 3,
+}
 
 CRITERION = (
     "relative step-time cost (1.00 = every GPU computing its share once at full speed): recomputation "
