@@ -5,7 +5,8 @@ Runs the shared tracer's training step (``shared/calibration/tracer/groundtruth.
 fake CUDA tensors, exact ``torch.cuda.max_memory_allocated()``) with ``--grad-checkpointing``, and gives the
 checkpoint of every decoder layer torchtitan's policy (``_apply_ac_to_transformer_block`` in torchtitan's
 ``parallelize.py``): keep the outputs of every other ``aten.mm`` of the block (the 1st, 3rd, ...) and of the
-flash / memory-efficient SDPA kernels, recompute the rest. Every other argument goes to the tracer::
+flash / memory-efficient SDPA kernels, recompute the rest. SiLU gets the backward a GPU runs (one kernel; the
+tracer's CPU-only torch would run its composite form). Every other argument goes to the tracer::
 
     /tmp/tracer-venv/bin/python benchmarks/tracer_sac.py --arch llama --layers 2 --hidden 256 --heads 4 \
         --kv-heads 4 --ffn 688 --vocab 1000 --batch 2 --seq 512 --dtype bf16 --optimizer adamw --json
@@ -86,6 +87,25 @@ def _with_op_policy() -> None:
     setattr(PreTrainedModel, name, enable_with_policy)
 
 
+def _with_native_silu_backward() -> None:
+    """Every model the tracer builds gets the SiLU backward a GPU runs, one kernel with one output
+    (:func:`tracer_bnb.native_silu_backward`: a CPU-only build runs its composite form on fake CUDA tensors)."""
+    import models  # type: ignore[import-not-found]
+    from tracer_bnb import native_silu_backward
+
+    build = models.build
+    if getattr(build, "native_silu", False):
+        return
+
+    def build_native(*args: Any, **kwargs: Any) -> Any:
+        built = build(*args, **kwargs)
+        native_silu_backward(built[0])
+        return built
+
+    build_native.native_silu = True  # type: ignore[attr-defined]
+    models.build = build_native
+
+
 def trace(argv: list[str]) -> dict[str, Any]:
     """The tracer's result for one command line under the op-level policy (plain full checkpointing with
     ``--full-ac``)."""
@@ -96,6 +116,7 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
     fakecuda.enable()
     _with_op_policy()
+    _with_native_silu_backward()
     import groundtruth  # type: ignore[import-not-found]
 
     args = [*argv, "--grad-checkpointing", "--attn", "sdpa", "--no-allocator-sim"]

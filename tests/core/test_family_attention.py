@@ -24,11 +24,11 @@ CASES = json.loads((ROOT / "benchmarks" / "data" / "tracer_families.json").read_
 PRESET = {"opt": "opt-125m", "gpt_neox": "pythia-70m"}
 
 
-def spec(family: str, attention: str) -> Any:
+def spec(family: str, attention: str, checkpointing: str = "none") -> Any:
     model = {"preset": PRESET[family], "layers": 2, "hidden_size": 512, "heads": 8, "ffn_size": 2048,
              "vocab_size": 1000, "max_position_embeddings": 2048}  # fmt: skip
     workload = {"mode": "train", "batch_size": 2, "seq_len": 512, "precision": "fp16", "optimizer": "none",
-                "attention": attention}  # fmt: skip
+                "attention": attention, "gradient_checkpointing": checkpointing}  # fmt: skip
     return parse_spec({"name": "t", "model": model, "workload": workload})
 
 
@@ -50,8 +50,11 @@ def test_gpt_neox_dropout_default_is_zero() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_against_the_tracer(case: dict[str, Any]) -> None:
     family, attention = case["id"].split("-")[:2]
-    result = estimate(spec(family, attention))
+    checkpointing = "full" if case["id"].endswith("-gc") else "none"
+    result = estimate(spec(family, attention, checkpointing))
     assert result.params == case["params"]
     # within 1 %: OPT eager -0.16 %, SDPA +0.41 %; GPT-NeoX eager +0.13 %, SDPA +0.17 % (traced with the
-    # configs' use_cache on, as the checkpoints train)
-    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.01, case["id"]
+    # configs' use_cache on, as the checkpoints train). Under full checkpointing (the -gc cases) the peak is
+    # the bottom block's backward with every other gradient: eager -0.9 %, SDPA +2.0 % (within 2.5 %)
+    tolerance = 0.025 if checkpointing == "full" else 0.01
+    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= tolerance, case["id"]

@@ -21,7 +21,9 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from vramcalc.core import activations as act
 from vramcalc.core.estimate import COMPONENTS, Estimate
+from vramcalc.core.workload import resolve_workload
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.spec.load import parse_spec
@@ -166,8 +168,13 @@ def test_monotone_in_hidden_size(doc: dict[str, Any], extra_head_dim: int) -> No
 @PROPERTY
 @given(specs(mode="train"))
 def test_gradient_checkpointing_never_increases_the_peak(doc: dict[str, Any]) -> None:
+    """Checkpointing frees every block's activations but one's: it may add at most what one block holds while
+    it is recomputed (its checkpointed input, which the plain step need not keep when a norm saves an fp32
+    copy of it, and, for T5, the recomputed position bias), so with a single block it can cost a little."""
     plain = peak(changed(doc, "workload", gradient_checkpointing="none"))
-    assert peak(changed(doc, "workload", gradient_checkpointing="full")) <= plain
+    work = resolve_workload(parse_spec(doc, "<property>"))
+    one_block = act.largest_layer_saved_bytes(work.shape, work.tokens, work.dtypes, work.spec.workload.attention)
+    assert peak(changed(doc, "workload", gradient_checkpointing="full")) <= plain + one_block
     assert peak(changed(doc, "workload", gradient_checkpointing="selective")) <= plain
 
 

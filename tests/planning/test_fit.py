@@ -59,7 +59,7 @@ def test_fewest_cards_llama_2_70b_on_80gb_cards(card: str) -> None:
     # the A100 (14.54 on the H100, whose driver total is 81,559 MiB)
     assert fewest_gpus_lower_bound(budget) == 15
     # that plan with 16 GPUs fits per the estimator, with 15 it does not (84.4 GiB per GPU): at the last block's
-    # SiLU backward every other sharded gradient exists beside the gathered unit
+    # MLP backward every other sharded gradient exists beside the gathered unit
     section = {"fsdp": "full_shard", "gpus_per_node": 8}
     at = estimate(with_parallel(spec, data=16, **section), hopper_or_newer=budget.hopper_or_newer).total_bytes
     below = estimate(with_parallel(spec, data=15, **section), hopper_or_newer=budget.hopper_or_newer).total_bytes

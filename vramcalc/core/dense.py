@@ -59,6 +59,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     loss = techniques.loss_bytes(shape, tk, dt, wl.cross_entropy)
     saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
     live = {**base, "optimizer_states": states}
+    head_grads = head_gradient_params(shape) * dt.param
     if sac.recomputes_blocks(wl.gradient_checkpointing):
         outside = act.embedding_saved_bytes(shape, tk, dt) + act.head_saved_bytes(shape, tk, dt)
         # the op-level policy also keeps some outputs of every block (vramcalc/core/sac.py)
@@ -84,8 +85,8 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "gradients": head_gradient_params(shape) * dt.param,
         }
         backward = [start, recompute]
-        if sac.has_silu_moment(shape):
-            backward += sac.silu_backward_moments(recompute, shape, tk, dt, op_kept)
+        if sac.has_block_moments(shape):
+            backward += sac.block_backward_moments(recompute, shape, tk, dt, op_kept)
         first_block = t5_first_block_recompute(work)
         if first_block is not None:
             backward.append({**live, **first_block})
@@ -106,10 +107,14 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             **live,
             "autocast_weight_copies": copies,
             "activations": saved - act.head_saved_bytes(shape, tk, dt),
-            "gradients": (head_gradient_params(shape) + layer_params(shape)) * dt.param,
+            "gradients": head_grads + layer_params(shape) * dt.param,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
         backward = [start, last_block]
+        if sac.has_block_moments(shape) and not wl.activation_offloading:  # as under checkpointing, all kept
+            held = {**live, "autocast_weight_copies": copies, "activations": saved, "gradients": head_grads}
+            layer = act.layer_saved_bytes(shape, tk, dt, wl.attention) - tk.encoder * shape.hidden * dt.residual
+            backward += sac.block_backward_moments(held, shape, tk, dt, layer)
     end_of_backward = {**live, "gradients": param_bytes, "temporaries": tied_gradient_sum_bytes(shape, dt.param)}
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}

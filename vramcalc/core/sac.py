@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramcalc.choices import Architecture, Attention, Checkpointing, Mlp, Mode
+from vramcalc.choices import Architecture, Attention, Checkpointing, Mode, Position
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase
 from vramcalc.core.params import layer_params
@@ -56,49 +56,40 @@ def kept_per_block_bytes(
     return kept
 
 
-def has_silu_moment(shape: ModelShape) -> bool:
-    """A decoder with a SwiGLU MLP: under checkpointing, the SiLU backward of a recomputed block is a moment of
-    its own (:func:`silu_backward_moment`)."""
-    return shape.mlp is Mlp.swiglu and shape.architecture is Architecture.decoder
+def has_block_moments(shape: ModelShape) -> bool:
+    """A decoder: the backward of the top and of the bottom block are moments of their own
+    (:func:`block_backward_moments`). Not with T5-style relative position biases, which one block computes and
+    the others share."""
+    return shape.architecture is Architecture.decoder and shape.position is not Position.relative
 
 
-def silu_backward_moment(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> tuple[int, int, int]:
-    """A recomputed SwiGLU block in backward, at the end of its SiLU's backward, against the moment its
-    recomputation ends: (activations freed, temporaries, gradients added), in bytes.
-
-    By then the head's saved tensors are freed, and so are the block's down-projection input and the two
-    factors of the gate x up product (three ffn-wide tensors). ``silu_backward`` is a composite in PyTorch
-    (``math_silu_backward``: ``grad * (s * (1 + x * (1 - s)))`` with ``s = sigmoid(x)``), so its input
-    gradient, ``s`` and the expression's five intermediates are alive together: seven ffn-wide tensors,
-    beside two hidden-wide gradients (the residual stream's and the up projection's input gradient). The
-    down and up projections' weight gradients exist. (Traced: ``benchmarks/data/tracer_sac.json``.)"""
-    ffn = tk.encoder * shape.ffn * dt.compute
-    freed = act.head_saved_bytes(shape, tk, dt) + 3 * ffn
-    temporaries = 7 * ffn + 2 * tk.encoder * shape.hidden * dt.compute
-    return freed, temporaries, 2 * shape.ffn * shape.hidden * dt.param
+def block_backward_steps(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, kept: int
+) -> tuple[int, int, int, int, int]:
+    """From the moment the top block's recomputation ends: the activations freed (the head's saved tensors),
+    the temporaries (:func:`activations.block_backward_temp_bytes`, the gradients of the MLP input and of the
+    residual stream) and the gradients added (the block's) at the top block's MLP backward, then the
+    activations freed and gradients added down to the bottom block's."""
+    grads = layer_params(shape) * dt.param
+    below = shape.layers - 1
+    per_block = tk.encoder * shape.hidden * dt.residual + kept
+    freed, temporaries = act.head_saved_bytes(shape, tk, dt), act.block_backward_temp_bytes(shape, tk, dt)
+    return freed, temporaries, grads, below * per_block, below * grads
 
 
-def silu_backward_moments(
+def block_backward_moments(
     recompute: Phase, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, kept: int
 ) -> list[Phase]:
-    """The SiLU backward of the first block recomputed (the top one) and of the last (the bottom one), from the
-    moment the top block's recomputation ends (``recompute``). Going down, each block's input and the ``kept``
-    bytes the policy keeps of it are freed and its parameters' gradients appear, so the larger of the two ends
-    is the peak: the top one when a block keeps more than its gradients take (the op-level policy), the bottom
-    one otherwise (full checkpointing)."""
-    freed, temporaries, grads, below, below_grads = silu_steps(shape, tk, dt, kept)
+    """The backward of the first block recomputed (the top one) and of the last (the bottom one), from the
+    moment the top block's recomputation ends (``recompute``; :func:`block_backward_steps`). Going down, each
+    block's input and the ``kept`` bytes the policy keeps of it are freed and its parameters' gradients appear,
+    so the larger of the two ends is the peak: the top one when a block keeps more than its gradients take
+    (the op-level policy), the bottom one otherwise (full checkpointing)."""
+    freed, temporaries, grads, below, below_grads = block_backward_steps(shape, tk, dt, kept)
     top = {**recompute, "activations": recompute["activations"] - freed, "temporaries": temporaries}
     top["gradients"] = recompute.get("gradients", 0) + grads
     bottom = {**top, "activations": top["activations"] - below, "gradients": top["gradients"] + below_grads}
     return [top, bottom]
-
-
-def silu_steps(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, kept: int) -> tuple[int, int, int, int, int]:
-    """:func:`silu_backward_moment`, then the activations freed and the gradients added from the top block's
-    SiLU backward to the bottom block's."""
-    below = shape.layers - 1
-    per_block = tk.encoder * shape.hidden * dt.residual + kept
-    return (*silu_backward_moment(shape, tk, dt), below * per_block, below * layer_params(shape) * dt.param)
 
 
 def check(spec: Any, shape: ModelShape) -> None:

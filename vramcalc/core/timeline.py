@@ -30,8 +30,8 @@ loss                        F (logits, fp32 upcast and log-softmax alive togethe
 start of backward           F - activations Lf + temporaries Lb (checkpointing: copies hc)
 recompute (checkpointing)   P + copies (hc + (W - hc)/n) + activations (A - Ls - Lf + one
                             block) + gradients vocab x hidden (the estimator's recompute state)
-SiLU backward               checkpointed SwiGLU decoders: the top and the bottom block's SiLU
-                            backward (:func:`vramcalc.core.sac.silu_backward_moments`)
+block backward (top, 1)     checkpointed decoders: the top and the bottom block's MLP backward
+                            (:func:`vramcalc.core.sac.block_backward_moments`)
 last block backward         no checkpointing: P + W + activations (E + S) + gradients (head + one
                             block) + temporaries (its MLP input and residual gradients)
 blocks n..1 backward        previous anchor + (end of backward - previous anchor) k/(n + 1)
@@ -61,7 +61,7 @@ from vramcalc.core.dense import (
 )
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
-from vramcalc.core.sac import has_silu_moment, kept_per_block_bytes, recomputes_blocks, silu_steps
+from vramcalc.core.sac import block_backward_steps, has_block_moments, kept_per_block_bytes, recomputes_blocks
 from vramcalc.core.workload import resolve_workload
 from vramcalc.spec.models import Spec
 from vramcalc.spec.techniques import given_techniques
@@ -155,8 +155,8 @@ class StepParts:
     first_block: Components | None = None
     #: tied LM head: the two contributions to the shared weight's gradient alive at their sum
     tied_grad_sum: int = 0
-    #: SwiGLU decoder under checkpointing: the SiLU backward moments (:func:`vramcalc.core.sac.silu_steps`)
-    silu: tuple[int, int, int, int, int] | None = None
+    #: decoder under checkpointing: the block backward moments (:func:`vramcalc.core.sac.block_backward_steps`)
+    block_moments: tuple[int, int, int, int, int] | None = None
 
 
 def build_timeline(spec: Spec, estimate: Estimate, *, max_block_points: int = MAX_BLOCK_POINTS) -> Timeline:
@@ -224,7 +224,9 @@ def step_parts(spec: Spec) -> StepParts:
         lm_head=shape.head is Head.lm,
         first_block=t5_first_block_recompute(work) if checkpointing else None,
         tied_grad_sum=tied_gradient_sum_bytes(shape, dt.param),
-        silu=silu_steps(shape, tk, dt, op_kept) if checkpointing and has_silu_moment(shape) else None,
+        block_moments=block_backward_steps(shape, tk, dt, op_kept)
+        if checkpointing and has_block_moments(shape)
+        else None,
     )
 
 
@@ -321,14 +323,14 @@ def _backward_points(
     points = [Point("start of backward", "backward", start, _start_note(parts))]
     anchor = _second_anchor(forward, start, parts)
     points.append(anchor)
-    silu = _silu_points(anchor.components, parts)
-    points += silu[:1]
+    blocks = _block_points(anchor.components, parts)  # the top block's, then (after the others) block 1's
+    points += blocks[:1]
     n, done = parts.n_blocks, 0
     for k in groups:
         comps = _between(anchor.components, end, k, n + 1)
         points.append(Point(_span(n - k + 1, n - done) + " backward", "backward", comps, _block_note(parts)))
         done = k
-    points += silu[1:]
+    points += blocks[1:]
     if parts.first_block is not None:
         comps = _with(persistent(forward), **parts.first_block)
         note = "the first block recomputed last: its input, the position bias and every other gradient"
@@ -340,19 +342,16 @@ def _backward_points(
     return points
 
 
-def _silu_points(anchor: Components, parts: StepParts) -> list[Point]:
-    """A SwiGLU decoder under checkpointing: the SiLU backward of the top and of the bottom block recomputed."""
-    if parts.silu is None:
+def _block_points(anchor: Components, parts: StepParts) -> list[Point]:
+    """A decoder under checkpointing: the backward of the top and of the bottom block recomputed."""
+    if parts.block_moments is None:
         return []
-    freed, temporaries, grads, below, below_grads = parts.silu
+    freed, temporaries, grads, below, below_grads = parts.block_moments
     top = _with(anchor, activations=anchor["activations"] - freed, temporaries=temporaries)
     top["gradients"] = top.get("gradients", 0) + grads
     bottom = _with(top, activations=top["activations"] - below, gradients=top["gradients"] + below_grads)
-    note = "a recomputed block's SiLU backward (silu_backward is a composite op)"
-    return [
-        Point("SiLU backward, top block", "backward", top, note),
-        Point("SiLU backward, block 1", "backward", bottom, note),
-    ]
+    note = "a recomputed block's MLP backward: its input and residual gradients, the block's gradients"
+    return [Point("top block's backward", "backward", top, note), Point("block 1's backward", "backward", bottom, note)]
 
 
 def _second_anchor(forward: Components, start: Components, parts: StepParts) -> Point:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from vramcalc.choices import Architecture, Attention, Checkpointing
 from vramcalc.core import activations as act
 from vramcalc.core.params import layer_params
-from vramcalc.core.sac import has_silu_moment, kept_per_block_bytes, recomputes_blocks, silu_backward_moment
+from vramcalc.core.sac import block_backward_steps, has_block_moments, kept_per_block_bytes, recomputes_blocks
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES, tokens_for
 from vramcalc.parallel.layout import Plan, tp_local
@@ -60,9 +60,9 @@ class StageActivations:
     loss: act.LossBytes
     block_temps: int
     host: int = 0  # checkpoints offloaded to the host (DeepSpeed cpu_checkpointing)
-    #: a recomputed SwiGLU block's SiLU backward (vramcalc.core.sac; not with TP): activations freed, temporaries
+    #: a decoder's block backward moments (vramcalc.core.sac; not with TP): activations freed, temporaries
     #: and gradients at the top block's; activations freed and parameters whose gradients appear further down
-    silu: tuple[int, int, int, int, int] | None = None
+    block_moments: tuple[int, int, int, int, int] | None = None
 
 
 def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> StageActivations:
@@ -101,13 +101,13 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
         if not plan.offload_activations:  # else the recomputed block's input is a copy brought back from the host
             layer -= _sp(plan, recomputed_input_bytes(local, tk, dt, wl.attention))
     temps = act.block_backward_temp_bytes(local, tk, dt)
-    silu = None
-    if layer and has_silu_moment(local) and plan.tensor == 1:
-        freed, temporaries, grads = silu_backward_moment(local, tk, dt)
+    block_moments = None
+    if layer and has_block_moments(local) and plan.tensor == 1:
+        freed, temporaries, grads, _, _ = block_backward_steps(local, tk, dt, 0)
         below = (n_enc - 1) * blocks[0]  # each block's kept bytes, freed going down
         freed -= 0 if last else act.head_saved_bytes(local, tk, dt)
-        silu = (freed, temporaries, grads, below, (n_enc - 1) * layer_params(local))
-    return StageActivations(total, head, layer, n_enc + n_dec, loss, temps, host, silu)
+        block_moments = (freed, temporaries, grads, below, (n_enc - 1) * layer_params(local))
+    return StageActivations(total, head, layer, n_enc + n_dec, loss, temps, host, block_moments)
 
 
 def _sp(plan: Plan, n_bytes: int) -> int:

@@ -88,7 +88,7 @@ class RankParts:
     checkpointing: bool = False
     loss: act.LossBytes = act.LossBytes(0, 0, 0)
     block_temps: int = 0
-    silu: tuple[int, int, int, int, int] | None = None  # see vramcalc.parallel.activations.StageActivations
+    block_moments: tuple[int, int, int, int, int] | None = None  # see parallel.activations.StageActivations
     opt_temps: int = 0
     host: int = 0  # offloaded states and gradients
     host_activations: int = 0  # offloaded checkpoints (DeepSpeed cpu_checkpointing)
@@ -219,7 +219,7 @@ def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, der
         "checkpointing": recomputes_blocks(wl.gradient_checkpointing),
         "loss": acts.loss,
         "block_temps": acts.block_temps,
-        "silu": acts.silu,
+        "block_moments": acts.block_moments,
         "host_activations": acts.host,
     }
 
@@ -369,8 +369,8 @@ def _backward(r: RankParts, bwd: dict[str, int]) -> dict[str, int]:
             "gradients": r.grads_persistent + r.head_grads,
         }
         moments = [start, recompute]
-        if r.silu is not None:  # the SiLU backward of the top and of the bottom block (vramcalc/core/sac.py)
-            freed, temps, grads, below, params_below = r.silu
+        if r.block_moments is not None:  # the top and the bottom block's backward (vramcalc/core/sac.py)
+            freed, temps, grads, below, params_below = r.block_moments
             top = {**recompute, "activations": r.acts + r.layer - freed, "temporaries": temps}
             top |= {
                 "gradients": top["gradients"] + grads,
