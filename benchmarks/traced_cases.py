@@ -1,5 +1,6 @@
-"""The ``--cases`` mode shared by the scripts that run the shared tracer's step with a change of their own
-(``tracer_sac.py``, ``tracer_zero_grad.py``): trace every case again and print the data file's JSON."""
+"""What the scripts that run the shared tracer's step with a change of their own share (``tracer_sac.py``,
+``tracer_zero_grad.py``): the ``--cases`` mode (trace every case again, print the data file's JSON) and
+SiLU's single-kernel backward for every model the tracer builds."""
 
 from __future__ import annotations
 
@@ -30,3 +31,22 @@ def main(argv: list[str], script: str, cases: dict[str, str], trace: Callable[[l
     import torch
 
     print(json.dumps({"torch": str(torch.__version__), "cases": rows}, indent=2))
+
+
+def native_silu_everywhere() -> None:
+    """Every model the tracer builds gets the SiLU backward a GPU runs, one kernel with one output
+    (:func:`tracer_bnb.native_silu_backward`: a CPU-only build runs its composite form on fake CUDA tensors)."""
+    import models  # type: ignore[import-not-found]  # the shared tracer's, on sys.path
+    from tracer_bnb import native_silu_backward
+
+    build = models.build
+    if getattr(build, "native_silu", False):
+        return
+
+    def build_native(*args: Any, **kwargs: Any) -> Any:
+        built = build(*args, **kwargs)
+        native_silu_backward(built[0])
+        return built
+
+    build_native.native_silu = True  # type: ignore[attr-defined]
+    models.build = build_native

@@ -87,25 +87,6 @@ def _with_op_policy() -> None:
     setattr(PreTrainedModel, name, enable_with_policy)
 
 
-def _with_native_silu_backward() -> None:
-    """Every model the tracer builds gets the SiLU backward a GPU runs, one kernel with one output
-    (:func:`tracer_bnb.native_silu_backward`: a CPU-only build runs its composite form on fake CUDA tensors)."""
-    import models  # type: ignore[import-not-found]
-    from tracer_bnb import native_silu_backward
-
-    build = models.build
-    if getattr(build, "native_silu", False):
-        return
-
-    def build_native(*args: Any, **kwargs: Any) -> Any:
-        built = build(*args, **kwargs)
-        native_silu_backward(built[0])
-        return built
-
-    build_native.native_silu = True  # type: ignore[attr-defined]
-    models.build = build_native
-
-
 def trace(argv: list[str]) -> dict[str, Any]:
     """The tracer's result for one command line under the op-level policy (plain full checkpointing with
     ``--full-ac``)."""
@@ -116,7 +97,7 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
     fakecuda.enable()
     _with_op_policy()
-    _with_native_silu_backward()
+    traced_cases.native_silu_everywhere()
     import groundtruth  # type: ignore[import-not-found]
 
     args = [*argv, "--grad-checkpointing", "--attn", "sdpa", "--no-allocator-sim"]

@@ -10,6 +10,7 @@ allocated, as under PyTorch 1.x. Every argument is passed on to the tracer::
         --heads 4 --ffn 1024 --vocab 1000 --batch 4 --seq 128 --optim-impl forloop --attn eager --json
 
 Pass ``--optim-impl forloop`` and ``--attn eager`` to run as PyTorch 1.x did (no ``foreach`` default, no SDPA).
+SiLU gets the single-kernel backward a GPU runs (the tracer's CPU-only torch would run its composite form).
 ``--cases`` traces the cases of ``benchmarks/data/tracer_zero_grad.json`` again and prints that file.
 """
 
@@ -64,6 +65,7 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
     fakecuda.enable()
     _keep_gradients()
+    traced_cases.native_silu_everywhere()
     import groundtruth  # type: ignore[import-not-found]
 
     result: dict[str, Any] = groundtruth.run(groundtruth.parse_args([*argv, "--no-allocator-sim"]))
