@@ -111,9 +111,12 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
         backward = [start, last_block]
-        if sac.has_block_moments(shape) and not wl.activation_offloading:  # as under checkpointing, all kept
+        if sac.has_block_moments(shape) and not wl.activation_offloading:
+            # the top and the bottom block's backward, each block keeping all it saved (beside its input)
             held = {**live, "autocast_weight_copies": copies, "activations": saved, "gradients": head_grads}
             layer = act.layer_saved_bytes(shape, tk, dt, wl.attention) - tk.encoder * shape.hidden * dt.residual
+            if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
+                layer -= _eager_score_bytes(shape, tk, dt) // shape.layers  # recomputed, not kept
             backward += sac.block_backward_moments(held, shape, tk, dt, layer)
     end_of_backward = {**live, "gradients": param_bytes, "temporaries": tied_gradient_sum_bytes(shape, dt.param)}
     step = {**live, "gradients": param_bytes, "temporaries": temps}
