@@ -132,7 +132,11 @@ def test_inference_is_only_the_eager_default() -> None:
         ('  versions: {torch: "one"}\n', "versions.torch: 'one' is not a release number"),
         ('  versions: {torch: "2.0"}\n  optimizer_in_backward: true\n', "optimizer_in_backward: needs PyTorch 2.1"),
         ('  versions: {torch: "1.13"}\n  optimizer_offload: cpu\n', "optimizer_offload: cpu needs PyTorch 2"),
-        ('  versions: {torch: "1.13"}\nparallel: {data: 2}\n', "versions.torch: 1.13 is modelled on one GPU"),
+        ('  versions: {torch: "1.13"}\nparallel: {data: 2}\n', "versions.torch: 1.13 is not modelled with parallel"),
+        (
+            '  versions: {torch: "1.13"}\n  precision: mixed-bf16\n',
+            "is not modelled with workload.precision: mixed-bf16",
+        ),
         ('  versions: {torch: "1.13"}\nmodel: {preset: mixtral-8x7b}\n', "not modelled for mixture-of-experts"),
     ],
 )
@@ -151,3 +155,18 @@ def test_refusals_are_one_line_and_exit_2(tmp_path: Path, lines: str, message: s
 
 def test_optimizer_in_backward_from_2_1() -> None:
     assert estimate(small(versions={"torch": "2.1"}, optimizer_in_backward=True)).peak_allocated_bytes > 0
+
+
+def test_plan_and_fit_say_why_they_do_not_shard(tmp_path: Path) -> None:
+    """The multi-GPU model does not count gradients zeroed in place: ``plan`` refuses the spec (one line, exit 2)
+    and ``fit`` says why it searched no sharded plan, rather than answering for a different training loop."""
+    path = tmp_path / "old-torch.yaml"
+    path.write_text('model: {preset: gpt2}\nworkload: {batch_size: 8, seq_len: 128, versions: {torch: "1.13"}}\n')
+    plan = CliRunner().invoke(app, ["plan", str(path), "--gpu", "a100-80gb-sxm"])
+    assert plan.exit_code == 2
+    assert plan.output.strip().splitlines() == [
+        f"error: {path}: workload.versions.torch: 1.13 is modelled on one GPU; plan searches multi-GPU layouts"
+    ]
+    fit = CliRunner().invoke(app, ["fit", str(path)], env={"COLUMNS": "200"})
+    assert fit.exit_code == 0, fit.output
+    assert "not searched: the multi-GPU model does not cover this spec: workload.versions.torch" in fit.output

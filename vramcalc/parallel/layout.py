@@ -46,6 +46,7 @@ from vramcalc.errors import SpecError
 from vramcalc.parallel.zero3 import DEEPSPEED_MAX_LIVE, DEEPSPEED_PERSISTENCE, DEEPSPEED_REUSE_DISTANCE, Coordinator
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec, Schedule, check_rules
+from vramcalc.spec.versions import zeroes_gradients_in_place
 from vramcalc.units import ceil_div
 
 MIXED = (Precision.mixed_fp16, Precision.mixed_bf16)
@@ -127,15 +128,8 @@ class Plan:
         if self.gpus == 1:
             parts = ["1 GPU"]
         parts.append(self.label + (" + SP" if self.sequence_parallel else ""))
-        offloaded = [
-            k
-            for k, on in (
-                ("optimizer", self.offload_optimizer),
-                ("params", self.offload_params),
-                ("activations", self.offload_activations),
-            )
-            if on
-        ]
+        flags = {"optimizer": self.offload_optimizer, "params": self.offload_params}
+        offloaded = [k for k, on in {**flags, "activations": self.offload_activations}.items() if on]
         if offloaded:
             parts.append("offload " + "+".join(offloaded))
         if self.pipeline > 1 or self.micro_batches > 1:
@@ -262,6 +256,10 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
         given = [name for name in given if name not in ("adapter", "quantization")]
     if given and wl.mode is Mode.train:  # serving (mode: inference) is vramcalc/parallel/serving.py
         raise SpecError(f"{key}: not modelled together with workload.{given[0]} in training (an LLM workload key)")
+    if wl.mode is Mode.train and zeroes_gradients_in_place(wl.versions):  # gradients zeroed in place: one GPU only
+        raise SpecError(
+            f"workload.versions.torch: {(wl.versions or {})['torch']} is not modelled with {key} (one GPU only)"
+        )
     if wl.mode is Mode.inference:
         train_keys = [k for k in TRAIN_ONLY if getattr(section, k) is not None]
         if "cpu" in (section.offload.optimizer, section.offload.params, section.offload.activations):

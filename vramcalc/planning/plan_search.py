@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vramcalc.choices import Architecture
+from vramcalc.choices import Architecture, Mode
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.resolve import resolve_model
 from vramcalc.engine import estimate
@@ -32,6 +32,7 @@ from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
+from vramcalc.spec.versions import zeroes_gradients_in_place
 
 if TYPE_CHECKING:
     from vramcalc.planning.plan_cost import StepCost
@@ -110,6 +111,9 @@ def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
         raise SpecError(f"{flag}: expected 1 to {MAX_SEARCH_GPUS:,}, got {gpus}")
     if spec.model.architecture is Architecture.resnet:
         raise SpecError("model.architecture: resnet has no multi-GPU model yet; plan searches transformers only")
+    if spec.workload.mode is Mode.train and zeroes_gradients_in_place(spec.workload.versions):
+        torch = (spec.workload.versions or {})["torch"]
+        raise SpecError(f"workload.versions.torch: {torch} is modelled on one GPU; plan searches multi-GPU layouts")
     estimate(spec, hopper_or_newer=budget.hopper_or_newer)
 
 

@@ -117,11 +117,6 @@ def torch_spec_rules(spec: Any) -> None:
     wl = spec.workload
     if wl.mode.value != "train" or not zeroes_gradients_in_place(wl.versions):
         return
-    text = wl.versions["torch"]
-    if spec.parallel is not None:
-        raise ValueError(
-            f"workload.versions.torch: {text} is modelled on one GPU (parallel: engines keep gradient buffers "
-            "of their own)"
-        )
+    text = wl.versions["torch"]  # parallel: and mixed-* precision: vramcalc.parallel.layout.check_supported
     if spec.model.experts is not None:
         raise ValueError(f"workload.versions.torch: {text} is not modelled for mixture-of-experts training")
