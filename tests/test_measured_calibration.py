@@ -38,9 +38,9 @@ KNOWN_GAPS = {
     "masked-LM head is 17-34 % low",
     "training_lora": "bloomz-7b1 LoRA (PEFT README, 2022) measured 2.7 % above the estimate at the example "
     "scripts' 64 tokens, their loop's kept outputs counted (the README's GB/GiB reading is itself uncertain "
-    "by up to 6.9 %); with DeepSpeed ZeRO-3 CPU offload 18.1 GB against 10.0 GiB estimated and mt0-xxl "
-    "30 % low: DeepSpeed's reuse distance and persistence, modelled, do not account for it (their vocabulary "
-    "matrices use up the reuse distance alone); T0_3B's ZeRO-3 offload rows 5.5-11 % low",
+    "by up to 6.9 %); with DeepSpeed ZeRO-3 CPU offload on one GPU, bloomz-7b1 28 % and mt0-xxl 14 % low: "
+    "DeepSpeed 0.8 (before 0.9.2) gathered offloaded parameters through a GPU staging copy even on one GPU "
+    "and kept a coalesced gather's flat buffer until its last parameter was used, which is not modelled",
 }
 
 

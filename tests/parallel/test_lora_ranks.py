@@ -106,17 +106,28 @@ def test_fsdp_cpu_offload_moves_shards_to_the_host() -> None:
     assert r.parallel is not None and r.parallel.host_bytes == 24_896 + 8_704 + 17_408 + 8_704
 
 
-def test_deepspeed_zero3_gathers_one_module_plus_prefetch() -> None:
-    # DeepSpeed's coordinator with nothing persistent and nothing kept past its use (threshold 0, reuse 0):
-    # modules in forward order, in elements of the bf16 storage: embedding 2,048 (4,096 B), per block q, k,
-    # v, o packed 64 x 64 / 2 = 2,048 B = 1,024 elements each, gate, up, down 64 x 128 / 2 = 4,096 B = 2,048
-    # elements each, then the head 2,048 (4,096 B). A prefetch of 1,000 elements fetches exactly one module
-    # ahead (every module is larger), so the peak is two 4,096-B modules: gate + the prefetched up
+def test_deepspeed_zero3_prefetch_fills_the_live_parameter_window() -> None:
+    # DeepSpeed's coordinator with nothing persistent and nothing kept by the reuse distance (threshold 0,
+    # reuse 0): modules in forward order, in elements of the bf16 storage: embedding E 2,048 (4,096 B), per
+    # block q, k, v, o packed 64 x 64 / 2 = 2,048 B = 1,024 elements each, gate, up, down 64 x 128 / 2 =
+    # 4,096 B = 2,048 elements each, then the head H 2,048 (4,096 B); backward runs H and the blocks in
+    # reverse (the embedding's output needs no gradient). A prefetch of 1,000 elements takes one module per
+    # module call (every module is larger), and the calls outnumber the matrices: E with the model and
+    # layer-stack calls (3 rounds: q1 k1 v1), q with the block, its norm and the attention (4: o1 gate1 up1
+    # down1), gate with the norm and the MLP (3), down with the activation (2), H with the final norm.
+    # Prefetched modules stay until used, and a module whose later use the prefetcher has already taken off
+    # the trace stays too, so the look-ahead only grows: by k2 (t = 9) the whole backward has been taken and
+    # everything but the embedding (used once, released at t = 0) is gathered: 2 x 20,480 + 4,096 = 45,056 B,
+    # forward and at the start of backward
     keys = {"max_reuse_distance": 0, "param_persistence_threshold": 0}
     buckets = {"reduce": 1000, "prefetch": 1000}
     r = estimate(spec({"gpus": 2, "zero": 3, "buckets": buckets, "zero3": keys}))
     fwd = r.phase_components["forward"]
-    assert fwd["gathered_parameters"] == r.phase_components["backward"]["gathered_parameters"] == 8_192
+    assert fwd["gathered_parameters"] == r.phase_components["backward"]["gathered_parameters"] == 45_056
+    # max_live_parameters 1 leaves no room to prefetch: one module at a time, the largest 4,096 B
+    capped = estimate(spec({"gpus": 2, "zero": 3, "buckets": buckets, "zero3": keys | {"max_live_parameters": 1}}))
+    assert capped.phase_components["forward"]["gathered_parameters"] == 4_096
+    assert capped.phase_components["backward"]["gathered_parameters"] == 4_096
     # the contiguous gradient bucket: 1,000 elements of the fp32 adapters
     assert fwd["communication_buffers"] == 4_000
     # ZeRO-3 allocates its gradient partitions up front

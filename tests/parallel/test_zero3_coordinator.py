@@ -1,8 +1,10 @@
 """DeepSpeed ZeRO-3's parameter coordinator (vramcalc/parallel/zero3.py), derived by hand from its rules in
 deepspeed/runtime/zero/partitioned_param_coordinator.py: a module's parameters are gathered when it runs;
 after it ran they are kept when the recorded trace uses them again before ``max_reuse_distance`` elements
-have been traversed (``__params_to_release``); the prefetcher fetches the next parameters not resident
-while fewer than ``min(prefetch_bucket_size, max_live_parameters - gathered)`` elements are on their way;
+have been traversed (``__params_to_release``); each module call takes the next parameters off the trace,
+gathering those not resident, while fewer than ``min(prefetch_bucket_size, max_live_parameters - gathered)``
+elements are taken, and they stay gathered until used (``fetch_sub_module``; parameters whose later use
+the prefetcher took while they were resident are not released either);
 parameters of at most ``param_persistence_threshold`` elements are never partitioned."""
 
 from __future__ import annotations
@@ -52,9 +54,23 @@ def test_reuse_distance_keeps_the_end_of_forward() -> None:
 
 
 def test_prefetch_takes_the_next_modules_not_gathered() -> None:
-    # prefetch 1 element, reuse 0: after each fetch the next module not resident is fetched ahead (the loop
-    # runs while fewer than 1 element is on its way, so one module). At A: A + prefetched B = 800 elements
-    assert peaks(TOY, prefetch=1) == (1600, 1600)
+    # prefetch 1 element, reuse 0: each module call takes modules off the trace while fewer than 1 element
+    # is taken, so one module not resident (resident ones are passed over). Prefetched modules stay until
+    # used. E: + A (800 B); A: + B (1,600 B, the forward peak), A released; B: + H, B released; H: H's
+    # backward use is resident (taken, so H is kept), + B's backward use: H + B = 1,400 B. Backward, H: + A:
+    # H + B + A = 1,000 elements = 2,000 B
+    assert peaks(TOY, prefetch=1) == (1600, 2000)
+
+
+def test_prefetch_grows_to_max_live_parameters() -> None:
+    # six modules of 100 elements (200 B), forward only, three module calls each (a weight matrix and two
+    # weightless modules), prefetch 100, max_live 350, reuse 0. At the first: gathered 100; call 1 takes
+    # one module (budget min(100, 250)): 200; call 2 (min(100, 150)): 300; call 3 (min(100, 50) = 50, the
+    # module overshoots): 400 elements = 800 B, then the first is released (300). At the second: call 1
+    # (budget 50) takes the fifth: 400; calls 2 and 3 have none. The window stays at max_live plus one module
+    mods = tuple(Module(k, 100, 200, calls=3) for k in range(6))
+    g = gathered_peaks((Segment(mods, in_backward=False),), Coordinator(100, 350, 0, 0))
+    assert (g.forward, g.backward, g.forward_elements) == (800, 0, 400)
 
 
 def test_max_live_parameters_caps_only_the_prefetch() -> None:

@@ -5,13 +5,18 @@ the order in which modules fetch their parameters, forward and backward (with gr
 the recomputed forward of each block too), and replays it on every later step:
 
 * **fetch**: a module's parameters are all-gathered when it runs (forward, and again in backward);
-* **prefetch**: after each fetch it gathers the next parameters of the trace that are not resident,
-  until ``stage3_prefetch_bucket_size`` elements (default 5e7) are on their way -- fewer when
-  ``stage3_max_live_parameters`` (default 1e9) minus the elements already gathered is smaller.
-  ``max_live_parameters`` bounds only this look-ahead; it never forces a release;
+* **prefetch**: every module call -- each ``fetch_sub_module``, of weightless modules too (containers,
+  norms, activations, dropouts) -- takes further parameters off the recorded trace and gathers those not
+  resident, while fewer than ``min(stage3_prefetch_bucket_size, stage3_max_live_parameters - gathered)``
+  elements (defaults 5e7 and 1e9) are taken; the last one may overshoot. Prefetched parameters stay
+  gathered until used, so the look-ahead grows call by call until ``max_live_parameters`` elements are
+  gathered: a window of about 1e9 elements of the trace ahead (the 5e7 bucket bounds one call only).
+  ``max_live_parameters`` never forces a release;
 * **release** (``__params_to_release``): when a module finishes, its parameters are kept if the trace
   uses them again before ``stage3_max_reuse_distance`` elements (default 1e9) of parameters have been
-  traversed -- the modules after it, each counted by its parameters' elements, forward and backward.
+  traversed -- the modules after it, each counted by its parameters' elements, forward and backward --
+  or when the prefetcher has already taken a later use of them off the trace (a use it skipped because
+  they were resident);
   At the end of forward the last modules are used again within twice the elements that follow them
   (the rest of forward, then the start of backward), so with the defaults the last ~5e8 elements of
   forward stay gathered into backward; a model under 5e8 parameters stays gathered whole;
@@ -30,7 +35,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramcalc.choices import Architecture
 from vramcalc.core.params import has_vocab_head, layer_params, param_tensors
@@ -57,11 +62,15 @@ class Coordinator:
 @dataclass(frozen=True)
 class Module:
     """One module's parameters: ``key`` is the parameter's identity (tied weights share it), ``numel`` its
-    elements as DeepSpeed counts them (in the storage dtype), ``nbytes`` its bytes gathered."""
+    elements as DeepSpeed counts them (in the storage dtype), ``nbytes`` its bytes gathered, ``calls`` the
+    module calls (prefetch rounds) at its place in the trace."""
 
     key: int
     numel: int
     nbytes: int
+    #: module calls at this point of the trace (the module itself and the weightless modules run next to
+    #: it: its block, norms, activation), each one prefetch round
+    calls: int = 1
 
 
 @dataclass(frozen=True)
@@ -115,43 +124,42 @@ def gathered_peaks(segments: tuple[Segment, ...], c: Coordinator) -> Gathered:
         next_use[t] = last.get(order[t].key, m)
         last[order[t].key] = t
     small = {mod.key: mod for mod in order if mod.numel <= c.persistence}
-    order = tuple(Module(mod.key, mod.numel, 0) if mod.key in small else mod for mod in order)
+    order = tuple(replace(mod, nbytes=0) if mod.key in small else mod for mod in order)
     held: dict[int, Module] = {}
-    live_bytes = live_numel = 0
+    taken_until: dict[int, int] = {}  # per parameter, the latest use the prefetcher took off the trace
+    queue = 0  # the next trace position the prefetcher has not taken
+    live = [0, 0]  # gathered bytes, elements
+
+    def gather(mod: Module) -> int:
+        if not mod.nbytes or mod.key in held:
+            return 0
+        held[mod.key] = mod
+        live[0] += mod.nbytes
+        live[1] += mod.numel
+        return mod.numel
+
     peaks = [0, 0]
     peak_elements = 0
     for t, mod in enumerate(order):
-        if mod.nbytes and mod.key not in held:
-            held[mod.key] = mod
-            live_bytes += mod.nbytes
-            live_numel += mod.numel
-        extra_bytes, extra_numel = _prefetch(order, t, held, min(c.prefetch, c.max_live - live_numel))
+        gather(mod)
+        queue = max(queue, t + 1)
+        for _ in range(mod.calls if c.prefetch > 0 else 0):
+            budget, taken = min(c.prefetch, c.max_live - live[1]), 0
+            while queue < m and taken < budget:
+                taken_until[order[queue].key] = queue
+                taken += gather(order[queue])
+                queue += 1
         phase = 0 if t < n_forward else 1
-        peaks[phase] = max(peaks[phase], live_bytes + extra_bytes)
+        peaks[phase] = max(peaks[phase], live[0])
         if phase == 0:
-            peak_elements = max(peak_elements, live_numel + extra_numel)
+            peak_elements = max(peak_elements, live[1])
         reused = next_use[t] < m and prefix[next_use[t]] - prefix[t + 1] < c.reuse
-        if not reused and mod.key in held:
+        if not reused and taken_until.get(mod.key, -1) <= t and mod.key in held:
             del held[mod.key]
-            live_bytes -= mod.nbytes
-            live_numel -= mod.numel
+            live[0] -= mod.nbytes
+            live[1] -= mod.numel
     persistent = sum(mod.nbytes for mod in small.values()), sum(mod.numel for mod in small.values())
     return Gathered(peaks[0], peaks[1], peak_elements, *persistent)
-
-
-def _prefetch(order: tuple[Module, ...], t: int, held: dict[int, Module], budget: int) -> tuple[int, int]:
-    """Bytes and elements the prefetcher has in flight after the fetch at ``t``: the next modules not yet
-    gathered, taken while fewer than ``budget`` elements are on their way (the last one may overshoot)."""
-    numel = nbytes = 0
-    seen: set[int] = set()
-    for mod in order[t + 1 :]:
-        if numel >= budget:
-            break
-        if mod.nbytes and mod.key not in held and mod.key not in seen:
-            seen.add(mod.key)
-            numel += mod.numel
-            nbytes += mod.nbytes
-    return nbytes, numel
 
 
 def persistent_vectors(shape: ModelShape, threshold: int) -> int:
@@ -206,7 +214,8 @@ def model_segments(
     make = module_of
     linear = linear_of or (lambda key, out, inp: make(key, out * inp))
     keys = iter(range(3, 1 << 62))
-    emb = [make(0, shape.vocab * shape.embed_width)]
+    word = make(0, shape.vocab * shape.embed_width)
+    emb = [replace(word, calls=1 + MODEL_CALLS)]
     if shape.positions:
         emb.append(make(2, (shape.positions + shape.position_offset) * shape.hidden))
     embed = Segment(tuple(emb), in_backward=embeddings_in_backward)
@@ -216,16 +225,36 @@ def model_segments(
         for _ in range(n):
             mats = block_matrices(shape, cross)
             mods = [linear(next(keys), o, i) for o, i in mats] or [make(next(keys), layer_params(shape, cross))]
-            out.append(Segment(tuple(mods), recomputed=checkpointing))
-        return out
+            out.append(Segment(_with_block_calls(mods, len(mats) - (3 if shape.gated else 2))))
+        return [replace(seg, recomputed=checkpointing) for seg in out]
 
     segments = [embed, *blocks(shape.layers, False)]
     if shape.architecture is Architecture.encoder_decoder:
         segments += [Segment((emb[0],), in_backward=embeddings_in_backward), *blocks(shape.decoder_layers, True)]
     if has_vocab_head(shape):
-        tied = shape.tie_embeddings
-        segments.append(Segment((emb[0] if tied else make(1, shape.vocab * shape.embed_width),)))
+        head = word if shape.tie_embeddings else make(1, shape.vocab * shape.embed_width)
+        segments.append(Segment((replace(head, calls=1 + HEAD_CALLS),)))
     return tuple(segments)
+
+
+#: Weightless module calls DeepSpeed's hooks see besides the weight matrices (each a prefetch round), as
+#: the transformers models are built: the model and its layer stack before the embedding; per block the
+#: block, its attention and MLP modules, two norms and the activation; the final norm before the head.
+#: Dropout modules (BERT, GPT-2, BLOOM) and adapter modules add more; they are not counted.
+MODEL_CALLS = 2
+BLOCK_ATTENTION_CALLS = 3  # the block, its first norm, the attention module: before the first projection
+BLOCK_MLP_CALLS = 2  # the second norm and the MLP module: before the MLP's first matrix
+ACTIVATION_CALLS = 1  # the activation: before the MLP's last matrix
+HEAD_CALLS = 1
+
+
+def _with_block_calls(mods: list[Module], mlp_first: int) -> tuple[Module, ...]:
+    """A block's modules with the weightless calls placed where they run (``mlp_first``: the index of the
+    MLP's first matrix; a block without a plain layout is one module with all of them)."""
+    if len(mods) == 1:
+        return (replace(mods[0], calls=1 + BLOCK_ATTENTION_CALLS + BLOCK_MLP_CALLS + ACTIVATION_CALLS),)
+    extra = {0: BLOCK_ATTENTION_CALLS, mlp_first: BLOCK_MLP_CALLS, len(mods) - 1: ACTIVATION_CALLS}
+    return tuple(replace(mod, calls=1 + extra.get(i, 0)) for i, mod in enumerate(mods))
 
 
 def packed_numel(out: int, inp: int, storage: int) -> int:
