@@ -34,8 +34,6 @@ EXPRESSIBLE_PCT = 85.0
 
 #: Kinds that do not meet the bar yet, and why (the mechanisms the estimate does not model).
 KNOWN_GAPS = {
-    "inference_forward": "BERT fp16 forward tables (2024) do not state the head; the estimate with a "
-    "masked-LM head is 17-34 % low",
     "training_lora": "bloomz-7b1 LoRA (PEFT README, 2022) measured 2.7 % above the estimate at the example "
     "scripts' 64 tokens, their loop's kept outputs counted (the README's GB/GiB reading is itself uncertain "
     "by up to 6.9 %); with DeepSpeed ZeRO-3 CPU offload on one GPU, bloomz-7b1 28 % and mt0-xxl 14 % low: "
