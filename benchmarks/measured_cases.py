@@ -28,6 +28,8 @@ V100_CONTEXT = 1343 * MiB
 #: The HF SDPA generation tables do not state the number of new tokens; the peak is the prefill's
 #: full-vocabulary logits, which the new tokens' KV cache barely moves (about 0.2 MB per token here).
 SDPA_NEW_TOKENS = 100
+#: New tokens of the BERT generation table (inferred: see _sdpa_table).
+BERT_NEW_TOKENS = 128
 #: PEFT's 2022 example scripts (twitter_complaints) pad to at most 64 tokens (``max_length = 64``).
 PEFT_EXAMPLE_SEQ = 64
 #: Their seq2seq script (examples/conditional_generation/peft_lora_seq2seq_accelerate_ds_zero3_offload.py)
@@ -100,9 +102,6 @@ NOT_EXPRESSIBLE = {
     "-longprompt-": "the prompt length is not stated (only the eager/flash difference is usable)",
     "accelerate-bmi-GPT-NeoX-20B-float32": "weights also offloaded to disk, by an amount the source does not state",
     "accelerate-bmi-OPT-30B-float32": "weights also offloaded to disk, by an amount the source does not state",
-    # a per-token latency of 5-6 ms at every batch and length is one whole forward per generated token
-    "hf-sdpa-bert-base-infer-": "BertForMaskedLM.generate (one whole forward per new token, no KV cache; "
-    "benchmarks/tracer_bert_generate.py): generation without a KV cache is not modelled",
 }
 
 
@@ -201,8 +200,8 @@ SDPA_RELEASES = {"bert": "4.41.0", "gpt-neox": "4.42.0", "opt": "4.44.0"}
 def _sdpa_table(record: dict[str, Any]) -> Case:
     """HF SDPA benchmark tables (transformers model docs, 2024): fp16 weights; training is forward +
     ``logits.sum().backward()`` without an optimizer or a loss (``cross_entropy: none``; ``model.train()``:
-    dropout on); generation is ``generate`` after a ``seq_len``-token prompt (BERT's inference table too,
-    which is not expressible: see NOT_EXPRESSIBLE)."""
+    dropout on); generation is ``generate`` after a ``seq_len``-token prompt, BERT's inference table too
+    (a masked LM generating without a KV cache)."""
     w, m = record["workload"], record["model"]
     preset = {"opt": "opt-350m", "gpt-neox": "pythia-410m", "bert": "bert-base-uncased"}[m["arch"]]
     model: dict[str, Any] = {"preset": preset}
@@ -218,6 +217,23 @@ def _sdpa_table(record: dict[str, Any]) -> Case:
     if m["arch"] == "bert":
         model["head"] = "lm"
         inferred.append("head: BertForMaskedLM (not stated)")
+    if w["mode"] == "forward":
+        # BERT's "inference" table: a per-token latency of 5-6 ms at every batch and length is one whole
+        # forward per generated token, so it ran ``generate`` (benchmarks/tracer_bert_generate.py)
+        workload |= {
+            "mode": "inference",
+            "prompt_len": w["seq_len"],
+            "max_new_tokens": BERT_NEW_TOKENS,
+            "use_cache": False,
+            "runtime": "hf",
+        }
+        inferred += [
+            "generate on BertForMaskedLM without a KV cache (the table's per-token latency: one forward per token)",
+            f"max_new_tokens {BERT_NEW_TOKENS} (not stated: the table grows by 16.0 MB per sequence, two fp16 "
+            f"logits of {BERT_NEW_TOKENS} positions)",
+        ]
+        spec = {"name": record["id"], "model": model, "workload": workload}
+        return Case(spec, ALLOCATED, inferred, hopper_or_newer=False)
     if w["mode"] == "fwd_bwd":
         # the script binds ``outputs = model(**inputs)``: the previous step's logits and KV cache stay alive
         # through the next forward (keep_outputs)

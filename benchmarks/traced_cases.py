@@ -1,6 +1,7 @@
 """What the scripts that run the shared tracer's step with a change of their own share (``tracer_sac.py``,
 ``tracer_zero_grad.py``): the ``--cases`` mode (trace every case again, print the data file's JSON) and
-SiLU's single-kernel backward for every model the tracer builds."""
+SiLU's single-kernel backward for every model the tracer builds; and the tracker of the scripts that run
+their own loop (``tracer_bert_generate.py``, ``tracer_generate_nocache.py``)."""
 
 from __future__ import annotations
 
@@ -50,3 +51,22 @@ def native_silu_everywhere() -> None:
 
     build_native.native_silu = True  # type: ignore[attr-defined]
     models.build = build_native
+
+
+def a100_tracker(model: Any, *inputs: Any) -> Any:
+    """The shared tracer's ``StorageTracker`` with the modelled cuBLAS workspace of an A100 (8.125 MiB per
+    handle) and the attention kernels' transients, ``model``'s parameters and ``inputs`` registered. Call it
+    after ``fakecuda.enable()`` with the tracer's folder on ``sys.path``."""
+    import memtrack  # type: ignore[import-not-found]
+    import workspace  # type: ignore[import-not-found]
+
+    tracker = memtrack.StorageTracker(
+        device_type="cuda",
+        block=512,
+        workspace_fn=workspace.make_workspace_fn(),
+        persistent_fn=workspace.make_persistent_fn("a100"),
+    )
+    tracker.register_module(model)
+    for tensor in inputs:
+        tracker.register(tensor, "input")
+    return tracker

@@ -33,6 +33,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import traced_cases
+
 TRACER = Path(__file__).resolve().parent.parent.parent / "shared" / "calibration" / "tracer"
 #: The cuBLAS workspace of one handle before Hopper (ATen CublasHandlePool.cpp: ":4096:2:16:8").
 CUBLAS_WORKSPACE = 4096 * 1024 * 2 + 16 * 1024 * 8
@@ -53,12 +55,10 @@ def trace(batch: int, prompt: int, new_tokens: int, loop: str) -> int:
     import fakecuda  # type: ignore[import-not-found]
 
     fakecuda.enable()
-    import memtrack  # type: ignore[import-not-found]
     import models  # type: ignore[import-not-found]
     import sdpa_cuda  # type: ignore[import-not-found]
     import torch
     import transformers as T
-    import workspace  # type: ignore[import-not-found]
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     models._patch_trunc_normal()
@@ -76,15 +76,7 @@ def trace(batch: int, prompt: int, new_tokens: int, loop: str) -> int:
         with torch.device("cuda"):
             ids = torch.randint(0, 5, (batch, prompt))
             mask = torch.ones(batch, prompt)
-        tracker = memtrack.StorageTracker(
-            device_type="cuda",
-            block=512,
-            workspace_fn=workspace.make_workspace_fn(),
-            persistent_fn=workspace.make_persistent_fn("a100"),
-        )
-        tracker.register_module(model)
-        tracker.register(ids, "input")
-        tracker.register(mask, "input")
+        tracker = traced_cases.a100_tracker(model, ids, mask)
         model.eval()
 
         def generate() -> Any:

@@ -24,7 +24,11 @@ of the released wheels):
   (``logits = logits.float()``, until 4.46); GPT-NeoX, OPT and GPT-2 return them at the model dtype.
   ``_sample`` then took the last position: a view (up to 4.41) or ``[:, -1, :].clone()`` (4.42-4.44),
   small; 4.45 and 4.46 wrote ``outputs.logits.clone()[:, -1, :].float()``: a full copy of the prompt's
-  logits, alive next to them; 4.47 went back to ``[:, -1, :].clone().float()``.
+  logits, alive next to them; 4.47 went back to ``[:, -1, :].clone().float()``. Up to 4.41 ``_sample``
+  kept each step's ``outputs`` until the next forward had returned (``del outputs`` from 4.42).
+* **Masked-LM generation**: before 4.50 a class that overrides ``prepare_inputs_for_generation``, as
+  ``BertForMaskedLM`` does (it appends a pad position to predict), can ``generate``; 4.50 stopped
+  ``PreTrainedModel`` inheriting ``GenerationMixin``.
 
 * **KV cache returned while training** (``workload.keep_outputs``): decoder LMs return ``past_key_values``
   whenever ``use_cache`` is on (the configs' default) and gradient checkpointing is off. Up to 4.55 the
@@ -84,6 +88,11 @@ OWN_HEAD_MAJOR_UNTIL = {"opt": (4, 56, 0), "gpt_neox": (4, 49, 0)}
 CACHE_COPIED = (4, 56, 0)
 #: First release whose GPT-NeoX rotary embedding returns cos/sin at the activations' dtype.
 GPT_NEOX_FP32_ROTARY_REMOVED = (4, 49, 0)
+#: First release whose ``_sample`` deletes a step's outputs before the next forward (``del outputs``).
+STEP_OUTPUTS_DELETED = (4, 42, 0)
+#: First release in which a model that overrides only ``prepare_inputs_for_generation`` (BertForMaskedLM)
+#: can no longer ``generate``: ``PreTrainedModel`` stopped inheriting ``GenerationMixin``.
+MASKED_LM_GENERATE_REMOVED = (4, 50, 0)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -116,6 +125,10 @@ class HfRelease:
     cache_copied: bool = True
     #: GPT-NeoX before 4.49: the rotary embedding runs in fp32, so the key is an fp32 tensor.
     fp32_rotary_key: bool = False
+    #: Generation up to 4.41: ``_sample`` keeps a step's outputs (its logits) until the next forward returns.
+    step_outputs_kept: bool = False
+    #: Before 4.50 a masked-LM head (BertForMaskedLM) can ``generate``, one whole forward per new token.
+    masked_lm_generates: bool = False
 
 
 def resolve(
@@ -151,6 +164,8 @@ def resolve(
         or key < OWN_HEAD_MAJOR_UNTIL.get(model_type, (0, 0, 0)),
         cache_copied=key >= CACHE_COPIED,
         fp32_rotary_key=model_type == "gpt_neox" and key < GPT_NEOX_FP32_ROTARY_REMOVED,
+        step_outputs_kept=key < STEP_OUTPUTS_DELETED,
+        masked_lm_generates=key < MASKED_LM_GENERATE_REMOVED,
     )
 
 

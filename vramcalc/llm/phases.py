@@ -33,6 +33,7 @@ from vramcalc.llm import (
     moe,
     peft_methods,
     quantization,
+    recompute,
     vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
@@ -112,6 +113,8 @@ def llm_phases(
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
         return moe_training_phases(work, base, notes), details
     if is_generation(wl) and runs_llamacpp(wl):
+        if recompute.is_recompute(wl):
+            raise SpecError("workload.use_cache: false generates with transformers; llama.cpp caches")
         return llamacpp_phases(spec, shape, n_params, base, details, notes)
     return inference_phases(spec, shape, tk, dt, base, details, notes, card)
 
@@ -154,6 +157,10 @@ def inference_phases(
         return {"forward": forward}, replace(
             details, kv_cache_bytes=kv, kv_cache_bytes_per_token=per_token, kv_block_size=1, context_tokens=wl.seq_len
         )
+    if recompute.is_recompute(wl):  # generation without a KV cache: one phase, the last step
+        comps, tokens, context = recompute.phase(shape, wl, dt, notes)
+        step = {**base, **comps, "temporaries": _dequant(spec, shape, wl.batch_size * tokens, dt)}
+        return {"generate": step}, replace(details, kv_cache_bytes=0, context_tokens=context)
     gen = generation.resolve(shape, wl, dt.compute, notes)
     cross = gen.batch * kvcache.cross_attention_bytes(shape, gen.prompt, gen.kv_dtype, dt.compute)
     prefill = {**base, **generation.prefill_phase(shape, gen, dt, attention)}

@@ -51,6 +51,7 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     from vramcalc.llm.kvcache import self_attention_layers
     from vramcalc.llm.llamacpp import bytes_per_token
     from vramcalc.spec.load import load_spec_arg
+    from vramcalc.spec.models import is_generation
 
     found = None
     if isinstance(path, str | Path):
@@ -74,6 +75,8 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     else:
         if shape.architecture is Architecture.encoder:
             notes.append("encoder-only model: no KV cache (it does not decode token by token)")
+        elif workload.use_cache is False and is_generation(workload):
+            notes.append(NO_CACHE_NOTE)
         else:
             # the KV cache's own bytes per token: MLA's latent, the spec's kv_cache_dtype (vramcalc/llm/kvcache.py),
             # or llama.cpp's cache_type_k / cache_type_v for a spec that runs in llama.cpp (vramcalc/llm/llamacpp.py)
@@ -133,6 +136,11 @@ def split_flags(found: Weights, tensor: int) -> Weights:
     )
 
 
+#: ``use_cache: false`` generation: no cache is read, and each token is a whole forward.
+NO_CACHE_NOTE = (
+    "use_cache: false: no KV cache is read; every new token runs the whole sequence again, so a step takes "
+    "longer than this weight-streaming bound"
+)
 #: What ``bandwidth`` leaves out with several GPUs.
 TP_NOTE = (
     "tensor parallel: each GPU streams its share of the weights and KV cache per decode step; the two "
@@ -159,6 +167,7 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     from vramcalc.engine import estimate
     from vramcalc.llm.kvcache import shape_bytes_per_token
     from vramcalc.parallel.serving import rank_shape
+    from vramcalc.spec.models import is_generation
 
     result = estimate(spec)
     ranked = result.parallel
@@ -167,7 +176,9 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     wl = spec.workload
     notes = [found] if found else []
     per_token = None
-    if wl.mode is Mode.inference:
+    if wl.mode is Mode.inference and wl.use_cache is False and is_generation(wl):
+        notes.append(NO_CACHE_NOTE)
+    elif wl.mode is Mode.inference:
         shape, _ = resolve_model(spec.model, wl)
         kv_dtype = wl.kv_cache_dtype or KvCacheDtype.auto
         per_token = shape_bytes_per_token(rank_shape(shape, t), kv_dtype, DTYPES[wl.precision].compute)

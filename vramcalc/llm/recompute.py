@@ -1,0 +1,84 @@
+"""Generation without a KV cache: ``use_cache: false`` with ``prompt_len`` / ``max_new_tokens`` (int bytes).
+
+``generate(..., use_cache=False)`` runs the whole sequence again for every new token and keeps nothing
+between steps but the token ids. The peak is the last step: a no-grad forward over the prompt and every
+generated token but the last (``prompt_len + max_new_tokens - 1`` positions; a masked-LM head appends a
+pad position to predict, one more), with
+
+* the step's logits as ``generate`` asks for them: the last position's where the model's ``forward``
+  takes ``logits_to_keep`` (today's releases; a pinned one follows :mod:`vramcalc.core.hf_release`),
+  else every position's, and the sampled position's fp32 copy;
+* the previous step's logits as well where the pinned release's ``_sample`` kept a step's outputs until
+  the next forward returned (up to 4.41).
+
+A masked-LM encoder (``BertForMaskedLM``, ``head: lm``) generates this way only under a pinned
+transformers release before 4.50. Runtimes with a cache of their own (vLLM, llama.cpp) and
+encoder-decoder models are refused. The phase is ``generate``.
+"""
+
+from __future__ import annotations
+
+from vramcalc.choices import Architecture, Head, Runtime
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
+from vramcalc.llm import generation
+from vramcalc.spec.models import Workload
+
+
+def is_recompute(wl: Workload) -> bool:
+    """Whether the spec generates without a KV cache."""
+    return wl.use_cache is False
+
+
+def check(shape: ModelShape, wl: Workload) -> None:
+    """Refuse what generation without a cache does not cover, naming the key."""
+    if wl.runtime not in (None, Runtime.hf, Runtime.hf_legacy):
+        raise SpecError(f"workload.use_cache: false generates with transformers; runtime {wl.runtime.value} caches")
+    if wl.kv_cache_dtype is not None or wl.kv_block_size is not None:
+        key = "kv_cache_dtype" if wl.kv_cache_dtype is not None else "kv_block_size"
+        raise SpecError(f"workload.{key}: there is no KV cache with use_cache: false")
+    if shape.architecture is Architecture.encoder_decoder:
+        raise SpecError("workload.use_cache: false generation of an encoder-decoder model is not modelled")
+    if shape.architecture is Architecture.encoder:
+        release = shape.hf_release
+        if shape.head is not Head.lm or release is None or not release.masked_lm_generates:
+            raise SpecError(
+                "workload.prompt_len: an encoder-only model generates only as a masked LM (head: lm) under "
+                "transformers before 4.50 (versions: {transformers: ...})"
+            )
+
+
+def positions(shape: ModelShape, wl: Workload) -> tuple[int, int, int]:
+    """(prompt, tokens of the last step's forward, context) per sequence."""
+    context = wl.seq_len or 0
+    prompt = wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)
+    new = (wl.max_new_tokens if wl.max_new_tokens is not None else context - prompt) or 0
+    last = prompt + max(new, 1) - 1
+    return prompt, last + (1 if shape.architecture is Architecture.encoder else 0), prompt + new
+
+
+def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> tuple[dict[str, int], int, int]:
+    """Components of the last step beyond weights and workspace, its tokens per sequence and the context."""
+    check(shape, wl)
+    batch = wl.batch_size
+    prompt, tokens, context = positions(shape, wl)
+    if prompt < 1:
+        raise SpecError("workload.prompt_len: generation needs a prompt of at least one token")
+    tk = act.Tokens(batch=batch, seq=tokens, target=tokens)
+    out = batch * tokens
+    release = shape.hf_release
+    if release is None:
+        head = generation.head_bytes(shape, out, batch, dt, fp32_copy=True)
+    else:
+        head = generation.release_head_bytes(shape, out, batch, dt)
+    held = 0
+    if release is not None and release.step_outputs_kept and shape.head is Head.lm:
+        held = (batch * (tokens - 1) if release.all_prompt_logits else batch) * shape.vocab * dt.compute
+        notes.append("generate: the previous step's logits stay allocated through the next forward (up to 4.41)")
+    notes.append(f"use_cache: false: every new token runs the whole sequence again; the last step {tokens} positions")
+    comps = {
+        "activations": generation.prefill_transient(shape, tk, dt, wl.attention, head) + held,
+        "inputs": generation.ids_bytes(out),
+    }
+    return comps, tokens, context
