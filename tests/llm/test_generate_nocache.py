@@ -108,3 +108,15 @@ def test_bandwidth_reads_no_cache(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "use_cache: false: no KV cache is read" in " ".join(result.output.split())
     assert "bytes per token" not in result.output  # the KV line of a cached generation
+
+
+def test_hf_legacy_returns_and_keeps_every_positions_fp32_logits() -> None:
+    # runtime hf-legacy (transformers before 4.36): the step returns every position's logits, upcast to fp32
+    # in forward (2 + 4 B each while both exist), and the previous step's fp32 logits are still allocated.
+    # GPT-2 (vocabulary 50,257, hidden 768), batch 1, prompt 32: one more new token adds one position to the
+    # last step: a row of logits at 2 + 4 B, a previous-step row at 4 B, and the final hidden states in and
+    # out of the last norm (2 x 768 x 2 B): 50,257 x 10 + 3,072 = 505,642 B
+    wl = {"batch_size": 1, "prompt_len": 32, "precision": "fp16", "runtime": "hf-legacy"}
+    four = run({"preset": "gpt2"}, **wl, max_new_tokens=4)
+    five = run({"preset": "gpt2"}, **wl, max_new_tokens=5)
+    assert five.peak_allocated_bytes - four.peak_allocated_bytes == 50_257 * 10 + 2 * 768 * 2

@@ -9,7 +9,9 @@ pad position to predict, one more), with
   takes ``logits_to_keep`` (today's releases; a pinned one follows :mod:`vramcalc.core.hf_release`),
   else every position's, and the sampled position's fp32 copy;
 * the previous step's logits as well where the pinned release's ``_sample`` kept a step's outputs until
-  the next forward returned (up to 4.41).
+  the next forward returned (up to 4.41);
+* ``runtime: hf-legacy`` without a pinned release: every position's logits, upcast to fp32, and the
+  previous step's kept (transformers before 4.36).
 
 A masked-LM encoder (``BertForMaskedLM``, ``head: lm``) generates this way only under a pinned
 transformers release before 4.50. Runtimes with a cache of their own (vLLM, llama.cpp) and
@@ -24,6 +26,8 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import generation
 from vramcalc.spec.models import Workload
+
+FP32 = 4
 
 
 def is_recompute(wl: Workload) -> bool:
@@ -68,13 +72,17 @@ def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> 
     tk = act.Tokens(batch=batch, seq=tokens, target=tokens)
     out = batch * tokens
     release = shape.hf_release
+    legacy = release is None and wl.runtime is Runtime.hf_legacy  # every position's logits, upcast to fp32
     if release is None:
-        head = generation.head_bytes(shape, out, batch, dt, fp32_copy=True)
+        head = generation.head_bytes(shape, out, out if legacy else batch, dt, fp32_copy=True)
+        kept, every, returned = legacy, legacy, FP32
     else:
         head = generation.release_head_bytes(shape, out, batch, dt)
+        kept, every = release.step_outputs_kept, release.all_prompt_logits
+        returned = FP32 if release.logits_upcast else dt.compute
     held = 0
-    if release is not None and release.step_outputs_kept and shape.head is Head.lm:
-        held = (batch * (tokens - 1) if release.all_prompt_logits else batch) * shape.vocab * dt.compute
+    if kept and shape.head is Head.lm:
+        held = (batch * (tokens - 1) if every else batch) * shape.vocab * returned
         notes.append("generate: the previous step's logits stay allocated through the next forward (up to 4.41)")
     notes.append(f"use_cache: false: every new token runs the whole sequence again; the last step {tokens} positions")
     comps = {
