@@ -32,6 +32,7 @@ DATA = Path(__file__).resolve().parent / "data" / "tracer_generate_nocache.json"
 CASES = {
     "llama-l2-h256-b2-p60-n8-bf16-sdpa": "--batch 2 --prompt 60 --new 8 --dtype bf16 --attn sdpa",
     "llama-l2-h256-b4-p200-n24-fp16-sdpa": "--batch 4 --prompt 200 --new 24 --dtype fp16 --attn sdpa",
+    "llama-l2-h256-b4-p200-n24-fp16-eager": "--batch 4 --prompt 200 --new 24 --dtype fp16 --attn eager",
 }
 #: The model: Llama-shaped, GQA, tied embeddings off.
 CONFIG = {

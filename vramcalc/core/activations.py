@@ -11,9 +11,8 @@ The allocator-level truth these formulas were checked against is ``shared/calibr
 Sweeps run these formulas once on a symbolic batch size (:mod:`vramcalc.core.symbolic`), so a maximum of
 batch-dependent values is written ``maximum(...)``, never ``max(...)`` (which would compare them).
 
-Notation: ``T`` tokens (batch x sequence), ``h`` hidden, ``f`` ffn width, ``e`` bytes of the
-parameter dtype, ``c`` bytes of the compute dtype (2 under autocast), ``r`` bytes of the residual
-stream (4 under autocast: it stays fp32 because the parameters and norms are fp32).
+Notation: ``T`` tokens (batch x sequence), ``h`` hidden, ``f`` ffn width; ``e``, ``c``, ``r`` bytes of the
+parameter, compute (2 under autocast) and residual dtypes (4 under autocast: parameters and norms stay fp32).
 """
 
 from __future__ import annotations
@@ -370,9 +369,9 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
 
     Inside a block: the embedding output (the HF model's ``forward`` keeps a reference to it for the
     whole encoder), the block input, the norm output, and either Q/K/V and the attention output (eager
-    adds the heads x seq^2 scores and their softmax) or, in the MLP, the attention residual sum and the
-    ffn-wide intermediates. At the head: logits for every position (as ``model(**batch)`` returns
-    them) plus the hidden state (and the MLM transform). T5: :func:`vramcalc.core.t5.inference_block_bytes`.
+    adds the heads x seq^2 scores, their softmax and its cast back from fp32, and K/V expanded to every
+    head under GQA) or, in the MLP, the attention residual sum and the ffn-wide intermediates. At the head:
+    logits for every position plus the hidden state (and the MLM transform). T5: ``t5.inference_block_bytes``.
     """
     c = dt.compute
     head = 0
@@ -388,8 +387,9 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     norm_out = FP32 if dt.amp else c
     attn = n_tok * (2 * shape.q_width + 2 * shape.kv_width) * c
     if attention is Attention.eager:
-        seq = max(tk.seq, tk.target)
-        attn += tk.batch * shape.heads * seq * seq * (c + (FP32 if dt.amp or _softmax_upcast(shape) else c))
+        seq = max(tk.seq, tk.target)  # masked scores + softmax (an fp32 one cast back while both are alive)
+        attn += tk.batch * shape.heads * seq * seq * (c + (FP32 + c if dt.amp or _softmax_upcast(shape) else c))
+        attn += 2 * n_tok * shape.q_width * c if shape.kv_heads < shape.heads else 0  # repeat_kv's K and V
     mlp = n_tok * shape.ffn * c * (3 if shape.gated else 2)
     block = maximum(
         n_tok * shape.hidden * (2 * residual + norm_out) + attn,
