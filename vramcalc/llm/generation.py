@@ -64,12 +64,18 @@ class Generation:
     prefill_per_token: int = 0
 
 
+def prompt_and_context(wl: Workload) -> tuple[int, int]:
+    """Tokens per sequence of the prompt and of the whole context (``seq_len``, which the spec fills with
+    ``prompt_len + max_new_tokens``); without ``prompt_len`` the prompt is the context less the new tokens."""
+    context = wl.seq_len or 0
+    return (wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)), context
+
+
 def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str]) -> Generation:
     """Fill the generation defaults (each recorded in ``notes``)."""
     if shape.architecture is Architecture.encoder:
         raise SpecError("workload.prompt_len: an encoder-only model has no KV cache (it does not generate)")
-    context = wl.seq_len or 0
-    prompt = wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)
+    prompt, context = prompt_and_context(wl)
     if wl.prompt_len is None and wl.max_new_tokens is None:
         notes.append(f"prompt_len not given: {prompt} (the whole seq_len is the prompt; largest prefill)")
     runtime = wl.runtime or Runtime.vllm

@@ -27,8 +27,6 @@ from vramcalc.errors import SpecError
 from vramcalc.llm import generation
 from vramcalc.spec.models import Workload
 
-FP32 = 4
-
 
 def is_recompute(wl: Workload) -> bool:
     """Whether the spec generates without a KV cache."""
@@ -55,11 +53,9 @@ def check(shape: ModelShape, wl: Workload) -> None:
 
 def positions(shape: ModelShape, wl: Workload) -> tuple[int, int, int]:
     """(prompt, tokens of the last step's forward, context) per sequence."""
-    context = wl.seq_len or 0
-    prompt = wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)
-    new = (wl.max_new_tokens if wl.max_new_tokens is not None else context - prompt) or 0
-    last = prompt + max(new, 1) - 1
-    return prompt, last + (1 if shape.architecture is Architecture.encoder else 0), prompt + new
+    prompt, context = generation.prompt_and_context(wl)
+    last = prompt + max(context - prompt, 1) - 1
+    return prompt, last + (1 if shape.architecture is Architecture.encoder else 0), context
 
 
 def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> tuple[dict[str, int], int, int]:
@@ -75,11 +71,11 @@ def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> 
     legacy = release is None and wl.runtime is Runtime.hf_legacy  # every position's logits, upcast to fp32
     if release is None:
         head = generation.head_bytes(shape, out, out if legacy else batch, dt, fp32_copy=True)
-        kept, every, returned = legacy, legacy, FP32
+        kept, every, returned = legacy, legacy, act.FP32
     else:
         head = generation.release_head_bytes(shape, out, batch, dt)
         kept, every = release.step_outputs_kept, release.all_prompt_logits
-        returned = FP32 if release.logits_upcast else dt.compute
+        returned = act.FP32 if release.logits_upcast else dt.compute
     held = 0
     if kept and shape.head is Head.lm:
         held = (batch * (tokens - 1) if every else batch) * shape.vocab * returned

@@ -16,8 +16,7 @@ the recomputed forward of each block too), and replays it on every later step:
   uses them again before ``stage3_max_reuse_distance`` elements (default 1e9) of parameters have been
   traversed -- the modules after it, each counted by its parameters' elements, forward and backward --
   or when the prefetcher has already taken a later use of them off the trace (a use it skipped because
-  they were resident);
-  At the end of forward the last modules are used again within twice the elements that follow them
+  they were resident). At the end of forward the last modules are used again within twice the elements that follow them
   (the rest of forward, then the start of backward), so with the defaults the last ~5e8 elements of
   forward stay gathered into backward; a model under 5e8 parameters stays gathered whole;
 * **persistence**: a parameter of at most ``stage3_param_persistence_threshold`` elements (default
