@@ -69,6 +69,18 @@ def model_class(transformers: Any, architectures: list[str]) -> Any:
 
 
 def meta_count(entry: dict[str, Any]) -> int:
+    model = meta_model(entry)
+    count = sum(p.numel() for p in model.parameters())
+    if entry.get("config", {}).get("model_type") == "t5" and entry["config"].get("tie_word_embeddings") is False:
+        # transformers 5 ties T5's LM head to the shared embedding whatever the config says (it reads
+        # tie_word_embeddings: false only as "do not scale the decoder output"), but the T5 v1.1 and
+        # Flan-T5 checkpoints hold their own lm_head (vocab x d_model): counted here.
+        count += model.lm_head.weight.numel()
+    return count
+
+
+def meta_model(entry: dict[str, Any]) -> Any:
+    """The catalog entry's model built by transformers on the meta device."""
     import torch
     import transformers
 
@@ -84,13 +96,7 @@ def meta_count(entry: dict[str, Any]) -> int:
             model_type = fields.pop("model_type")
             config = transformers.AutoConfig.for_model(model_type, **fields)
             model = model_class(transformers, fields.get("architectures") or [])(config)
-    count = sum(p.numel() for p in model.parameters())
-    if entry.get("config", {}).get("model_type") == "t5" and entry["config"].get("tie_word_embeddings") is False:
-        # transformers 5 ties T5's LM head to the shared embedding whatever the config says (it reads
-        # tie_word_embeddings: false only as "do not scale the decoder output"), but the T5 v1.1 and
-        # Flan-T5 checkpoints hold their own lm_head (vocab x d_model): counted here.
-        count += model.lm_head.weight.numel()
-    return count
+    return model
 
 
 def write_counts(counts: dict[str, int], version: str) -> None:

@@ -34,10 +34,6 @@ EXPRESSIBLE_PCT = 85.0
 
 #: Kinds that do not meet the bar yet, and why (the mechanisms the estimate does not model).
 KNOWN_GAPS = {
-    "inference_forward": "BERT's SDPA inference table (2024) ran generate on BertForMaskedLM without a KV cache; "
-    "the estimate is within 0.13 % of the tracer's replay of that loop and 5.2-8.2 % (23-24 MB on every row) "
-    "below the table: a constant the tracer does not count either (allocator block tails on 1.125 MiB "
-    "weights and cuBLASLt's workspace are the candidates)",
     "training_lora": "bloomz-7b1 LoRA (PEFT README, 2022) measured 2.7 % above the estimate at the example "
     "scripts' 64 tokens, their loop's kept outputs counted (the README's GB/GiB reading is itself uncertain "
     "by up to 6.9 %); with DeepSpeed ZeRO-3 CPU offload on one GPU, bloomz-7b1 28 % and mt0-xxl 14 % low: "

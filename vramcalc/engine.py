@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from vramcalc.choices import Architecture, Mode, Precision
+from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
 from vramcalc.core.dense import host_bytes, phase_candidates
 from vramcalc.core.estimate import Estimate, assemble, select_phases
 from vramcalc.core.hf_release import buffer_bytes
@@ -55,6 +56,8 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
         "parameters": work.n_params * work.dtypes.param + buffer_bytes(work.shape.hf_release),
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
+        # whole allocator blocks and 512-byte rounding of the weights as they load (vramcalc/core/allocator.py)
+        "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param) if loads_plain_weights(wl) else 0,
     }
     if not hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")

@@ -35,7 +35,12 @@ def test_masked_lm_generate_matches_the_tracer(row: dict[str, int]) -> None:
     r = run(BERT, batch_size=row["batch"], prompt_len=row["prompt"], max_new_tokens=128, precision="fp16",
             attention="eager", versions={"transformers": "4.41.0"})  # fmt: skip
     assert r.peak_phase == "generate"
-    assert abs(r.peak_allocated_bytes - row["generate_128"]) / row["generate_128"] < 0.002
+    # the tracer sums tensors; the allocator also counts BERT-base's fp16 weights' whole blocks, 7,513,088 B
+    # (worked out by hand in tests/core/test_allocator.py) ...
+    tensors = row["generate_128"] + 7_513_088
+    assert abs(r.peak_allocated_bytes - tensors) / tensors < 0.002
+    # ... and the same trace replayed through the tracer's own allocator model counts every whole block
+    assert abs(r.peak_allocated_bytes - row["generate_128_blocks"]) / row["generate_128_blocks"] < 0.004
 
 
 @pytest.mark.parametrize("case", json.loads((DATA / "tracer_generate_nocache.json").read_text())["cases"].values())

@@ -26,6 +26,8 @@ DEFAULT_ALLOCATOR_RESERVE = 0.12
 
 COMPONENTS = (
     "parameters",
+    # what max_memory_allocated() counts of the weights beyond their bytes (vramcalc/core/allocator.py)
+    "allocator_rounding",
     "gradients",
     "optimizer_states",
     "activations",

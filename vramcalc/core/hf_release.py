@@ -93,6 +93,8 @@ STEP_OUTPUTS_DELETED = (4, 42, 0)
 #: First release in which a model that overrides only ``prepare_inputs_for_generation`` (BertForMaskedLM)
 #: can no longer ``generate``: ``PreTrainedModel`` stopped inheriting ``GenerationMixin``.
 MASKED_LM_GENERATE_REMOVED = (4, 50, 0)
+#: First release storing a MoE layer's experts as 3-D tensors (``MixtralExperts.gate_up_proj``, ...).
+EXPERTS_FUSED = (5, 0, 0)
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
@@ -129,6 +131,9 @@ class HfRelease:
     step_outputs_kept: bool = False
     #: Before 4.50 a masked-LM head (BertForMaskedLM) can ``generate``, one whole forward per new token.
     masked_lm_generates: bool = False
+    #: Before 5.0 every expert is a module of its own (one weight per expert and projection); 5.0 stores
+    #: a layer's experts as one 3-D tensor per projection.
+    experts_per_module: bool = False
 
 
 def resolve(
@@ -166,6 +171,7 @@ def resolve(
         fp32_rotary_key=model_type == "gpt_neox" and key < GPT_NEOX_FP32_ROTARY_REMOVED,
         step_outputs_kept=key < STEP_OUTPUTS_DELETED,
         masked_lm_generates=key < MASKED_LM_GENERATE_REMOVED,
+        experts_per_module=key < EXPERTS_FUSED,
     )
 
 

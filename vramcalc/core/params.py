@@ -221,6 +221,66 @@ def param_tensors(shape: ModelShape) -> tuple[tuple[int, int, int], ...]:
     return tuple(t for t in tensors if t[0] and t[1] and t[2])
 
 
+def load_order(shape: ModelShape) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """The parameter tensors in the order ``from_pretrained`` / ``.to("cuda")`` places them, as groups
+    (element counts of each tensor, how many times the group repeats): embeddings, each block's attention,
+    norms and MLP, the head. Experts are one tensor per projection and layer (transformers 5 stores them
+    so), or one per expert and projection under an older pinned release. Norms and biases not placed
+    are listed last as hidden-wide vectors."""
+    h = shape.hidden
+    if shape.architecture is Architecture.vit:  # the patch convolution's weight and bias, class token, positions
+        first = [patch_conv_params(shape) - h, h, h, h * shape.positions]
+    else:  # token table, OPT's project_in, position and token-type tables
+        first = [shape.vocab * shape.embed_width, h * shape.embedding_dim]
+        first += [n * h for n in (shape.positions + shape.position_offset, shape.type_vocab)]
+    attn = _attention_tensors(shape)
+    if shape.fused_qkv and shape.mla is None:
+        qkv, bias = shape.q_width + 2 * shape.kv_width, shape.has_qkv_bias
+        attn = [(1, qkv, h), (1, qkv * bias, 1), (1, h, shape.q_width), (1, h * shape.has_o_bias, 1)]
+    norms = [(2 if shape.norm is Norm.layernorm else 1, h, 1)] * shape.norms_per_layer
+    block = attn + _attention_norm_tensors(shape) + norms
+    per_expert = shape.hf_release is not None and shape.hf_release.experts_per_module
+    layers = [
+        (block + _load_mlp(shape), shape.layers - moe_layers(shape)),
+        (block + _moe_layer_tensors(shape, per_expert), moe_layers(shape)),
+    ]
+    if shape.architecture is Architecture.encoder_decoder:
+        layers.append((block + attn + norms[:1] + _mlp_tensors(shape, shape.ffn), shape.decoder_layers))
+    last = [h * h] * (shape.pooler + has_mlm_head(shape))  # pooler, MLM transform
+    if has_vocab_head(shape) and not shape.tie_embeddings:
+        last.append(shape.vocab * shape.embed_width)
+    if shape.head is Head.classification or shape.head is Head.token_classification:
+        last.append(shape.num_labels * h)
+    groups = [(tuple(first), 1)]
+    groups += [(tuple(r * c for n, r, c in layer for _ in range(n)), count) for layer, count in layers]
+    groups.append((tuple(last), 1))
+    rest = count_params(shape) - sum(sum(tensors) * count for tensors, count in groups)
+    groups += [((h,), max(rest, 0) // h), ((max(rest, 0) % h,), 1)]
+    return tuple((t, count) for tensors, count in groups if count and (t := tuple(n for n in tensors if n)))
+
+
+def _load_mlp(shape: ModelShape) -> list[tuple[int, int, int]]:
+    """A block's MLP tensors as loaded: a fused QKV model with a gated MLP (Phi-3) fuses gate and up too."""
+    mlp = _mlp_tensors(shape, shape.ffn)
+    return [(1, 2 * shape.ffn, shape.hidden), *mlp[1:]] if shape.fused_qkv and shape.gated else mlp
+
+
+def _moe_layer_tensors(shape: ModelShape, per_expert: bool) -> list[tuple[int, int, int]]:
+    """One MoE layer's router, experts (``per_expert``: each expert's own projections; else one tensor per
+    projection for all experts), shared experts and their gate."""
+    m = shape.moe
+    if m is None:
+        return []
+    if per_expert:
+        experts = [(m.experts * n, r, c) for n, r, c in _mlp_tensors(shape, m.expert_ffn)]
+    else:
+        experts = [(1, m.experts * n * r, c) for n, r, c in _mlp_tensors(shape, m.expert_ffn)]
+    out = [(1, m.experts, shape.hidden), *experts]
+    if m.shared:
+        out += _mlp_tensors(shape, m.shared * m.shared_width)
+    return out + [(1, shape.hidden * m.shared_gate, 1)]
+
+
 def _attention_tensors(shape: ModelShape) -> list[tuple[int, int, int]]:
     h, q, kv = shape.hidden, shape.q_width, shape.kv_width
     if shape.mla is not None:

@@ -77,6 +77,7 @@ Components = dict[str, int]
 #: comes and goes (components the estimator adds later follow, alphabetically).
 STACK_ORDER = (
     "parameters",
+    "allocator_rounding",
     "workspace",
     "inputs",
     "optimizer_states",

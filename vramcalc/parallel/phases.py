@@ -12,12 +12,12 @@ backward; optimizer step), with every component replaced by what one rank holds:
   the reduce dtype is fp32). With pipeline stages FSDP keeps the whole stage unsharded (torchtitan:
   ``reshard_after_forward = not pp_enabled``), as ``shard_grad_op`` does between forward and backward;
 * communication buffers: DeepSpeed's contiguous gradient bucket (``reduce_bucket_size`` 16-bit elements);
-* activations: one TP rank's share (:func:`vramcalc.core.activations.layer_saved_split`: the split part
-  divided by ``tensor``, the replicated part also, along the sequence, under sequence parallelism;
-  Korthikanti et al. 2022, Table 2), ``seq_len / context`` tokens per rank, loss and logits
-  vocabulary-parallel; on the first pipeline stage for as many micro-batches as the schedule keeps in
-  flight: 1F1B ``min(micro_batches, pipeline)``, GPipe ``micro_batches``, interleaved ``pipeline x
-  (1 + (pipeline - 1) / (pipeline x virtual_stages))`` (Megatron-LM theoretical_memory_usage.py);
+* activations: one TP rank's share (:func:`vramcalc.core.activations.layer_saved_split`: the split part divided
+  by ``tensor``, the replicated part also, along the sequence, under sequence parallelism; Korthikanti et al.
+  2022, Table 2), ``seq_len / context`` tokens per rank, loss and logits vocabulary-parallel; on the first
+  pipeline stage for as many micro-batches as the schedule keeps in flight: 1F1B ``min(micro_batches,
+  pipeline)``, GPipe ``micro_batches``, interleaved ``pipeline x (1 + (pipeline - 1) / (pipeline x
+  virtual_stages))`` (Megatron-LM theoretical_memory_usage.py);
 * gradients during the forward pass: Megatron's fp32 gradient buffer lives through the whole step,
   DeepSpeed ZeRO-3 allocates its gradient partitions up front, and with several micro-batches every scheme
   keeps the accumulated gradients (FSDP with pipeline stages unsharded, in the reduce dtype);
@@ -32,6 +32,7 @@ from typing import Any
 
 from vramcalc.choices import Mode, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
+from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
 from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
@@ -141,6 +142,9 @@ def _stage(spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int,
     k = in_flight(plan, stage)
     inputs = input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param)
     base = {"inputs": inputs * (k if stage == "first" else 1), "workspace": workspace_bytes(wl.mode, hopper)}
+    sharded = plan.tensor > 1 or plan.pipeline > 1 or plan.stage == 3 or plan.fsdp is not None or plan.offload_params
+    if not sharded and loads_plain_weights(wl):  # each rank holds every weight whole (vramcalc/core/allocator.py)
+        base["allocator_rounding"] = weights_rounding_bytes(shape, dt.param)
     local = tp_local(shape, plan.tensor)
     if wl.mode is Mode.inference:
         transient = act.inference_transient_bytes(local, tk, dt, wl.attention)

@@ -22,6 +22,7 @@ from typing import Any
 
 from vramcalc.choices import Architecture, Precision
 from vramcalc.core import activations as act
+from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import phase_candidates
 from vramcalc.core.estimate import overhead_terms, phase_total
 from vramcalc.core.shape import ModelShape
@@ -115,6 +116,10 @@ def _symbolic_path(spec: Spec) -> bool:
 def _symbolic_peak(work: ResolvedWorkload, hopper_or_newer: bool) -> Any:
     """The largest moment of the step, every component but the inputs, in a symbolic batch size.
     The inputs are the same tensors in every moment, so leaving them out moves no maximum."""
-    base = {"parameters": work.n_params * work.dtypes.param, "workspace": workspace_bytes(work.mode, hopper_or_newer)}
+    base = {
+        "parameters": work.n_params * work.dtypes.param,
+        "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param),  # a plain dense model
+        "workspace": workspace_bytes(work.mode, hopper_or_newer),
+    }
     candidates = phase_candidates(work.at_batch(Poly.batch()), base)
     return maximum(*(phase_total(moment) for moments in candidates.values() for moment in moments))

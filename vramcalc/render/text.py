@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 LABELS = {
     "parameters": "parameters",
+    "allocator_rounding": "allocator rounding",
     "gradients": "gradients",
     "optimizer_states": "optimizer states",
     "activations": "activations",
