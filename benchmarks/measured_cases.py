@@ -96,7 +96,6 @@ UNMEASURED_CONTEXT = "NVML used on a stack whose CUDA context is not measured: a
 WHOLE_RUN_RESERVED = "reserved peak of a whole run (evaluation included) with variable-length batches"
 
 NOT_EXPRESSIBLE = {
-    "peft-mc-lora--llama-3.2-3B-rank32-lorafa": "LoRA-FA (frozen A matrices, a PEFT optimizer) is not a spec key",
     "peft-readme-sd14-": "latent diffusion (a UNet, a VAE and a text encoder) is not a model family",
     "hf-perf-bert-large-load-context-only": "the CUDA context alone: the context the V100 cases use as input",
     "-longprompt-": "the prompt length is not stated (only the eager/flash difference is usable)",
@@ -420,6 +419,8 @@ def _peft_method_comparison(record: dict[str, Any]) -> Case:
     if "lora" in w:
         lora = w["lora"]
         workload["adapter"] = {"rank": lora["rank"], "targets": lora["targets"], "alpha": lora.get("alpha")}
+        if w.get("optimizer") == "lora-fa":  # PEFT's create_lorafa_optimizer: lora_A frozen, AdamW on lora_B
+            workload["adapter"]["type"] = "lora_fa"
     if "peft" in w:
         workload["adapter"], more = _peft_adapter(w["peft"], record["model"]["hidden_size"])
         inferred += more

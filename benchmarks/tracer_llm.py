@@ -11,7 +11,10 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   (``PromptTuningConfig``), ``prefix_tuning:n=20[,projection=1,encoder=H]`` (``PrefixTuningConfig``)
   ``ln_tuning`` (``LNTuningConfig``, PEFT's per-family norms unless ``targets=``), ``vera:r=256``
   (``VeraConfig``), ``loha:r=8`` (``LoHaConfig``, alpha = r) and ``adalora:init=12,target=8``
-  (``AdaLoraConfig``, ``total_step=1000``);
+  (``AdaLoraConfig``, ``total_step=1000``), ``lorafa:r=16,targets=q_proj+v_proj`` (LoRA-FA: a plain
+  ``LoraConfig`` as ``--lora``, alpha 2 x r, dropout from ``--lora-dropout``; the step's optimizer is the one of
+  ``peft.optimizers.create_lorafa_optimizer``, which freezes every lora_A, in place of the tracer's AdamW;
+  needs ``--optimizer adamw``);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
@@ -120,6 +123,9 @@ def peft_config(spec: str, dropout: float):  # type: ignore[no-untyped-def]
     if method == "loha":
         rank = int(kw.get("r", "8"))
         return peft.LoHaConfig(r=rank, alpha=rank, target_modules=names, task_type=task)
+    if method == "lorafa":  # a plain LoRA (as --lora); the LoRA-FA part is the optimizer, see lorafa_optimizer
+        rank = int(kw.get("r", "16"))
+        return peft.LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=names, lora_dropout=dropout)
     if method == "adalora":
         init, target = int(kw.get("init", "12")), int(kw.get("target", "8"))
         return peft.AdaLoraConfig(
@@ -183,6 +189,31 @@ def with_peft(model, spec: str, dropout: float):  # type: ignore[no-untyped-def]
         torch.set_default_dtype(default)
 
 
+def lorafa_optimizer(model, spec: str):  # type: ignore[no-untyped-def]
+    """``peft.optimizers.create_lorafa_optimizer(model, r, lora_alpha=2 x r, lr)`` for ``--peft lorafa:...``:
+    freezes every lora_A (``requires_grad_(False)``, before the tracer hooks the gradients) and returns PEFT's
+    ``LoraFAOptimizer`` (AdamW-hf on lora_B only: ``exp_avg_B``/``exp_avg_sq_B``, gradient projected with
+    ``(A A^T + 1e-8 I)^+`` under ``autocast(bf16)``). lr and weight decay as the tracer's AdamW (1e-4, 0.01;
+    the decay is an in-place ``add_``, no memory).
+
+    Two answers of the CPU-only build are replaced by what a CUDA machine gives, nothing else:
+    ``infer_device()`` says "cpu" here (``torch.cuda.is_available()`` is False), and the step's
+    ``autocast(device_type="cpu")`` would then leave the fake CUDA matmul ``grad_B @ AA_T_inv`` in fp32
+    (no bf16 casts, no fp32 copy back); on a GPU it is "cuda". ``is_bf16_available()`` is what an sm80+ GPU
+    answers (True; the CPU build's fall-through answers True too). ``torch.eye(r)`` (a CPU tensor, moved with
+    ``.to(A.device)``) and ``torch.linalg.pinv`` run unchanged on the fake tensors: pinv is one
+    CompositeExplicit op to the tracer's dispatch mode (its r x r fp32 output is counted; the SVD's
+    r x r / r-sized intermediates and cuSOLVER's workspace inside it are not, a few KiB at most).
+    """
+    from peft.optimizers import create_lorafa_optimizer, lorafa
+
+    lorafa.infer_device = lambda: "cuda"  # type: ignore[attr-defined]
+    lorafa.is_bf16_available = lambda *args, **kw: True  # type: ignore[attr-defined]
+    kw = dict(item.split("=") for item in spec.partition(":")[2].split(",") if item)
+    rank = int(kw.get("r", "16"))
+    return create_lorafa_optimizer(model, r=rank, lora_alpha=2 * rank, lr=1e-4, weight_decay=0.01)
+
+
 def main(argv: list[str]) -> None:
     argv, lora = _take(argv, "--lora", True)
     argv, method = _take(argv, "--peft", True)
@@ -199,6 +230,7 @@ def main(argv: list[str]) -> None:
     import models  # type: ignore[import-not-found]
 
     original = models.build
+    built: dict[str, object] = {}
 
     def build(arch, a, dtype):  # type: ignore[no-untyped-def]
         model, make_batch, desc = original(arch, a, dtype)
@@ -210,6 +242,7 @@ def main(argv: list[str]) -> None:
         if method:
             model = with_peft(model, method, float(dropout or 0.0))
             desc += f" + PEFT {method}"
+        built["model"] = model
         if cache or all_logits:
             model.config.use_cache = True
 
@@ -224,6 +257,17 @@ def main(argv: list[str]) -> None:
         return model, make_batch, desc
 
     models.build = build
+    if method and method.partition(":")[0] == "lorafa":
+        default_optimizer = groundtruth._make_optimizer
+
+        def make_optimizer(a, params):  # type: ignore[no-untyped-def]
+            if a.optimizer == "none":
+                return default_optimizer(a, params)
+            if a.optimizer != "adamw":
+                raise SystemExit("error: --peft lorafa: LoRA-FA is an AdamW variant, pass --optimizer adamw")
+            return lorafa_optimizer(built["model"], method)  # params = built["model"].parameters()
+
+        groundtruth._make_optimizer = make_optimizer
     groundtruth.main(argv)
 
 

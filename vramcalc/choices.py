@@ -147,6 +147,7 @@ class AdapterType(StrEnum):
 
     lora = "lora"
     dora = "dora"  # LoRA + a trained magnitude vector (PEFT LoraConfig(use_dora=True))
+    lora_fa = "lora_fa"  # LoRA with lora_A frozen at its initialisation, lora_B trained (PEFT create_lorafa_optimizer)
     ia3 = "ia3"  # learned vectors scaling k, v and the MLP's down_proj input (PEFT IA3Config)
     prompt_tuning = "prompt_tuning"  # trained virtual input tokens (PEFT PromptTuningConfig)
     prefix_tuning = "prefix_tuning"  # trained key/value prefixes of every layer (PEFT PrefixTuningConfig)

@@ -127,7 +127,7 @@ def test_against_the_traced_benchmark_loop(case: dict[str, Any]) -> None:
         ({"mode": "inference", "keep_outputs": True}, r"keep_outputs: only valid with mode: train"),
         (
             {"keep_outputs": True, "adapter": {"type": "ia3"}},
-            r"keep_outputs: modelled with adapter.type lora or dora on decoder models",
+            r"keep_outputs: modelled with adapter.type lora, dora or lora_fa on decoder models",
         ),
         ({"keep_outputs": True, "model": {"architecture": "encoder", "head": "classification"}}, "needs head: lm"),
     ],

@@ -33,6 +33,8 @@ from vramcalc.spec.llm import AdapterSpec
 FP32 = 4
 #: Projection keys of the MLP half of a block.
 MLP_TARGETS = ("gate", "up", "down", "gate_up")
+#: LoRA-FA's step projects lora_B's gradient under ``autocast(bfloat16)`` (on a GPU with bf16 support).
+BF16 = 2
 
 
 @dataclass(frozen=True)
@@ -134,18 +136,38 @@ def encdec_matrices(shape: ModelShape, targets: tuple[str, ...]) -> list[LoraMat
     return [m for m in out if m.count]
 
 
-def trainable_params(matrices: list[LoraMatrix], rank: int) -> int:
+def trainable_params(matrices: list[LoraMatrix], rank: int, frozen_a: bool = False) -> int:
     """rank x (in + out) per adapted linear (lora_A: rank x in, lora_B: out x rank); litgpt's fused q/k/v:
-    lora_A of (rank x blocks) x in."""
-    return sum(m.count * rank * (m.blocks * m.inp + m.out) for m in matrices)
+    lora_A of (rank x blocks) x in. ``frozen_a`` (LoRA-FA): lora_B only."""
+    return sum(m.count * rank * m.out for m in matrices) + (0 if frozen_a else lora_a_params(matrices, rank))
 
 
-def adapter_tensors(matrices: list[LoraMatrix], rank: int) -> list[tuple[int, int, int]]:
-    """The adapter's parameter tensors as (how many, rows, columns), as optimizer states are allocated."""
+def lora_a_params(matrices: list[LoraMatrix], rank: int) -> int:
+    """The lora_A matrices' parameters ((rank x blocks) x in per adapted linear)."""
+    return sum(m.count * rank * m.blocks * m.inp for m in matrices)
+
+
+def adapter_tensors(matrices: list[LoraMatrix], rank: int, frozen_a: bool = False) -> list[tuple[int, int, int]]:
+    """The adapter's trained parameter tensors as (how many, rows, columns), as optimizer states are
+    allocated (``frozen_a``: lora_B only)."""
     tensors = []
     for m in matrices:
-        tensors += [(m.count, rank * m.blocks, m.inp), (m.count, m.out, rank)]
+        tensors += ([] if frozen_a else [(m.count, rank * m.blocks, m.inp)]) + [(m.count, m.out, rank)]
     return tensors
+
+
+def freezes_a(adapter: AdapterSpec) -> bool:
+    """LoRA-FA: lora_A stays frozen at its initialisation (PEFT ``create_lorafa_optimizer``)."""
+    return adapter.type is AdapterType.lora_fa
+
+
+def lora_fa_step_bytes(matrices: list[LoraMatrix], rank: int, a: int) -> int:
+    """Temporaries of PEFT's ``LoraFAOptimizer.step``, one adapter pair at a time: the previous pair's
+    projected gradient and Adam denominator (lora_B-sized, at the adapter dtype) are still referenced while
+    the next pair's ``A A^T``, its pseudo-inverse and the bf16 product ``grad_B @ (A A^T)^+`` (autocast) are
+    built; bounded here with the largest lora_B for both pairs (traced: benchmarks/data/tracer_llm.json)."""
+    largest = max((m.out * rank for m in matrices), default=0)
+    return largest * (2 * a + 2 * BF16) + rank * rank * (2 * act.FP32 + BF16)
 
 
 def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
@@ -166,14 +188,19 @@ def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state
     return optimizer_state_bytes_for(optimizer, tensors, state_bytes)
 
 
-def lora_saved_per_token(matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float) -> int:
+def lora_saved_per_token(
+    matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float, frozen_a: bool = False
+) -> int:
     """Bytes per token all adapters save: lora_A's input (a cast copy per module, or the activation the
-    modules of one input share when no cast is needed), the dropout mask, and lora_A's output."""
+    modules of one input share when no cast is needed), the dropout mask, and lora_A's output. A frozen
+    lora_A (LoRA-FA) saves no input: its backward needs only its weight."""
     total = 0
     shared_inputs: dict[object, int] = {}
     for m in matrices:
         total += m.passes * rank * m.blocks * a
-        if dropout > 0:
+        if frozen_a:
+            total += m.passes * m.inp * act.MASK if dropout > 0 else 0
+        elif dropout > 0:
             total += m.passes * m.inp * (a + act.MASK)
         elif a != dt.compute or dt.amp:
             total += m.passes * m.inp * (dt.compute if dt.amp else a)
@@ -253,11 +280,18 @@ def backward_transients(
 
 
 def mlp_lora_bytes(
-    matrices: list[LoraMatrix], rank: int, a: int, dt: act.Dtypes, dropout: float, n_tokens: int, layers: int
+    matrices: list[LoraMatrix],
+    rank: int,
+    a: int,
+    dt: act.Dtypes,
+    dropout: float,
+    n_tokens: int,
+    layers: int,
+    frozen_a: bool = False,
 ) -> int:
     """What the adapters of one block's MLP save (:func:`lora_saved_per_token` of the MLP targets)."""
     mlp = [m for m in matrices if m.name in MLP_TARGETS]
-    return n_tokens * lora_saved_per_token(mlp, rank, a, dt, dropout) // max(1, layers)
+    return n_tokens * lora_saved_per_token(mlp, rank, a, dt, dropout, frozen_a) // max(1, layers)
 
 
 def backward_block_bytes(

@@ -35,10 +35,29 @@ def step_bytes(
     back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
     if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
         dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)
-    mlp_lora = adapters.mlp_lora_bytes(matrices, adapter.rank or 0, a, adt, adapter.dropout, tk.encoder, shape.layers)
+    mlp_lora = adapters.mlp_lora_bytes(
+        matrices, adapter.rank or 0, a, adt, adapter.dropout, tk.encoder, shape.layers, adapters.freezes_a(adapter)
+    )
     through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
     inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, method, dequant, kbit.checkpointing)
+    if adapters.freezes_a(adapter) and not kbit.checkpointing:
+        inside += _lora_fa_down_bytes(matrices, adapter.dropout, a, adt, tk.encoder)
     return saved, recompute_layer, through, inside
+
+
+def _lora_fa_down_bytes(matrices: list[adapters.LoraMatrix], dropout: float, a: int, dt: act.Dtypes, t: int) -> int:
+    """LoRA-FA: what the last ``down_proj``'s adapter holds while it runs beyond the forward's other
+    transients: the copy of its input lora_A reads (the dropout output or the cast to the adapter dtype),
+    which a frozen lora_A does not save, lora_B's output and its scaled copy (traced: the forward peak of
+    ``llm-lorafa-all-*`` in benchmarks/data/tracer_llm.json; with a trained lora_A that moment stays below
+    the loss's, as the traced LoRA cases show)."""
+    down = next((m for m in matrices if m.name == "down"), None)
+    if down is None:
+        return 0
+    held = 2 * t * down.out * a
+    if dropout > 0:
+        return held + t * down.inp * a
+    return held + (t * down.inp * (dt.compute if dt.amp else a) if a != dt.compute or dt.amp else 0)
 
 
 @dataclass(frozen=True)
@@ -104,11 +123,12 @@ def _adapter_activations(
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
-    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank or 0, a, dt, adapter.dropout)
+    frozen_a = adapters.freezes_a(adapter)
+    lora = tk.encoder * adapters.lora_saved_per_token(matrices, adapter.rank or 0, a, dt, adapter.dropout, frozen_a)
     bnb_layer = 0
     q = wl.quantization
     if kbit.release is not None and q is not None:
-        shares = adapter.dropout == 0 and a == dt.compute and not dt.amp
+        shares = adapter.dropout == 0 and a == dt.compute and not dt.amp and not frozen_a
         lora_shares = bnb.lora_reads({m.name for m in matrices}, shares)
         bnb_dt = replace(dt, compute=kbit.bnb_compute)
         bnb_layer = bnb.kept_layer_bytes(

@@ -42,6 +42,8 @@ from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
 Phases = dict[str, dict[str, int]]
+#: Adapters with LoRA's A and B matrices, estimated here (the others in :mod:`vramcalc.llm.peft_methods`).
+LORA_TYPES = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ class LlmDetails:
     memory_utilization: float | None = None
     non_kv_peak_bytes: int | None = None
     trainable_params: int | None = None
-    #: Frozen parameters an adapter adds to the model's (AdaLoRA's ``ranknum``, one per adapted linear).
+    #: Frozen parameters an adapter adds to the model's (AdaLoRA's ``ranknum``, one per adapted linear;
+    #: LoRA-FA's lora_A matrices).
     frozen_adapter_params: int = 0
     active_params: int | None = None
     quantization: dict[str, Any] | None = None
@@ -287,9 +290,9 @@ def adapter_phases(
     encdec = shape.architecture is Architecture.encoder_decoder
     if encdec and adapter.type is not AdapterType.lora:
         raise SpecError(f"workload.adapter.type: {adapter.type.value} is modelled for decoder models; use lora")
-    if wl.keep_outputs and (encdec or adapter.type not in (AdapterType.lora, AdapterType.dora)):
-        raise SpecError("workload.keep_outputs: modelled with adapter.type lora or dora on decoder models")
-    if adapter.type is not AdapterType.lora and adapter.type is not AdapterType.dora:
+    if wl.keep_outputs and (encdec or adapter.type not in LORA_TYPES):
+        raise SpecError("workload.keep_outputs: modelled with adapter.type lora, dora or lora_fa on decoder models")
+    if adapter.type not in LORA_TYPES:
         return peft_methods.method_phases(spec, shape, tk, dt, base, notes)
     rank = adapter.rank or 0
     if encdec and wl.quantization is not None:
@@ -301,7 +304,9 @@ def adapter_phases(
     matrices = adapters.lora_matrices(shape, targets, adapters.is_litgpt(adapter))
     a = adapters.adapter_bytes_per_param(adapter, dt)
     dora = peft_methods.dora_for(adapter, matrices, a, dt, tk.encoder, shape.layers, wl.quantization is not None)
-    trainable = adapters.trainable_params(matrices, rank) + dora.params
+    frozen_a = adapters.freezes_a(adapter)
+    trainable = adapters.trainable_params(matrices, rank, frozen_a) + dora.params
+    frozen = adapters.lora_a_params(matrices, rank) if frozen_a else 0  # LoRA-FA's lora_A, stored, not trained
     optimizer = default_optimizer(spec)
     if wl.optimizer is None:
         notes.append("optimizer not given: adamw")
@@ -310,8 +315,10 @@ def adapter_phases(
     kbit = lora_decoder.resolve_kbit(spec, dt, qinfo, notes)
     live = {
         **base,
-        "parameters": base["parameters"] + trainable * a + kbit.upcast_bytes,
-        "optimizer_states": adapters.state_bytes(optimizer, adapters.adapter_tensors(matrices, rank) + dora.tensors, a),
+        "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes,
+        "optimizer_states": adapters.state_bytes(
+            optimizer, adapters.adapter_tensors(matrices, rank, frozen_a) + dora.tensors, a
+        ),
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
     if zeroes_gradients_in_place(wl.versions):  # zero_grad() before PyTorch 2.0: allocated from the start
@@ -338,6 +345,8 @@ def adapter_phases(
     temp = trainable * a if optimizer is not Optimizer.none and wl.optimizer_impl is OptimizerImpl.foreach else 0
     if optimizer in optimizer_mod.BNB_FUSED:
         temp = 0
+    if frozen_a:  # PEFT's LoraFAOptimizer: a loop over the adapter pairs
+        temp = adapters.lora_fa_step_bytes(matrices, rank, a)
     step = {**live, "gradients": trainable * a, "temporaries": temp}
     if wl.keep_outputs:  # vramcalc/core/techniques.py: held_outputs
         held = techniques.held_outputs(shape, tk, adt, kbit.checkpointing)
@@ -345,7 +354,7 @@ def adapter_phases(
         forward = _plus(forward, after + held.fresh_cache)
         backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))
         step = _plus(step, after)
-    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, 0
+    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, frozen
 
 
 def _plus(phase: dict[str, int], activations: int) -> dict[str, int]:

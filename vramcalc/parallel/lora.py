@@ -287,7 +287,7 @@ def zero3_gathered(
 def _persistent_adapter_params(work: ResolvedWorkload, threshold: int) -> int:
     """Elements of the LoRA matrices (lora_A: rank x in, lora_B: out x rank) small enough to persist."""
     adapter = work.spec.workload.adapter
-    if adapter is None or adapter.type is not AdapterType.lora:
+    if adapter is None or adapter.type not in (AdapterType.lora, AdapterType.lora_fa):
         return 0
     targets = adapters.resolve_targets(work.shape, adapter, [])
     matrices = adapters.lora_matrices(work.shape, targets, adapters.is_litgpt(adapter))

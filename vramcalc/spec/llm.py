@@ -131,6 +131,7 @@ class QuantizationSpec(SpecSection):
 ADAPTER_KEYS = {
     AdapterType.lora: ("rank", "alpha", "targets", "dropout", "autocast_adapter_dtype", "framework", "prepare_kbit"),
     AdapterType.dora: ("rank", "alpha", "targets", "dropout", "autocast_adapter_dtype", "prepare_kbit"),
+    AdapterType.lora_fa: ("rank", "alpha", "targets", "dropout", "autocast_adapter_dtype", "prepare_kbit"),
     AdapterType.ia3: ("targets", "feedforward_modules", "autocast_adapter_dtype"),
     AdapterType.prompt_tuning: ("num_virtual_tokens",),
     AdapterType.prefix_tuning: ("num_virtual_tokens", "prefix_projection", "encoder_hidden_size"),
@@ -143,6 +144,7 @@ ADAPTER_KEYS = {
 REQUIRED_KEYS = {
     AdapterType.lora: ("rank",),
     AdapterType.dora: ("rank",),
+    AdapterType.lora_fa: ("rank",),
     AdapterType.prompt_tuning: ("num_virtual_tokens",),
     AdapterType.prefix_tuning: ("num_virtual_tokens",),
 }
