@@ -28,6 +28,7 @@ from vramcalc.units import GB, GiB
 #: Fill colour of each component (colour-blind-safe Tableau 10); unknown components are grey.
 COLOURS = {
     "parameters": "#4e79a7",
+    "allocator_rounding": "#a0cbe8",
     "gradients": "#b07aa1",
     "optimizer_states": "#edc948",
     "activations": "#59a14f",

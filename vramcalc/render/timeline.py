@@ -23,6 +23,7 @@ OTHER_COLUMNS = 10 + 8 + 7 + 10
 #: Glyph and rich style of each component (unknown components get "?").
 GLYPHS: dict[str, tuple[str, str]] = {
     "parameters": ("█", "blue"),
+    "allocator_rounding": ("r", "blue"),
     "gradients": ("▓", "magenta"),
     "optimizer_states": ("▒", "yellow"),
     "activations": ("░", "green"),
@@ -30,6 +31,9 @@ GLYPHS: dict[str, tuple[str, str]] = {
     "autocast_weight_copies": ("=", "cyan"),
     "temporaries": ("×", "red"),
     "workspace": ("w", "bright_black"),
+    "kv_cache": ("k", "bright_magenta"),
+    "gathered_parameters": ("g", "bright_blue"),
+    "communication_buffers": ("c", "bright_cyan"),
 }
 BUDGET_MARK = "│"
 
