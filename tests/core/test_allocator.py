@@ -107,7 +107,7 @@ def test_the_estimate_counts_them_where_weights_load_whole() -> None:
     r = estimate(bert)
     assert r.components["allocator_rounding"] == BERT_BASE_FP16
     assert r.peak_allocated_bytes == sum(r.components.values())
-    base = {"name": "t", "model": {"preset": "llama-3.1-8b", "layers": 2}}
+    base = {"name": "t", "model": {"preset": "qwen2.5-3b", "layers": 2}}  # 2 MiB remainders in its MLP
     serve = {"mode": "inference", "batch_size": 1, "prompt_len": 64, "max_new_tokens": 8, "precision": "bf16"}
     vllm = estimate(parse_spec({**base, "workload": serve}))  # vLLM's own loader
     nf4 = estimate(parse_spec({**base, "workload": {**serve, "runtime": "hf", "quantization": "nf4"}}))
@@ -117,4 +117,8 @@ def test_the_estimate_counts_them_where_weights_load_whole() -> None:
     one = estimate(parse_spec({**base, "workload": train}))
     assert vllm.components["allocator_rounding"] == nf4.components["allocator_rounding"] == 0
     assert fsdp.components["allocator_rounding"] == 0  # flat sharded parameters
-    assert ddp.components["allocator_rounding"] == one.components["allocator_rounding"]
+    assert ddp.components["allocator_rounding"] == one.components["allocator_rounding"] > 0
+    lora = {**train, "adapter": {"rank": 8, "targets": "all-linear"}}
+    lora_one = estimate(parse_spec({**base, "workload": lora}))
+    lora_ddp = estimate(parse_spec({**base, "workload": lora, "parallel": {"gpus": 2}}))
+    assert lora_ddp.components["allocator_rounding"] == lora_one.components["allocator_rounding"]

@@ -109,6 +109,10 @@ class Plan:
         return Coordinator(self.prefetch_bucket, self.max_live, self.reuse_distance, self.persistence)
 
     @property
+    def whole_weights(self) -> bool:  # every rank holds each weight as its own tensor: no split, no flat shards
+        return self.tensor == self.pipeline == 1 and self.stage < 3 and self.fsdp is None and not self.offload_params
+
+    @property
     def label(self) -> str:
         """Short name of the sharding scheme, e.g. ``ZeRO-3``, ``FSDP full_shard``."""
         if self.framework is Framework.fsdp:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import AdapterType, Checkpointing
+from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
 from vramcalc.core.params import layer_params
 from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
@@ -118,6 +119,8 @@ def adapter_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases,
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, 0, work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
     }
+    if plan.whole_weights and loads_plain_weights(wl):  # the weights' whole blocks (vramcalc/core/allocator.py)
+        base["allocator_rounding"] = weights_rounding_bytes(work.shape, work.dtypes.param)
     if not hopper_or_newer:
         notes.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
     phases, details = llm.llm_phases(work, base, notes)

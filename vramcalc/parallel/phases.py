@@ -142,8 +142,7 @@ def _stage(spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int,
     k = in_flight(plan, stage)
     inputs = input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param)
     base = {"inputs": inputs * (k if stage == "first" else 1), "workspace": workspace_bytes(wl.mode, hopper)}
-    sharded = plan.tensor > 1 or plan.pipeline > 1 or plan.stage == 3 or plan.fsdp is not None or plan.offload_params
-    if not sharded and loads_plain_weights(wl):  # each rank holds every weight whole (vramcalc/core/allocator.py)
+    if plan.whole_weights and loads_plain_weights(wl):  # the weights' whole blocks (vramcalc/core/allocator.py)
         base["allocator_rounding"] = weights_rounding_bytes(shape, dt.param)
     local = tp_local(shape, plan.tensor)
     if wl.mode is Mode.inference:
