@@ -56,7 +56,7 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
         "parameters": work.n_params * work.dtypes.param + buffer_bytes(work.shape.hf_release),
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
-        # whole allocator blocks and 512-byte rounding of the weights as they load (vramcalc/core/allocator.py)
+        # the whole allocator blocks the weights take as they load (vramcalc/core/allocator.py)
         "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param) if loads_plain_weights(wl) else 0,
     }
     if not hopper_or_newer:

@@ -1,5 +1,5 @@
-"""What PyTorch's caching allocator counts as allocated beyond the tensors' own sizes when a model's
-weights are loaded, one tensor after another, onto an empty GPU.
+"""What PyTorch's caching allocator counts as allocated beyond the tensors' sizes (rounded to its 512-byte
+blocks) when a model's weights are loaded, one tensor after another, onto an empty GPU.
 
 ``torch.cuda.max_memory_allocated()`` sums the *blocks* the allocator handed out, not the bytes asked
 for (``stats.allocated_bytes`` grows by ``block->size`` in ``alloc_found_block``,
@@ -46,8 +46,8 @@ def segment_bytes(request: int) -> int:
 
 
 #: Repeats of a group of tensors replayed one by one before the packing is extrapolated when it has not
-#: settled into a cycle (astronomical layer counts stay fast).
-MAX_REPLAYED_REPEATS = 4096
+#: settled into a cycle (astronomical layer counts and odd widths stay fast: tens of milliseconds at most).
+MAX_REPLAYED_REPEATS = 256
 
 
 def load_rounding_bytes(groups: Iterable[tuple[tuple[int, ...], int]]) -> int:
@@ -57,13 +57,13 @@ def load_rounding_bytes(groups: Iterable[tuple[tuple[int, ...], int]]) -> int:
     repeats). A repeated group's packing settles into a cycle (the free blocks that can still serve a
     request repeat), so its repeats are replayed until the cycle shows and then multiplied out."""
     groups = [(tuple(allocation_bytes(n) for n in tensors if n > SMALL_SIZE), count) for tensors, count in groups]
-    large = [n for tensors, _ in groups for n in tensors]
-    if not large:
-        return 0
-    smallest = min(large)
+    groups = [(tensors, count) for tensors, count in groups if tensors and count]
+    # the smallest request from each group on: a free block below it can serve no later request
+    smallest = [min(n for tensors, _ in groups[i:] for n in tensors) for i in range(len(groups))]
     free: list[int] = []  # the large pool's free blocks that can still serve a request, smallest first
     extra = 0
-    for tensors, count in groups:
+    for (tensors, count), least in zip(groups, smallest, strict=True):
+        free = free[bisect.bisect_left(free, least) :]
         seen: dict[tuple[int, ...], tuple[int, int]] | None = {}
         done, before = 0, extra
         while done < count:
@@ -80,7 +80,7 @@ def load_rounding_bytes(groups: Iterable[tuple[tuple[int, ...], int]]) -> int:
                 extra += (extra - before) * (count - done) // done
                 break
             for request in tensors:
-                extra += _place(free, request, smallest)
+                extra += _place(free, request, least)
             done += 1
     return extra
 

@@ -26,7 +26,7 @@ DEFAULT_ALLOCATOR_RESERVE = 0.12
 
 COMPONENTS = (
     "parameters",
-    # what max_memory_allocated() counts of the weights beyond their bytes (vramcalc/core/allocator.py)
+    # the whole blocks max_memory_allocated() counts for the weights beyond their bytes (vramcalc/core/allocator.py)
     "allocator_rounding",
     "gradients",
     "optimizer_states",
