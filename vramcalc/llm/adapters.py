@@ -167,7 +167,7 @@ def lora_fa_step_bytes(matrices: list[LoraMatrix], rank: int, a: int) -> int:
     the next pair's ``A A^T``, its pseudo-inverse and the bf16 product ``grad_B @ (A A^T)^+`` (autocast) are
     built; bounded here with the largest lora_B for both pairs (traced: benchmarks/data/tracer_llm.json)."""
     largest = max((m.out * rank for m in matrices), default=0)
-    return largest * (2 * a + 2 * BF16) + rank * rank * (2 * act.FP32 + BF16)
+    return largest * (2 * a + 2 * BF16) + rank * rank * (2 * FP32 + BF16)
 
 
 def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
