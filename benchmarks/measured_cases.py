@@ -122,8 +122,8 @@ def case_for(record: dict[str, Any]) -> Case | NotExpressible:
         method = record["workload"]["peft"]["method"] if "peft" in record["workload"] else "DoRA"
         if method not in PEFT_METHODS:
             return NotExpressible(
-                f"PEFT adapter {method}: vramcalc models LoRA, DoRA, IA3, prompt, prefix and LN tuning, VeRA, LoHa "
-                "and AdaLoRA"
+                f"PEFT adapter {method}: vramcalc models LoRA, DoRA, LoRA-FA, IA3, prompt, prefix and LN tuning, VeRA, "
+                "LoHa, AdaLoRA and TinyLoRA"
             )
     if rid in CURATED_LLM:
         return _curated_llm(CURATED_LLM[rid])
@@ -429,7 +429,7 @@ def _peft_method_comparison(record: dict[str, Any]) -> Case:
 
 
 #: PEFT methods of method_comparison that an adapter type expresses.
-PEFT_METHODS = ("dora", "ia3", "prompt_tuning", "prefix_tuning", "ln_tuning", "vera", "loha", "adalora")
+PEFT_METHODS = ("dora", "ia3", "prompt_tuning", "prefix_tuning", "ln_tuning", "vera", "loha", "adalora", "tinylora")
 #: Llama-3.2-3B: AdaLoRA parameters per unit of init_r on q_proj and v_proj (28 layers x (A, E, B) of both).
 ADALORA_PER_RANK = 28 * ((3072 + 1 + 3072) + (3072 + 1 + 1024))
 
@@ -439,7 +439,7 @@ def _peft_adapter(peft: dict[str, Any], hidden: int) -> tuple[dict[str, Any], li
     not the number of virtual tokens: prompt tuning trains ``N x hidden``, prefix tuning ``N x 2 layers x
     kv_width`` (Llama-3.2-3B: 28 x 2 x 1024), so N is derived from the count (200 in both)."""
     method, trainable = peft["method"], peft["trainable_params"]
-    if method in ("dora", "vera", "loha"):
+    if method in ("dora", "vera", "loha", "tinylora"):  # TinyLoRA: PEFT's default u (64 per adapted linear)
         return {"type": method, "rank": peft["rank"], "targets": peft["targets"]}, []
     if method == "ia3":
         ff = [t for t in peft["targets"] if t == "down_proj"]

@@ -14,7 +14,8 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   (``AdaLoraConfig``, ``total_step=1000``), ``lorafa:r=16,targets=q_proj+v_proj`` (LoRA-FA: a plain
   ``LoraConfig`` as ``--lora``, alpha 2 x r, dropout from ``--lora-dropout``; the step's optimizer is the one of
   ``peft.optimizers.create_lorafa_optimizer``, which freezes every lora_A, in place of the tracer's AdamW;
-  needs ``--optimizer adamw``);
+  needs ``--optimizer adamw``), ``tinylora:r=2,u=64,targets=q_proj+v_proj`` (``TinyLoraConfig``, dropout from
+  ``--lora-dropout``);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
@@ -131,6 +132,9 @@ def peft_config(spec: str, dropout: float):  # type: ignore[no-untyped-def]
         return peft.AdaLoraConfig(
             init_r=init, target_r=target, total_step=1000, target_modules=names, lora_dropout=dropout, task_type=task
         )
+    if method == "tinylora":
+        rank, u = int(kw.get("r", "2")), int(kw.get("u", "64"))
+        return peft.TinyLoraConfig(r=rank, u=u, target_modules=names, tinylora_dropout=dropout, task_type=task)
     raise SystemExit(f"error: --peft: unknown method {method!r}")
 
 

@@ -155,6 +155,7 @@ class AdapterType(StrEnum):
     vera = "vera"  # shared frozen random projections, trained scaling vectors (PEFT VeraConfig)
     loha = "loha"  # Hadamard product of two low-rank products as the delta weight (PEFT LoHaConfig)
     adalora = "adalora"  # LoRA in SVD form whose rank is pruned during training (PEFT AdaLoraConfig)
+    tinylora = "tinylora"  # a trained vector through frozen SVD factors of the weight (PEFT TinyLoraConfig)
 
 
 class CrossEntropy(StrEnum):

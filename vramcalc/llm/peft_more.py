@@ -1,4 +1,4 @@
-"""VeRA, LoHa and AdaLoRA: PEFT methods that adapt linears otherwise than LoRA's two trained matrices.
+"""VeRA, LoHa, AdaLoRA and TinyLoRA: PEFT methods that adapt linears otherwise than LoRA's two trained matrices.
 
 Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
 the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tuners/vera/layer.py``,
@@ -31,6 +31,12 @@ the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tu
   ``|A A^T - I| + |B^T B - I|``, whose norms keep each ``init_r x init_r`` difference. After each optimizer
   step ``update_and_allocate`` (``RankAllocator.update_ipt``) keeps ``ipt``, ``exp_avg_ipt`` and
   ``exp_avg_unc``, a copy of every adapter tensor each: optimizer-like state.
+* **TinyLoRA** (``TinyLoraConfig``, ``peft/tuners/tinylora/layer.py``): per adapted linear a trained vector
+  ``v`` (``u``) and frozen buffers, the truncated SVD factors ``A = sqrt(S) V^T`` (``r x in``) and
+  ``B = U sqrt(S)`` (``out x r``) in the adapter dtype and the random projections ``P`` (``u x r x r``, fp32).
+  The forward ``base + B(R A(x))`` with ``R = sum v_i P_i`` keeps only ``A(x)`` (``r``, for ``R``'s and so
+  ``v``'s gradient); ``A`` and ``B`` need no gradient, so the input cast to the adapter dtype is a forward
+  temporary, beside ``B(...)`` and its sum with the base output (traced: ``llm-peft-tinylora-*``).
 """
 
 from __future__ import annotations
@@ -83,6 +89,9 @@ class Method:
 #: PEFT's default VeRA rank (``VeraConfig.r``) and LoHa rank (``LoHaConfig.r``).
 VERA_RANK = 256
 LOHA_RANK = 8
+#: PEFT's TinyLoRA defaults (``TinyLoraConfig.r``, ``TinyLoraConfig.u``).
+TINYLORA_RANK = 2
+TINYLORA_U = 64
 
 
 def _targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
@@ -133,6 +142,40 @@ def vera(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     saved = n * per_token
     per_layer, mlp_layer = saved // layers, n * mlp // layers
     return Method(params, tensors, a, tk, saved, per_layer, note, mlp_layer, buffers=buffers, forward_transient=forward)
+
+
+def tinylora(
+    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]
+) -> Method:
+    """TinyLoRA's trained vectors, its frozen SVD factors and projections (``buffers``) and kept tensors."""
+    r, u = adapter.rank or TINYLORA_RANK, adapter.u or TINYLORA_U
+    if adapter.rank is None:
+        notes.append(f"adapter.rank not given: {TINYLORA_RANK} (PEFT's TinyLoRA default)")
+    if adapter.u is None:
+        notes.append(f"adapter.u not given: {TINYLORA_U} (PEFT's TinyLoRA default)")
+    matrices = _targets(shape, adapter, notes)
+    n, c = tk.encoder, dt.compute
+    modules = sum(m.count for m in matrices)
+    tensors = [(modules, u, 1)]  # one v per adapted linear (weight_tying 0.0, PEFT's default)
+    # per adapted linear: A (r x in) and B (out x r) in the adapter dtype, the projections P (u x r x r) fp32
+    buffers = sum(
+        m.count
+        * (allocation_bytes(r * m.inp * a) + allocation_bytes(m.out * r * a) + allocation_bytes(u * r * r * FP32))
+        for m in matrices
+    )
+    per_token = mlp = 0
+    for m in matrices:  # A(x), for v's gradient; with dropout its mask
+        kept = m.passes * (r * a + (m.inp * act.MASK if adapter.dropout > 0 else 0))
+        per_token += kept
+        mlp += kept if m.name in MLP_TARGETS else 0
+    # the input cast to the adapter dtype, B(R A(x)), its sum with the base output and that cast back
+    forward = max(n * ((m.inp * a if a != c else 0) + 2 * m.out * a + m.out * c) for m in matrices)
+    note = f"TinyLoRA r={r}, u={u} on {', '.join(sorted({m.name for m in matrices}))} ({modules * u:,} trained)"
+    saved, layers = n * per_token, shape.layers
+    return Method(
+        modules * u, tensors, a, tk, saved, saved // layers, note, n * mlp // layers, buffers=buffers,
+        forward_transient=forward,
+    )  # fmt: skip
 
 
 def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
@@ -210,9 +253,11 @@ def adalora(
 
 
 def method(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """:func:`vera`, :func:`loha` or :func:`adalora` for the adapter's type."""
+    """:func:`vera`, :func:`loha`, :func:`adalora` or :func:`tinylora` for the adapter's type."""
     if adapter.type is AdapterType.vera:
         return vera(shape, adapter, tk, dt, a, notes)
     if adapter.type is AdapterType.adalora:
         return adalora(shape, adapter, tk, dt, a, notes)
+    if adapter.type is AdapterType.tinylora:
+        return tinylora(shape, adapter, tk, dt, a, notes)
     return loha(shape, adapter, tk, dt, a, notes)

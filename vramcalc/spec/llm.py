@@ -139,6 +139,7 @@ ADAPTER_KEYS = {
     AdapterType.vera: ("rank", "targets", "dropout", "autocast_adapter_dtype"),
     AdapterType.loha: ("rank", "alpha", "targets", "autocast_adapter_dtype"),
     AdapterType.adalora: ("init_r", "target_r", "alpha", "targets", "dropout", "autocast_adapter_dtype"),
+    AdapterType.tinylora: ("rank", "u", "targets", "dropout", "autocast_adapter_dtype"),
 }  # fmt: skip
 #: Keys a type cannot do without.
 REQUIRED_KEYS = {
@@ -157,7 +158,8 @@ class AdapterSpec(SpecSection):
     ``{type: ia3, targets: [...], feedforward_modules: [...]}``, ``{type: prompt_tuning, num_virtual_tokens: 20}``,
     ``{type: prefix_tuning, num_virtual_tokens: 20, prefix_projection: false, encoder_hidden_size: ...}``,
     ``{type: ln_tuning}``, ``{type: vera, rank: 256, targets: [...]}``, ``{type: loha, rank: 8, targets: [...]}``,
-    ``{type: adalora, init_r: 12, target_r: 8, targets: [...]}`` (vramcalc/llm/peft_more.py).
+    ``{type: adalora, init_r: 12, target_r: 8, targets: [...]}``, ``{type: tinylora, rank: 2, u: 64, targets: [...]}``
+    (vramcalc/llm/peft_more.py); ``{type: lora_fa, rank: 16, ...}`` (LoRA keys but ``framework``).
 
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
@@ -185,6 +187,8 @@ class AdapterSpec(SpecSection):
     #: aims at (PEFT ``init_r``, ``target_r``; defaults 12 and 8). PEFT masks pruned ranks, it does not shrink
     #: the tensors, so ``target_r`` does not change the memory.
     init_r: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
+    #: TinyLoRA: the trained vector's length per adapted linear (PEFT ``u``; default 64).
+    u: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
     target_r: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
 
     @model_validator(mode="after")
