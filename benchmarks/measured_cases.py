@@ -97,6 +97,8 @@ WHOLE_RUN_RESERVED = "reserved peak of a whole run (evaluation included) with va
 
 NOT_EXPRESSIBLE = {
     "peft-readme-sd14-": "latent diffusion (a UNet, a VAE and a text encoder) is not a model family",
+    "peft-mc-osf--": "OSF under PEFT 0.19 (this run) rebuilds each whole weight every forward; vramcalc models the "
+    "factored forward of PEFT 0.21, and no key pins the PEFT release",
     "hf-perf-bert-large-load-context-only": "the CUDA context alone: the context the V100 cases use as input",
     "-longprompt-": "the prompt length is not stated (only the eager/flash difference is usable)",
     "accelerate-bmi-GPT-NeoX-20B-float32": "weights also offloaded to disk, by an amount the source does not state",
@@ -123,7 +125,7 @@ def case_for(record: dict[str, Any]) -> Case | NotExpressible:
         if method not in PEFT_METHODS:
             return NotExpressible(
                 f"PEFT adapter {method}: vramcalc models LoRA, DoRA, LoRA-FA, IA3, prompt, prefix and LN tuning, VeRA, "
-                "LoHa, AdaLoRA and TinyLoRA"
+                "LoHa, AdaLoRA, TinyLoRA and OSF"
             )
     if rid in CURATED_LLM:
         return _curated_llm(CURATED_LLM[rid])
@@ -429,7 +431,20 @@ def _peft_method_comparison(record: dict[str, Any]) -> Case:
 
 
 #: PEFT methods of method_comparison that an adapter type expresses.
-PEFT_METHODS = ("dora", "ia3", "prompt_tuning", "prefix_tuning", "ln_tuning", "vera", "loha", "adalora", "tinylora")
+PEFT_METHODS = (
+    "dora",
+    "ia3",
+    "prompt_tuning",
+    "prefix_tuning",
+    "ln_tuning",
+    "vera",
+    "loha",
+    "adalora",
+    "tinylora",
+    "osf",
+)
+#: Llama-3.2-3B: OSF parameters per unit of trained rank on all seven linears (28 layers x (out + in + 1) each).
+OSF_PER_RANK = 28 * ((3072 + 3072 + 1) * 2 + (1024 + 3072 + 1) * 2 + (8192 + 3072 + 1) * 3)
 #: Llama-3.2-3B: AdaLoRA parameters per unit of init_r on q_proj and v_proj (28 layers x (A, E, B) of both).
 ADALORA_PER_RANK = 28 * ((3072 + 1 + 3072) + (3072 + 1 + 1024))
 

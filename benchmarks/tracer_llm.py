@@ -15,7 +15,8 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ``LoraConfig`` as ``--lora``, alpha 2 x r, dropout from ``--lora-dropout``; the step's optimizer is the one of
   ``peft.optimizers.create_lorafa_optimizer``, which freezes every lora_A, in place of the tracer's AdamW;
   needs ``--optimizer adamw``), ``tinylora:r=2,u=64,targets=q_proj+v_proj`` (``TinyLoraConfig``, dropout from
-  ``--lora-dropout``);
+  ``--lora-dropout``), ``osf:preserved=448,targets=q_proj+o_proj`` (``OSFConfig(effective_rank=448)``; or per target,
+  ``preserved=v_proj/64+gate_proj/448``, a ``rank_pattern``, so that targets of different sizes train one rank);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
@@ -132,6 +133,12 @@ def peft_config(spec: str, dropout: float):  # type: ignore[no-untyped-def]
         return peft.AdaLoraConfig(
             init_r=init, target_r=target, total_step=1000, target_modules=names, lora_dropout=dropout, task_type=task
         )
+    if method == "osf":  # preserved: the preserved (frozen) rank, one for all targets or per target (NAME/K+...)
+        preserved = kw["preserved"]
+        if "/" not in preserved:
+            return peft.OSFConfig(effective_rank=int(preserved), target_modules=names, task_type=task)
+        pattern = {name: int(k) for name, k in (item.split("/") for item in preserved.split("+"))}
+        return peft.OSFConfig(rank_pattern=pattern, target_modules=names, task_type=task)
     if method == "tinylora":
         rank, u = int(kw.get("r", "2")), int(kw.get("u", "64"))
         return peft.TinyLoraConfig(r=rank, u=u, target_modules=names, tinylora_dropout=dropout, task_type=task)

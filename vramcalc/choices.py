@@ -156,6 +156,7 @@ class AdapterType(StrEnum):
     loha = "loha"  # Hadamard product of two low-rank products as the delta weight (PEFT LoHaConfig)
     adalora = "adalora"  # LoRA in SVD form whose rank is pruned during training (PEFT AdaLoraConfig)
     tinylora = "tinylora"  # a trained vector through frozen SVD factors of the weight (PEFT TinyLoraConfig)
+    osf = "osf"  # the low singular subspace of each weight trained, the high one kept (PEFT OSFConfig)
 
 
 class CrossEntropy(StrEnum):

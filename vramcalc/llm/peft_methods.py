@@ -205,7 +205,7 @@ def method(
     shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, attention: Attention, notes: list[str]
 ) -> Method:
     """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora)."""
-    if adapter.type in (AdapterType.vera, AdapterType.loha, AdapterType.adalora, AdapterType.tinylora):
+    if adapter.type in (AdapterType.vera, AdapterType.loha, AdapterType.adalora, AdapterType.tinylora, AdapterType.osf):
         return peft_more.method(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
     if adapter.type is AdapterType.ia3:
         return _ia3(shape, adapter, tk, dt, notes)

@@ -1,4 +1,4 @@
-"""VeRA, LoHa, AdaLoRA and TinyLoRA: PEFT methods that adapt linears otherwise than LoRA's two trained matrices.
+"""VeRA, LoHa, AdaLoRA, TinyLoRA and OSF: PEFT methods that adapt linears otherwise than LoRA's two trained matrices.
 
 Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
 the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tuners/vera/layer.py``,
@@ -37,6 +37,12 @@ the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tu
   The forward ``base + B(R A(x))`` with ``R = sum v_i P_i`` keeps only ``A(x)`` (``r``, for ``R``'s and so
   ``v``'s gradient); ``A`` and ``B`` need no gradient, so the input cast to the adapter dtype is a forward
   temporary, beside ``B(...)`` and its sum with the base output (traced: ``llm-peft-tinylora-*``).
+* **OSF** (``OSFConfig``, PEFT 0.21 ``peft/tuners/osf/layer.py``): each target's SVD splits into a preserved high
+  subspace and a trained low one of ``rank`` singular directions, ``U_low`` (``out x r``), ``S_low`` (``r``) and
+  ``V_low`` (``r x in``); frozen beside them their initial copies and ``U_high`` (``out > in``) or ``V_high``
+  (``out < in``), all in the adapter dtype. The factored forward builds ``A = [U_low S_low, -U_low_init
+  S_low_init]`` and ``B = [V_low; V_low_init]`` every time and keeps them, the input cast to the adapter dtype and
+  ``x B^T`` (``2 r``); gradient hooks project ``U_low``'s and ``V_low``'s gradients (traced: ``llm-peft-osf-*``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from dataclasses import dataclass
 from vramcalc.choices import AdapterType
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
 from vramcalc.llm import lora_targets
 from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix, lora_matrices, lora_saved_per_token
 from vramcalc.spec.llm import ADALORA_INIT_R, AdapterSpec
@@ -178,6 +185,46 @@ def tinylora(
     )  # fmt: skip
 
 
+def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
+    """OSF's trained low singular subspace, its frozen copies and high subspace (``buffers``), kept tensors."""
+    matrices = _targets(shape, adapter, notes)
+    smallest = min(min(m.out, m.inp) for m in matrices)
+    if adapter.rank is not None and adapter.rank >= smallest:
+        raise SpecError(f"workload.adapter.rank: OSF trains fewer than the {smallest} singular directions a target has")
+    if adapter.rank is None:
+        notes.append("adapter.rank not given: half of each target's smaller dimension (PEFT's OSF default)")
+    n, c = tk.encoder, dt.compute
+    tensors: list[tuple[int, int, int]] = []
+    buffers = per_forward = mlp_forward = 0
+    for m in matrices:
+        low = min(m.out, m.inp)
+        r = adapter.rank or low - low // 2
+        tensors += [(m.count, m.out, r), (m.count, r, 1), (m.count, r, m.inp)]
+        # the initial U_low, S_low, V_low; U_high (out > in) or V_high (out < in) of the preserved rank
+        high = (m.out if m.out > m.inp else m.inp if m.out < m.inp else 0) * (low - r)
+        buffers += m.count * sum(allocation_bytes(e * a) for e in (m.out * r, r, r * m.inp, high) if e)
+        # A = [U_low S_low, -U_low_init S_low_init] and B = [V_low; V_low_init], built and kept every forward
+        concat = m.count * (allocation_bytes(m.out * 2 * r * a) + allocation_bytes(2 * r * m.inp * a))
+        per_forward += concat
+        mlp_forward += concat if m.name in MLP_TARGETS else 0
+    ranks = {m.name: (adapter.rank or min(m.out, m.inp) - min(m.out, m.inp) // 2) for m in matrices}
+    per_token = sum(m.passes * 2 * ranks[m.name] * a for m in matrices)  # h = x B^T, for A's gradient
+    mlp_tokens = sum(m.passes * 2 * ranks[m.name] * a for m in matrices if m.name in MLP_TARGETS)
+    per_token += _inputs(matrices, a, dt)  # x cast to the adapter dtype, for B's gradient
+    mlp_tokens += _inputs([m for m in matrices if m.name in MLP_TARGETS], a, dt)
+    # delta_out, its cast back and the sum with the base output, each tokens x out
+    forward = max(n * m.out * (a + 2 * c) for m in matrices)
+    # the gradient hooks project U_low's and V_low's gradients: a product and the projected gradient
+    backward = max(2 * max(m.out, m.inp) * ranks[m.name] * a for m in matrices)
+    params = sum(k * rows * cols for k, rows, cols in tensors)
+    note = f"OSF on {', '.join(sorted(ranks))} ({params:,} trained: the low singular subspace of each target)"
+    saved, layers = n * per_token + per_forward, shape.layers
+    mlp = (n * mlp_tokens + mlp_forward) // layers
+    return Method(
+        params, tensors, a, tk, saved, saved // layers, note, mlp, backward, buffers=buffers, forward_transient=forward
+    )
+
+
 def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
     """LoHa's four factors per linear, the kept inputs and delta weights, the delta weight's transients."""
     r = adapter.rank or LOHA_RANK
@@ -253,11 +300,13 @@ def adalora(
 
 
 def method(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """:func:`vera`, :func:`loha`, :func:`adalora` or :func:`tinylora` for the adapter's type."""
+    """:func:`vera`, :func:`loha`, :func:`adalora`, :func:`tinylora` or :func:`osf` for the adapter's type."""
     if adapter.type is AdapterType.vera:
         return vera(shape, adapter, tk, dt, a, notes)
     if adapter.type is AdapterType.adalora:
         return adalora(shape, adapter, tk, dt, a, notes)
     if adapter.type is AdapterType.tinylora:
         return tinylora(shape, adapter, tk, dt, a, notes)
+    if adapter.type is AdapterType.osf:
+        return osf(shape, adapter, tk, dt, a, notes)
     return loha(shape, adapter, tk, dt, a, notes)

@@ -140,6 +140,7 @@ ADAPTER_KEYS = {
     AdapterType.loha: ("rank", "alpha", "targets", "autocast_adapter_dtype"),
     AdapterType.adalora: ("init_r", "target_r", "alpha", "targets", "dropout", "autocast_adapter_dtype"),
     AdapterType.tinylora: ("rank", "u", "targets", "dropout", "autocast_adapter_dtype"),
+    AdapterType.osf: ("rank", "targets", "autocast_adapter_dtype"),
 }  # fmt: skip
 #: Keys a type cannot do without.
 REQUIRED_KEYS = {

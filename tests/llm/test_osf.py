@@ -1,0 +1,48 @@
+"""OSF (``adapter.type: osf``, PEFT 0.21 ``OSFConfig``): the low singular subspace of each target trained.
+
+Expected values are worked out by hand or cited; the tracer runs PEFT's own OSF on a 2-layer Llama
+(``llm-peft-osf-*`` in benchmarks/data/tracer_llm.json, checked to 3.5 % by tests/llm/test_adapters.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vramcalc.engine import estimate
+from vramcalc.errors import SpecError
+from vramcalc.spec.load import parse_spec
+
+ALL = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def run(model: Any, adapter: dict[str, Any]) -> Any:
+    wl = {"mode": "train", "batch_size": 1, "seq_len": 128, "precision": "bf16", "optimizer": "adamw"}
+    return estimate(parse_spec({"name": "t", "model": model, "workload": {**wl, "adapter": adapter}}))
+
+
+def test_trainable_count_of_the_peft_method_comparison() -> None:
+    # PEFT's MetaMathQA method comparison (osf--llama-3.2-3B-rank128): 194,535,936 trainable parameters, rank
+    # 128 x (out + in + 1) for each of the seven linears of 28 layers:
+    # 128 x (2 x 6,145 + 2 x 4,097 + 3 x 11,265) x 28
+    r = run({"preset": "llama-3.2-3b"}, {"type": "osf", "rank": 128, "targets": ALL})
+    assert r.llm.trainable_params == 194_535_936
+
+
+def test_frozen_subspace_by_hand() -> None:
+    # Llama-3.2-3B's gate_proj is 8,192 x 3,072: at rank 128 the preserved U_high is 8,192 x 2,944 fp32
+    # (96,468,992 B) beside the initial copies of U_low, S_low, V_low (128 x (8,192 + 1 + 3,072) x 4 B), per layer
+    model = {"preset": "llama-3.2-3b"}
+    gate = run(model, {"type": "osf", "rank": 128, "targets": ["gate_proj"]})
+    base = run(model, {"type": "lora", "rank": 1, "targets": ["gate_proj"]})
+    trained = 128 * (8192 + 1 + 3072) * 4  # the trainable fp32 tensors
+    frozen = 8192 * 2944 * 4 + 128 * 8192 * 4 + 512 + 128 * 3072 * 4  # U_high, then the copies (S: 512 B block)
+    lora = (8192 + 3072) * 1 * 4  # rank-1 lora_A and lora_B, fp32
+    params = gate.components["parameters"] - base.components["parameters"]
+    assert params == 28 * (trained + frozen) - 28 * lora
+
+
+def test_rank_must_leave_a_preserved_subspace() -> None:
+    with pytest.raises(SpecError, match="adapter.rank: OSF trains fewer than the 1024 singular directions"):
+        run({"preset": "llama-3.2-3b"}, {"type": "osf", "rank": 1024, "targets": ["k_proj"]})
