@@ -28,6 +28,7 @@ def test_trainable_count_of_the_peft_method_comparison() -> None:
     # 128 x (2 x 6,145 + 2 x 4,097 + 3 x 11,265) x 28
     r = run({"preset": "llama-3.2-3b"}, {"type": "osf", "rank": 128, "targets": ALL})
     assert r.llm.trainable_params == 194_535_936
+    assert r.params + r.llm.trainable_params == 3_407_285_760  # the run's total_params_with_adapter
 
 
 def test_frozen_subspace_by_hand() -> None:

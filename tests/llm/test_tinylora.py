@@ -32,6 +32,7 @@ def test_trainable_count_of_the_peft_method_comparison() -> None:
     # 28 layers x q_proj and v_proj x the default u of 64
     r = run({"preset": "llama-3.2-3b"}, {"type": "tinylora", "rank": 2, "targets": ["q_proj", "v_proj"]})
     assert r.llm.trainable_params == 3_584
+    assert r.params + r.llm.trainable_params == 3_212_753_408  # the run's total (A, B and P are buffers)
 
 
 def test_states_and_saved_tensors_by_hand() -> None:
