@@ -6,10 +6,9 @@ through PyTorch's CUDACachingAllocator rules (``shared/calibration/tracer/allocs
 iteration 1 included, with default allocator settings; a model of the allocator, not checked on a GPU).
 For each case it
 prints reserved / allocated - 1 and the share of the peak that is long-lived state (parameters, buffers,
-gradients, optimizer states), then the median per mode. This is the evidence behind the flat default
-reserve (``overhead.allocator_reserve``, 12 %): models of the reserve built from segment rounding of the
-static tensors plus a share of the transient ones did not beat it on these cases and torchtitan's reserved
-peaks together, and weight-dominated inference steps reserve as much as training steps.
+gradients, optimizer states), then the median per mode. These replays reserve less than published real
+runs for training without checkpointing, and far more for inference and checkpointed steps on a large card;
+``benchmarks/reserve_models.py`` scores vramcalc's reserve rule against both.
 
     python benchmarks/reserve_ratio.py [--calibration ../shared/calibration]
 """

@@ -40,10 +40,10 @@ def llama_70b_one_gpu() -> Spec:
 def fewest_gpus_lower_bound(budget: Budget) -> int:
     """Independent of the search: mixed-precision AdamW keeps 16 bytes per parameter summed over all GPUs
     whatever the plan (FSDP: fp32 parameter + fp32 gradient + two fp32 Adam states; DeepSpeed: 2 + 2 + 12;
-    vramcalc/parallel/layout.py's table), so the most loaded GPU holds at least 16 P / N; the default 12 %
-    allocator reserve on top of it and the 512 MiB CUDA context must fit too:
-    1.12 x 16 P / N + 512 MiB <= available, i.e. N >= 1.12 x 16 P / (available - 512 MiB)."""
-    return math.ceil(1.12 * 16 * LLAMA_70B_PARAMS / (budget.available_bytes - 512 * MiB))
+    vramcalc/parallel/layout.py's table), so the most loaded GPU holds at least 16 P / N; the 512 MiB CUDA
+    context must fit too (the default allocator reserve is a share of the transient bytes only, so it adds
+    nothing to this long-lived state): 16 P / N + 512 MiB <= available, i.e. N >= 16 P / (available - 512 MiB)."""
+    return math.ceil(16 * LLAMA_70B_PARAMS / (budget.available_bytes - 512 * MiB))
 
 
 @pytest.mark.parametrize("card", ["a100-80gb-sxm", "h100-sxm"])
@@ -52,20 +52,25 @@ def test_fewest_cards_llama_2_70b_on_80gb_cards(card: str) -> None:
     budget = budget_for(get_gpu(card))
     (row,) = [r for r in fit_cards(spec, load_catalog().gpus) if r.budget.gpu_id == card]
     assert not row.fits  # one GPU: 16 B x 69.0e9 parameters alone are ~1 TiB
-    assert row.min_cards == 16 and row.plan is not None
-    assert plan_text(row.plan) == "FSDP full_shard" and row.plan.parallel["data"] == 16
-    assert row.sharding == f"16 x {card} with FSDP full_shard"
-    # no plan of any kind can use fewer than 15: 1.12 x 16 x 68,976,648,192 / (80 GiB - 512 MiB) = 14.48 on
-    # the A100 (14.54 on the H100, whose driver total is 81,559 MiB)
-    assert fewest_gpus_lower_bound(budget) == 15
-    # that plan with 16 GPUs fits per the estimator, with 15 it does not (84.4 GiB per GPU): at the last block's
-    # MLP backward every other sharded gradient exists beside the gathered unit
+    assert row.min_cards == 14 and row.plan is not None
+    assert plan_text(row.plan) == "TP 2 x DP 7, FSDP full_shard + SP"
+    assert row.sharding == f"14 x {card} with TP 2 x DP 7, FSDP full_shard + SP"
+    # no plan of any kind can use fewer than 13: 16 x 68,976,648,192 / (80 GiB - 512 MiB) = 12.93 on the A100
+    # (12.99 on the H100, whose driver total is 81,559 MiB)
+    assert fewest_gpus_lower_bound(budget) == 13
+    # 13 GPUs allow only data parallelism (64 heads do not split 13 ways), and FSDP over 13 does not fit (87.1
+    # GiB per GPU); the plan fits per the estimator on 14, where FSDP alone does not (81.5 GiB): tensor
+    # parallelism also splits the activations
     section = {"fsdp": "full_shard", "gpus_per_node": 8}
-    at = estimate(with_parallel(spec, data=16, **section), hopper_or_newer=budget.hopper_or_newer).total_bytes
-    below = estimate(with_parallel(spec, data=15, **section), hopper_or_newer=budget.hopper_or_newer).total_bytes
-    assert at == row.plan.needed_bytes <= budget.available_bytes < below
-    # the sharded states alone: 16 P / 16 = 68,976,648,192 B per GPU (64.24 GiB) of the 79.6 GiB total
-    assert at > 16 * LLAMA_70B_PARAMS // 16
+    at = estimate(
+        with_parallel(spec, data=7, tensor=2, sequence_parallel=True, **section), hopper_or_newer=budget.hopper_or_newer
+    )
+    assert at.total_bytes == row.plan.needed_bytes <= budget.available_bytes
+    for data in (13, 14):
+        alone = estimate(with_parallel(spec, data=data, **section), hopper_or_newer=budget.hopper_or_newer)
+        assert alone.total_bytes > budget.available_bytes
+    # the sharded states alone: 16 P / 14 per GPU (73.4 GiB of the 79.6 GiB total)
+    assert at.total_bytes > 16 * LLAMA_70B_PARAMS // 14
 
 
 def test_fewest_cards_of_a_spec_with_a_parallel_section() -> None:
@@ -74,14 +79,14 @@ def test_fewest_cards_of_a_spec_with_a_parallel_section() -> None:
     rows = {r.budget.gpu_id: r for r in fit_cards(spec, load_catalog().gpus)}
     # a card it fits: fewer cards would do (the search's first plan, as `vramcalc plan` lists it)
     h100 = rows["h100-sxm"]
-    assert h100.fits and h100.budget.count == 32 and h100.min_cards == 16
-    # a card it does not fit (40 GiB): 1.12 x 16 P / (40 GiB - 512 MiB) = 29.15, so at least 30 GPUs
+    assert h100.fits and h100.budget.count == 32 and h100.min_cards == 14
+    # a card it does not fit (40 GiB): 16 P / (40 GiB - 512 MiB) = 26.02, so at least 27 GPUs
     a100 = rows["a100-40gb-sxm"]
-    assert not a100.fits and a100.min_cards == 30 and fewest_gpus_lower_bound(a100.budget) == 30
-    assert a100.plan is not None and plan_text(a100.plan) == "TP 2 x DP 15, FSDP full_shard + SP"
-    fewer = dict(a100.plan.parallel, data=14)  # the same plan on 28 GPUs
+    assert not a100.fits and a100.min_cards == 28 and fewest_gpus_lower_bound(a100.budget) == 27
+    assert a100.plan is not None and plan_text(a100.plan) == "TP 2 x DP 14, FSDP full_shard + SP"
+    fewer = dict(a100.plan.parallel, data=13)  # the same plan on 26 GPUs
     assert estimate(with_parallel(spec, **fewer), hopper_or_newer=False).total_bytes > a100.budget.available_bytes
-    # a card no plan within 64 GPUs fits (16 GiB): 1.12 x 16 P / (16 GiB - 512 MiB) = 74.4 > 64
+    # a card no plan within 64 GPUs fits (16 GiB): 16 P / (16 GiB - 512 MiB) = 66.3 > 64
     v100 = rows["v100-16gb-sxm2"]
     assert v100.min_cards is None and v100.sharding.startswith("no sharded plan fits within 64 GPUs")
     assert fewest_gpus_lower_bound(v100.budget) > 64

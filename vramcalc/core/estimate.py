@@ -8,20 +8,44 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from vramcalc.choices import Mode
+from vramcalc.choices import Mode, Runtime
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.models import Spec, is_generation
+from vramcalc.spec.versions import torch_release
 from vramcalc.units import MiB
 
 #: CUDA context default: 512 MiB. Lazy module loading (CUDA >= 11.7) keeps it at 0.3-0.6 GiB on
 #: current stacks (shared/calibration/tracer/README.md); 1343 MiB was measured on a V100 with 2022
 #: PyTorch (measured.yaml case hf-perf-bert-large-load-context-only). Override with overhead.cuda_context.
 DEFAULT_CUDA_CONTEXT = 512 * MiB
+#: Before PyTorch 1.13 (which sets ``CUDA_MODULE_LOADING=LAZY`` unless the user chose otherwise) every kernel
+#: module is loaded into the context at start-up: 1,343 MiB measured on a V100 with 2022 PyTorch (measured.yaml
+#: case hf-perf-bert-large-load-context-only); DeepSpeed's 2020 out-of-memory message on a 32 GB V100 leaves
+#: 1.26 GiB of the card outside PyTorch's reserve (case deepspeed-zero-tutorial-gpt2-1.5b-dp8-noZeRO-OOM).
+EAGER_LOADING_CUDA_CONTEXT = 1343 * MiB
+LAZY_LOADING_TORCH = (1, 13, 0)
 
 
-#: Caching-allocator reserve above the allocated peak: median of reserved/allocated - 1 over the 34
-#: tracer cases' allocator replay (shared/calibration/tracer_cases.json, range 2-35 %).
-DEFAULT_ALLOCATOR_RESERVE = 0.12
+#: The caching allocator's reserve above the allocated peak, as a share of the peak's *transient* bytes
+#: (everything but :data:`LONG_LIVED`). Freed activations and temporaries stay cached in segments whose
+#: free blocks later requests of other sizes cannot use, so the reserve grows with what comes and goes,
+#: not with the weights. A quarter is what published reserved/allocated pairs show: HF Trainer on a V100
+#: (nvidia-smi less the measured context), torchtitan's reserved peaks, and DeepSpeed's out-of-memory
+#: message (1.47 GB reserved beyond 29.09 GiB allocated, about 6.3 GB of it transient); see
+#: ``benchmarks/reserve_models.py``.
+TRANSIENT_RESERVE = 0.25
+
+#: Components allocated once, at sizes that do not change from step to step (gradients are freed and
+#: allocated again at the same sizes, in the same order; cuBLAS keeps its workspace for the process): their
+#: blocks are reused as they are, so they add no reserve beyond their own whole blocks (``allocator_rounding``).
+LONG_LIVED = (
+    "parameters",
+    "allocator_rounding",
+    "gradients",
+    "optimizer_states",
+    "workspace",
+    "communication_buffers",
+)
 
 
 COMPONENTS = (
@@ -89,7 +113,7 @@ def assemble(spec: Spec, n_params: int, phases: dict[str, dict[str, int]], assum
     components = full[peak_phase]
     component_peaks = {key: max(comps[key] for comps in full.values()) for key in COMPONENTS}
     context, reserve = overhead_terms(spec, assumptions)
-    overhead = {"cuda_context": context, "allocator_reserve": math.ceil(sum(components.values()) * reserve)}
+    overhead = {"cuda_context": context, "allocator_reserve": reserve.bytes_of(components)}
     return Estimate(
         name=spec.name or "unnamed",
         params=n_params,
@@ -104,24 +128,79 @@ def assemble(spec: Spec, n_params: int, phases: dict[str, dict[str, int]], assum
     )
 
 
-def overhead_terms(spec: Spec, assumptions: list[str]) -> tuple[int, float]:
-    """The CUDA context's bytes and the allocator reserve's share of the allocated peak (the spec's
-    ``overhead`` section, else the defaults, noted in ``assumptions``)."""
+@dataclass(frozen=True)
+class ReserveRule:
+    """The allocator reserve of a moment: ``share`` of its transient bytes (the default model), or of its
+    whole allocated bytes (``overhead.allocator_reserve`` given)."""
+
+    share: float
+    of_transient: bool = True
+    long_lived: tuple[str, ...] = LONG_LIVED
+
+    def bytes_of(self, components: dict[str, int]) -> int:
+        """The reserve above ``components`` (component -> bytes at the moment)."""
+        return self.of_base(self.base_of(components))
+
+    def of_base(self, base: int) -> int:
+        """The reserve for ``base`` bytes of :meth:`base_of` (rounded up to a whole byte)."""
+        return math.ceil(base * self.share)
+
+    def base_of(self, components: dict[str, Any], allocated: Any = None) -> Any:
+        """The bytes the share applies to (an int, or a polynomial in a symbolic batch size) at a moment of
+        ``allocated`` bytes (default: the sum of ``components``)."""
+        allocated = sum(components.values()) if allocated is None else allocated
+        if not self.of_transient:
+            return allocated
+        return allocated - sum(components.get(key, 0) for key in self.long_lived)
+
+
+def overhead_terms(spec: Spec, assumptions: list[str]) -> tuple[int, ReserveRule]:
+    """The CUDA context's bytes and the allocator reserve's rule (the spec's ``overhead`` section, else
+    the defaults, noted in ``assumptions``)."""
     context = spec.overhead.cuda_context
     if context is None:
-        context = DEFAULT_CUDA_CONTEXT
-        assumptions.append("CUDA context 512 MiB (outside PyTorch's allocator; set overhead.cuda_context)")
-    reserve = spec.overhead.allocator_reserve
-    if reserve is None and serves_llamacpp(spec):
-        reserve = 0.0
+        context = default_context(spec.workload.versions)
+        assumptions.append(context_assumption(context))
+    given = spec.overhead.allocator_reserve
+    if given is not None:
+        return context, ReserveRule(float(given), of_transient=False)
+    if serves_llamacpp(spec):
         assumptions.append("allocator reserve 0: llama.cpp allocates its buffers once, at their exact sizes")
-    elif reserve is None:
-        reserve = DEFAULT_ALLOCATOR_RESERVE
-        assumptions.append("allocator reserve 12 % of the allocated peak (set overhead.allocator_reserve)")
-    return context, reserve
+        return context, ReserveRule(0.0)
+    long_lived: tuple[str, ...] = LONG_LIVED
+    if serves_vllm(spec):  # vLLM allocates its whole KV pool once, at start-up
+        long_lived += ("kv_cache",)
+    assumptions.append(
+        "allocator reserve 25 % of the peak's transient bytes (all but weights, gradients, optimizer states, workspaces"
+        + (" and vLLM's KV pool" if serves_vllm(spec) else "")
+        + "; set overhead.allocator_reserve for a share of the whole peak)"
+    )
+    return context, ReserveRule(TRANSIENT_RESERVE, long_lived=long_lived)
+
+
+def default_context(versions: dict[str, str] | None) -> int:
+    """The CUDA context when ``overhead.cuda_context`` is not given: larger before PyTorch 1.13, which
+    loads every kernel module at start-up (it made CUDA's lazy module loading its default)."""
+    release = torch_release(versions)
+    return EAGER_LOADING_CUDA_CONTEXT if release is not None and release < LAZY_LOADING_TORCH else DEFAULT_CUDA_CONTEXT
+
+
+def context_assumption(context: int) -> str:
+    if context == EAGER_LOADING_CUDA_CONTEXT:
+        return (
+            "CUDA context 1,343 MiB: PyTorch before 1.13 loads every kernel at start-up (measured on a V100 "
+            "with 2022 PyTorch; set overhead.cuda_context)"
+        )
+    return "CUDA context 512 MiB (outside PyTorch's allocator; set overhead.cuda_context)"
 
 
 def serves_llamacpp(spec: Spec) -> bool:
     """A generation spec that runs in llama.cpp (vramcalc/llm/llamacpp.py)."""
     wl = spec.workload
     return wl.mode is Mode.inference and is_generation(wl) and runs_llamacpp(wl)
+
+
+def serves_vllm(spec: Spec) -> bool:
+    """A generation spec served by vLLM (the default runtime of a generation spec)."""
+    wl = spec.workload
+    return wl.mode is Mode.inference and is_generation(wl) and (wl.runtime or Runtime.vllm) is Runtime.vllm

@@ -4,11 +4,12 @@
 the same integer, without re-validating the spec and re-running the formulas at every ``b``:
 
 * the dense single-GPU phases (:func:`vramcalc.core.dense.phase_candidates`) run once with the batch
-  size as a :class:`vramcalc.core.symbolic.Poly`; the largest phase total becomes one expression, the
-  largest of a few polynomials in ``b`` (for a fixed sequence length every activation is tokens
-  ``b·s`` or scores ``b·heads·s²`` times shape constants);
-* per batch size: that expression's value, plus the inputs (rounded to the allocator's 512-byte
-  blocks, so computed per point), the CUDA context and the allocator reserve, as ``estimate`` adds them.
+  size as a :class:`vramcalc.core.symbolic.Poly`; each candidate moment keeps two expressions in ``b``,
+  its allocated bytes and the bytes the allocator reserve applies to (for a fixed sequence length every
+  activation is tokens ``b·s`` or scores ``b·heads·s²`` times shape constants);
+* per batch size: the first moment with the largest allocated bytes (the one ``estimate`` picks), plus
+  the inputs (rounded to the allocator's 512-byte blocks, so computed per point), the CUDA context and
+  that moment's allocator reserve, as ``estimate`` adds them.
 
 Specs on other paths (several GPUs, ResNet, the LLM keys), or whose formulas leave polynomials
 (:class:`vramcalc.core.symbolic.NotPolynomial`), run the full estimate at every batch size. Pure: no I/O.
@@ -16,7 +17,6 @@ Specs on other paths (several GPUs, ResNet, the LLM keys), or whose formulas lea
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from vramcalc.choices import Architecture, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import phase_candidates
-from vramcalc.core.estimate import overhead_terms, phase_total
+from vramcalc.core.estimate import ReserveRule, overhead_terms, phase_total
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
 from vramcalc.core.workload import (
@@ -47,12 +47,13 @@ class BatchTotals:
 
     spec: Spec
     hopper_or_newer: bool
-    #: The allocated peak without the inputs: the largest of these polynomials in the batch size
-    #: (coefficients, constant first); empty when every batch size runs the full estimate.
-    peak: tuple[tuple[int, ...], ...] = ()
+    #: Per candidate moment, in the order ``estimate`` compares them: its allocated bytes and the bytes its
+    #: allocator reserve applies to, both without the inputs, as expressions in the batch size (an int, a
+    #: Poly or a Peak); empty when every batch size runs the full estimate.
+    moments: tuple[tuple[Any, Any], ...] = ()
     shape: ModelShape | None = None
     context: int = 0
-    reserve: float = 0.0
+    reserve: ReserveRule | None = None
     tokens: act.Tokens | None = None  # the batch shape at batch size 1 (sequence and target lengths)
     pixels_per_sample: int = 0  # image elements of one sample (0 for text)
 
@@ -62,15 +63,23 @@ class BatchTotals:
         if not _symbolic_path(spec):
             return cls(spec, hopper_or_newer)
         work = resolve_workload(spec)
+        context, reserve = overhead_terms(spec, [])
         try:
-            peak = _symbolic_peak(work, hopper_or_newer)
+            moments = tuple(
+                (phase_total(moment), reserve.base_of(moment)) for moment in _symbolic_moments(work, hopper_or_newer)
+            )
         except NotPolynomial:
             return cls(spec, hopper_or_newer)
-        context, reserve = overhead_terms(spec, [])
         one = work.at_batch(1).tokens
-        return cls(
-            spec, hopper_or_newer, _coefficients(peak), work.shape, context, reserve, one, image_elements(spec, 1)
-        )
+        return cls(spec, hopper_or_newer, moments, work.shape, context, reserve, one, image_elements(spec, 1))
+
+    @property
+    def peak(self) -> tuple[tuple[int, ...], ...]:
+        """The allocated peak without the inputs: the largest of these polynomials in the batch size
+        (coefficients, constant first); empty when every batch size runs the full estimate."""
+        if not self.moments:
+            return ()
+        return _coefficients(maximum(*(total for total, _ in self.moments)))
 
     @property
     def symbolic(self) -> bool:
@@ -81,13 +90,15 @@ class BatchTotals:
         if self.shape is None:
             changed = override_workload(self.spec, self.spec.name or "<spec>", batch_size=batch)
             return estimate(changed, hopper_or_newer=self.hopper_or_newer).total_bytes
-        wl, one = self.spec.workload, self.tokens
-        assert one is not None  # prepared with the shape
+        wl, one, reserve = self.spec.workload, self.tokens, self.reserve
+        assert one is not None and reserve is not None  # prepared with the shape
         tk = act.Tokens(batch, one.seq, one.target)  # the step's tokens at this batch size
         pixels = batch * self.pixels_per_sample
         inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
-        allocated = max([_horner(coefs, batch) for coefs in self.peak]) + inputs
-        return allocated + self.context + math.ceil(allocated * self.reserve)
+        totals = [_at(total, batch) for total, _ in self.moments]
+        peak = totals.index(max(totals))  # the first of equals, as estimate picks its peak phase
+        allocated = totals[peak] + inputs
+        return allocated + self.context + reserve.of_base(_at(self.moments[peak][1], batch) + inputs)
 
 
 def _coefficients(peak: int | Poly | Peak) -> tuple[tuple[int, ...], ...]:
@@ -97,11 +108,9 @@ def _coefficients(peak: int | Poly | Peak) -> tuple[tuple[int, ...], ...]:
     return ((peak,),) if isinstance(peak, int) else (peak.coefs,)
 
 
-def _horner(coefs: tuple[int, ...], batch: int) -> int:
-    value = 0
-    for coef in reversed(coefs):
-        value = value * batch + coef
-    return value
+def _at(value: Any, batch: int) -> int:
+    """An expression in the batch size (an int, a Poly or a Peak) at ``batch``."""
+    return value if isinstance(value, int) else int(value.at(batch))
 
 
 def _symbolic_path(spec: Spec) -> bool:
@@ -113,13 +122,13 @@ def _symbolic_path(spec: Spec) -> bool:
     return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec) and not techniques
 
 
-def _symbolic_peak(work: ResolvedWorkload, hopper_or_newer: bool) -> Any:
-    """The largest moment of the step, every component but the inputs, in a symbolic batch size.
-    The inputs are the same tensors in every moment, so leaving them out moves no maximum."""
+def _symbolic_moments(work: ResolvedWorkload, hopper_or_newer: bool) -> list[dict[str, Any]]:
+    """The step's candidate moments in phase order, every component but the inputs, in a symbolic batch
+    size. The inputs are the same tensors in every moment, so leaving them out moves no maximum."""
     base = {
         "parameters": work.n_params * work.dtypes.param,
         "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param),  # a plain dense model
         "workspace": workspace_bytes(work.mode, hopper_or_newer),
     }
     candidates = phase_candidates(work.at_batch(Poly.batch()), base)
-    return maximum(*(phase_total(moment) for moments in candidates.values() for moment in moments))
+    return [moment for moments in candidates.values() for moment in moments]

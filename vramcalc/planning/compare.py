@@ -15,7 +15,8 @@ of ``torch.cuda.memory_stats_as_nested_dict()``. Only the peaks are read:
   peak is the implied CUDA context (plus cuDNN/NCCL buffers outside PyTorch's allocator).
 
 Only the allocated peak decides the verdict: the reserve and the context are heuristics of the
-estimate (12 % and 512 MiB by default), shown next to the measurement but not held to the tolerance.
+estimate (a quarter of the transient bytes and 512 MiB by default), shown next to the measurement but
+not held to the tolerance.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramcalc.choices import Attention, Checkpointing, KvCacheDtype, Mode, Optimizer, Precision, QuantMethod, Runtime
-from vramcalc.core.estimate import DEFAULT_ALLOCATOR_RESERVE, Estimate
+from vramcalc.core.estimate import Estimate, overhead_terms
 from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget, estimate_on, fit_of, fit_on
 from vramcalc.planning.limits import largest_fitting, max_batch, with_workload
@@ -204,8 +204,10 @@ def accumulation_total(result: Estimate, spec: Spec) -> int:
     """Total bytes of a step under gradient accumulation: every phase also holds the gradients
     (``component_peaks['gradients']``), which ``zero_grad`` only frees after the optimizer step."""
     grads = result.component_peaks["gradients"]
-    comps = result.phase_components
-    peak = max(total - comps[name]["gradients"] + grads for name, total in result.phases.items())
-    reserve = spec.overhead.allocator_reserve
-    fraction = DEFAULT_ALLOCATOR_RESERVE if reserve is None else reserve
-    return peak + result.overhead["cuda_context"] + math.ceil(peak * fraction)
+    moments = [comps | {"gradients": grads} for comps in result.phase_components.values()]
+    totals = [result.phases[name] - comps["gradients"] + grads for name, comps in result.phase_components.items()]
+    peak = totals.index(max(totals))  # the first of equals, as estimate picks its peak phase
+    _, reserve = overhead_terms(spec, [])
+    return (
+        totals[peak] + result.overhead["cuda_context"] + reserve.of_base(reserve.base_of(moments[peak], totals[peak]))
+    )
