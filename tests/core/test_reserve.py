@@ -17,6 +17,7 @@ from vramcalc.core.estimate import (
     EAGER_LOADING_CUDA_CONTEXT,
     TRANSIENT_RESERVE,
     ReserveRule,
+    serves_vllm,
 )
 from vramcalc.engine import estimate
 from vramcalc.spec.load import load_spec, parse_spec
@@ -75,8 +76,11 @@ def test_served_weights_and_the_vllm_pool_add_no_reserve() -> None:
 
 
 def test_llamacpp_keeps_no_reserve() -> None:
-    result = estimate(load_spec(ROOT / "configs" / "llama-3-8b-q4km-llamacpp.yaml"))
-    assert result.overhead["allocator_reserve"] == 0
+    spec = load_spec(ROOT / "configs" / "llama-3-8b-q4km-llamacpp.yaml")
+    assert estimate(spec).overhead["allocator_reserve"] == 0
+    # a GGUF file type without a runtime runs in llama.cpp, never in vLLM
+    unset = spec.model_copy(update={"workload": spec.workload.model_copy(update={"runtime": None})})
+    assert not serves_vllm(unset) and serves_vllm(load_spec(ROOT / "configs" / "llama-3-8b-inference.yaml"))
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ LAZY_LOADING_TORCH = (1, 13, 0)
 #: free blocks later requests of other sizes cannot use, so the reserve grows with what comes and goes,
 #: not with the weights. A quarter is what published reserved/allocated pairs show: HF Trainer on a V100
 #: (nvidia-smi less the measured context), torchtitan's reserved peaks, and DeepSpeed's out-of-memory
-#: message (1.47 GB reserved beyond 29.09 GiB allocated, about 6.3 GB of it transient); see
+#: message (1.37 GiB reserved beyond 29.09 GiB allocated, of which 5.88 GiB transient: 0.23); see
 #: ``benchmarks/reserve_models.py``.
 TRANSIENT_RESERVE = 0.25
 
@@ -149,9 +149,12 @@ class ReserveRule:
         """The bytes the share applies to (an int, or a polynomial in a symbolic batch size) at a moment of
         ``allocated`` bytes (default: the sum of ``components``)."""
         allocated = sum(components.values()) if allocated is None else allocated
-        if not self.of_transient:
-            return allocated
-        return allocated - sum(components.get(key, 0) for key in self.long_lived)
+        return allocated - self.kept_of(components)
+
+    def kept_of(self, components: dict[str, Any]) -> Any:
+        """The bytes of a moment the share does not apply to: its long-lived state (none when the share is
+        of the whole peak)."""
+        return sum(components.get(key, 0) for key in self.long_lived) if self.of_transient else 0
 
 
 def overhead_terms(spec: Spec, assumptions: list[str]) -> tuple[int, ReserveRule]:
@@ -171,7 +174,8 @@ def overhead_terms(spec: Spec, assumptions: list[str]) -> tuple[int, ReserveRule
     if serves_vllm(spec):  # vLLM allocates its whole KV pool once, at start-up
         long_lived += ("kv_cache",)
     assumptions.append(
-        "allocator reserve 25 % of the peak's transient bytes (all but weights, gradients, optimizer states, workspaces"
+        f"allocator reserve {100 * TRANSIENT_RESERVE:g} % of the peak's transient bytes (all but weights, gradients, "
+        "optimizer states, workspaces"
         + (" and vLLM's KV pool" if serves_vllm(spec) else "")
         + "; set overhead.allocator_reserve for a share of the whole peak)"
     )
@@ -201,6 +205,7 @@ def serves_llamacpp(spec: Spec) -> bool:
 
 
 def serves_vllm(spec: Spec) -> bool:
-    """A generation spec served by vLLM (the default runtime of a generation spec)."""
+    """A generation spec served by vLLM (the default runtime of a generation spec that is not a GGUF file)."""
     wl = spec.workload
-    return wl.mode is Mode.inference and is_generation(wl) and (wl.runtime or Runtime.vllm) is Runtime.vllm
+    on_vllm = wl.runtime in (None, Runtime.vllm) and not runs_llamacpp(wl)
+    return wl.mode is Mode.inference and is_generation(wl) and on_vllm

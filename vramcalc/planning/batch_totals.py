@@ -40,6 +40,9 @@ from vramcalc.spec.load import override_workload
 from vramcalc.spec.models import Spec, uses_llm_keys
 from vramcalc.spec.techniques import given_techniques
 
+#: A candidate moment: its allocated bytes as polynomials in the batch size, and its long-lived bytes.
+Moment = tuple[tuple[tuple[int, ...], ...], int]
+
 
 @dataclass(frozen=True)
 class BatchTotals:
@@ -47,10 +50,13 @@ class BatchTotals:
 
     spec: Spec
     hopper_or_newer: bool
-    #: Per candidate moment, in the order ``estimate`` compares them: its allocated bytes and the bytes its
-    #: allocator reserve applies to, both without the inputs, as expressions in the batch size (an int, a
-    #: Poly or a Peak); empty when every batch size runs the full estimate.
-    moments: tuple[tuple[Any, Any], ...] = ()
+    #: Per candidate moment, in the order ``estimate`` compares them: its allocated bytes without the inputs,
+    #: the largest of these polynomials in the batch size (coefficients, constant first), and the bytes of it
+    #: the allocator reserve does not apply to (its long-lived state, the same at every batch size); empty
+    #: when every batch size runs the full estimate.
+    moments: tuple[Moment, ...] = ()
+    #: The allocated peak without the inputs: the largest of these polynomials in the batch size.
+    peak: tuple[tuple[int, ...], ...] = ()
     shape: ModelShape | None = None
     context: int = 0
     reserve: ReserveRule | None = None
@@ -65,21 +71,15 @@ class BatchTotals:
         work = resolve_workload(spec)
         context, reserve = overhead_terms(spec, [])
         try:
-            moments = tuple(
-                (phase_total(moment), reserve.base_of(moment)) for moment in _symbolic_moments(work, hopper_or_newer)
-            )
+            totals = [(phase_total(m), reserve.kept_of(m)) for m in _symbolic_moments(work, hopper_or_newer)]
+            peak = _coefficients(maximum(*(total for total, _ in totals)))
         except NotPolynomial:
             return cls(spec, hopper_or_newer)
+        if not all(isinstance(kept, int) for _, kept in totals):  # long-lived state that grows with the batch
+            return cls(spec, hopper_or_newer)
+        moments = _never_dominated(tuple((_coefficients(total), kept) for total, kept in totals))
         one = work.at_batch(1).tokens
-        return cls(spec, hopper_or_newer, moments, work.shape, context, reserve, one, image_elements(spec, 1))
-
-    @property
-    def peak(self) -> tuple[tuple[int, ...], ...]:
-        """The allocated peak without the inputs: the largest of these polynomials in the batch size
-        (coefficients, constant first); empty when every batch size runs the full estimate."""
-        if not self.moments:
-            return ()
-        return _coefficients(maximum(*(total for total, _ in self.moments)))
+        return cls(spec, hopper_or_newer, moments, peak, work.shape, context, reserve, one, image_elements(spec, 1))
 
     @property
     def symbolic(self) -> bool:
@@ -95,10 +95,14 @@ class BatchTotals:
         tk = act.Tokens(batch, one.seq, one.target)  # the step's tokens at this batch size
         pixels = batch * self.pixels_per_sample
         inputs = input_bytes(self.shape, tk, wl.mode, pixels, DTYPES[wl.precision].param)
-        totals = [_at(total, batch) for total, _ in self.moments]
-        peak = totals.index(max(totals))  # the first of equals, as estimate picks its peak phase
-        allocated = totals[peak] + inputs
-        return allocated + self.context + reserve.of_base(_at(self.moments[peak][1], batch) + inputs)
+        allocated, kept = -1, 0
+        for polynomials, long_lived in self.moments:  # the first of equals, as estimate picks its peak phase
+            for coefs in polynomials:
+                total = _horner(coefs, batch)
+                if total > allocated:
+                    allocated, kept = total, long_lived
+        allocated += inputs
+        return allocated + self.context + reserve.of_base(allocated - kept)
 
 
 def _coefficients(peak: int | Poly | Peak) -> tuple[tuple[int, ...], ...]:
@@ -108,9 +112,31 @@ def _coefficients(peak: int | Poly | Peak) -> tuple[tuple[int, ...], ...]:
     return ((peak,),) if isinstance(peak, int) else (peak.coefs,)
 
 
-def _at(value: Any, batch: int) -> int:
-    """An expression in the batch size (an int, a Poly or a Peak) at ``batch``."""
-    return value if isinstance(value, int) else int(value.at(batch))
+def _never_dominated(moments: tuple[Moment, ...]) -> tuple[Moment, ...]:
+    """The moments that can be the first largest at some batch size >= 1: a moment is dropped when every one
+    of its polynomials is, coefficient by coefficient, at most one of an earlier moment's (a tie goes to
+    the earlier one) or below one of a later moment's."""
+
+    def covers(high: tuple[int, ...], low: tuple[int, ...], strictly: bool) -> bool:
+        width = max(len(high), len(low))
+        high, low = high + (0,) * (width - len(high)), low + (0,) * (width - len(low))
+        return all(h >= lo for h, lo in zip(high, low, strict=True)) and (not strictly or high != low)
+
+    def dominates(a: Moment, b: Moment, strictly: bool) -> bool:
+        return all(any(covers(high, low, strictly) for high in a[0]) for low in b[0])
+
+    return tuple(
+        m
+        for j, m in enumerate(moments)
+        if not any(dominates(other, m, strictly=i > j) for i, other in enumerate(moments) if i != j)
+    )
+
+
+def _horner(coefs: tuple[int, ...], batch: int) -> int:
+    value = 0
+    for coef in reversed(coefs):
+        value = value * batch + coef
+    return value
 
 
 def _symbolic_path(spec: Spec) -> bool:
