@@ -12,6 +12,7 @@ state is listed in ``Case.inferred``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,9 @@ def _peft_readme(record: dict[str, Any]) -> Case | NotExpressible:
         offload = {"params": parallel["offload_param"], "optimizer": parallel["offload_optimizer"]}
         spec["parallel"] = {"gpus": w["num_gpus"], "zero": parallel["zero_stage"], "offload": offload}
         inferred.append("DeepSpeed 0.8 defaults: reduce_bucket_size 5e8, stage3_prefetch_bucket_size 5e7 elements")
+        release = re.search(r"DeepSpeed (\d+\.\d+)", w["framework"])
+        if release is not None:  # the record's framework line ("Accelerate/DeepSpeed 0.8")
+            workload["versions"] = {"deepspeed": release.group(1)}
     if record["kind"] == "fit_oom":
         usable, note = usable_bytes(record)
         return Case(spec, LABEL, inferred + note, usable_bytes=usable)

@@ -36,9 +36,8 @@ EXPRESSIBLE_PCT = 85.0
 KNOWN_GAPS = {
     "training_lora": "bloomz-7b1 LoRA (PEFT README, 2022) measured 2.7 % above the estimate at the example "
     "scripts' 64 tokens, their loop's kept outputs counted (the README's GB/GiB reading is itself uncertain "
-    "by up to 6.9 %); with DeepSpeed ZeRO-3 CPU offload on one GPU, bloomz-7b1 28 % and mt0-xxl 14 % low: "
-    "DeepSpeed 0.8 (before 0.9.2) gathered offloaded parameters through a GPU staging copy even on one GPU "
-    "and kept a coalesced gather's flat buffer until its last parameter was used, which is not modelled",
+    "by up to 6.9 %); with DeepSpeed 0.8's ZeRO-3 CPU offload on one GPU (its gather's staging copy and "
+    "flat buffer modelled) it is 6.5 % low: both about 1 GiB, which points at BLOOM under transformers 4.25",
 }
 
 

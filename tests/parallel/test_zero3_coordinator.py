@@ -155,3 +155,81 @@ def test_zero3_keys_need_zero_3(parallel: dict[str, Any]) -> None:
     }
     with pytest.raises(SpecError, match=r"^parallel\.zero3: only valid with zero: 3"):
         estimate(parse_spec(data))
+
+
+#: The toy forward only (E A B H), to follow one gather at a time.
+FORWARD = (Segment((E,), in_backward=False), Segment((A, B), in_backward=False), Segment((H,), in_backward=False))
+
+
+def forward_peak(**how: Any) -> int:
+    return gathered_peaks(FORWARD, Coordinator(400, BIG, 0, 0, **how)).forward
+
+
+def test_a_gather_of_several_parameters_holds_them_twice_until_the_last_is_used() -> None:
+    # all_gather_coalesced on 2 GPUs, prefetch 400 elements, reuse 0. E: gathered (200 B); its round takes
+    # A (300 < 400) and B (800): one group, 1,600 B in a flat buffer -> 1,800 B; E released -> 1,600. A:
+    # its wait copies A and B out of the flat buffer (AllGatherCoalescedHandle.wait): 3,200 B; its round
+    # takes H alone (200 elements, the end of the trace): 3,600 B, the peak; A released. B: the group's
+    # last wait frees the flat buffer: 1,000 + 400 B
+    assert forward_peak(world=2) == 3600
+
+
+def test_offloaded_partitions_are_copied_to_the_gpu_before_the_gather() -> None:
+    # The same on 2 GPUs with the parameters offloaded: each gather first copies the partitions to the GPU
+    # (ds_tensor.to(device)), the group's bytes / 2, for a moment. At A's round: 2,000 B gathered + the
+    # 1,600 B flat buffer + H's partition 400 / 2 = 3,800 B
+    assert forward_peak(world=2, offloaded=True) == 3800
+
+
+def test_one_gpu_gathers_only_before_deepspeed_0_9() -> None:
+    # One GPU, offloaded. DeepSpeed 0.9.0 and later copy each parameter to the GPU, no gather
+    # (_no_gather_coalesced): the largest moment is A's round, E gone, A + B + H = 2,000 B
+    assert forward_peak(world=1, offloaded=True) == 2000
+    # Before 0.9.0 the one-GPU path is the many-GPU one, the partition being the whole parameter: at A's
+    # round 2,000 B + the 1,600 B flat buffer + H's staging copy 400 B = 4,000 B
+    assert forward_peak(world=1, offloaded=True, gathers_alone=True) == 4000
+
+
+def zero3_spec(versions: dict[str, str] | None, parallel: dict[str, Any], **workload: Any) -> dict[str, Any]:
+    wl = {"batch_size": 1, "seq_len": 16, "precision": "mixed-bf16", "optimizer": "adamw", **workload}
+    if versions is not None:
+        wl["versions"] = versions
+    return {"name": "t", "model": ROUND, "workload": wl, "parallel": parallel}
+
+
+def test_a_deepspeed_release_before_0_9_gathers_on_one_gpu() -> None:
+    # One GPU, parameters offloaded, thresholds 0, reuse 0, no prefetch: one module at a time. DeepSpeed 0.9
+    # and later copy the largest module to the GPU: 65,536 elements x 2 B = 131,072 B in forward. DeepSpeed
+    # 0.8 gathers it, first copying its partition (here the whole parameter) to the GPU: 262,144 B for that
+    # moment. The note names the release
+    parallel = {"gpus": 1, "zero": 3, "buckets": {"prefetch": 0}, "offload": {"params": "cpu", "optimizer": "cpu"}}
+    parallel["zero3"] = {"param_persistence_threshold": 0, "max_reuse_distance": 0}
+    today = estimate(parse_spec(zero3_spec(None, parallel)))
+    old = estimate(parse_spec(zero3_spec({"deepspeed": "0.8.3"}, parallel)))
+    assert today.phase_components["forward"]["gathered_parameters"] == 131_072
+    assert old.phase_components["forward"]["gathered_parameters"] == 262_144
+    assert any("without a gather" in note for note in today.assumptions)
+    assert any(note.startswith("DeepSpeed 0.8.3: a gather of several") for note in old.assumptions)
+
+
+@pytest.mark.parametrize(
+    ("parallel", "workload"),
+    [
+        ({"data": 2, "fsdp": "full_shard"}, {}),
+        ({"data": 2, "distributed_optimizer": True}, {}),
+        (None, {}),
+        ({"tensor": 2}, {"mode": "inference"}),
+    ],
+)
+def test_a_deepspeed_release_needs_a_deepspeed_training_plan(parallel: Any, workload: dict[str, Any]) -> None:
+    data = zero3_spec({"deepspeed": "0.8.3"}, parallel, **workload)
+    if parallel is None:
+        del data["parallel"]
+        data["workload"]["precision"] = "bf16"
+    with pytest.raises(SpecError, match=r"workload\.versions\.deepspeed: 0\.8\.3 names a DeepSpeed release"):
+        parse_spec(data)
+
+
+def test_a_deepspeed_release_must_be_a_release_number() -> None:
+    with pytest.raises(SpecError, match=r"workload\.versions\.deepspeed: 'eight' is not a release number"):
+        parse_spec(zero3_spec({"deepspeed": "eight"}, {"data": 2, "zero": 3}))

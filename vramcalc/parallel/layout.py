@@ -39,14 +39,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Attention, Checkpointing, Head, Mode, Precision
+from vramcalc.choices import Architecture, Head, Mode, Precision
 from vramcalc.core.params import count_params, embedding_params, head_params, layer_params, param_tensors
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.parallel.zero3 import DEEPSPEED_MAX_LIVE, DEEPSPEED_PERSISTENCE, DEEPSPEED_REUSE_DISTANCE, Coordinator
+from vramcalc.parallel.rules import check_shape, check_supported
+from vramcalc.parallel.zero3 import (
+    DEEPSPEED_MAX_LIVE,
+    DEEPSPEED_PERSISTENCE,
+    DEEPSPEED_REUSE_DISTANCE,
+    NO_GATHER_ON_ONE_GPU,
+    Coordinator,
+    gather_note,
+)
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec, Schedule, check_rules
-from vramcalc.spec.versions import zeroes_gradients_in_place
+from vramcalc.spec.versions import deepspeed_release
 from vramcalc.units import ceil_div
 
 MIXED = (Precision.mixed_fp16, Precision.mixed_bf16)
@@ -102,11 +110,14 @@ class Plan:
     max_live: int = DEEPSPEED_MAX_LIVE  # ZeRO-3's parameter coordinator, in elements (vramcalc/parallel/zero3.py)
     reuse_distance: int = DEEPSPEED_REUSE_DISTANCE
     persistence: int = DEEPSPEED_PERSISTENCE
+    gathers_alone: bool = False  # a DeepSpeed release before 0.9.0: ZeRO-3 gathers on one GPU too
 
     @property
     def coordinator(self) -> Coordinator:
-        """DeepSpeed ZeRO-3's prefetch, live-parameter, reuse-distance and persistence settings."""
-        return Coordinator(self.prefetch_bucket, self.max_live, self.reuse_distance, self.persistence)
+        """DeepSpeed ZeRO-3's prefetch, live-parameter, reuse-distance and persistence settings, and how
+        its gathers allocate."""
+        c = Coordinator(self.prefetch_bucket, self.max_live, self.reuse_distance, self.persistence)
+        return replace(c, world=self.shard, offloaded=self.offload_params, gathers_alone=self.gathers_alone)
 
     @property
     def whole_weights(self) -> bool:  # every rank holds each weight as its own tensor: no split, no flat shards
@@ -168,9 +179,14 @@ def resolve_plan(spec: Spec, shape: ModelShape) -> tuple[Plan, list[str]]:
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     check_supported(spec, section)
-    _check_shape(spec, section, shape)
+    check_shape(spec, section, shape)
     notes: list[str] = []
     plan = _plan(section, shape, notes)
+    deepspeed = deepspeed_release(spec.workload.versions)
+    if deepspeed is not None:  # a DeepSpeed plan (vramcalc.spec.versions.deepspeed_spec_rules)
+        plan = replace(plan, gathers_alone=deepspeed < NO_GATHER_ON_ONE_GPU)
+    if plan.framework is Framework.deepspeed and plan.stage == 3:
+        notes.append(gather_note(plan.coordinator, (spec.workload.versions or {}).get("deepspeed")))
     if section.micro_batches is None and section.pipeline > 1 and spec.workload.mode is Mode.train:
         notes.append(f"parallel.micro_batches not given: {plan.micro_batches} (= pipeline)")
     _check_micro_batches(plan)
@@ -241,63 +257,6 @@ def _check_micro_batches(plan: Plan) -> None:
             f"parallel.micro_batches: {plan.micro_batches} is not a multiple of pipeline ({plan.pipeline}), "
             "as the interleaved schedule needs"
         )
-
-
-LLM_KEYS = ("quantization", "adapter", "use_cache", "prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype")
-TRAIN_ONLY = ("zero", "fsdp", "distributed_optimizer", "micro_batches")
-
-
-def check_supported(spec: Spec, section: ParallelSpec) -> None:
-    """Combinations the per-rank model does not cover are refused rather than estimated wrongly."""
-    model, wl = spec.model, spec.workload
-    key = "parallel" if spec.parallel is not None else f"workload.precision: {wl.precision.value}"
-    if model.architecture is Architecture.resnet:
-        raise SpecError(f"{key}: not modelled for architecture: resnet (transformers only)")
-    if model.experts is not None:
-        raise SpecError(f"{key}: not modelled for mixture-of-experts models (no expert parallelism)")
-    given = [name for name in LLM_KEYS if getattr(wl, name) is not None]
-    if spec.parallel is not None and wl.adapter is not None:  # LoRA / QLoRA: vramcalc/parallel/lora.py
-        given = [name for name in given if name not in ("adapter", "quantization")]
-    if given and wl.mode is Mode.train:  # serving (mode: inference) is vramcalc/parallel/serving.py
-        raise SpecError(f"{key}: not modelled together with workload.{given[0]} in training (an LLM workload key)")
-    if wl.mode is Mode.train and zeroes_gradients_in_place(wl.versions):  # gradients zeroed in place: one GPU only
-        raise SpecError(
-            f"workload.versions.torch: {(wl.versions or {})['torch']} is not modelled with {key} (one GPU only)"
-        )
-    if wl.mode is Mode.inference:
-        train_keys = [k for k in TRAIN_ONLY if getattr(section, k) is not None]
-        if "cpu" in (section.offload.optimizer, section.offload.params, section.offload.activations):
-            train_keys.append("offload")
-        if train_keys:
-            raise SpecError(f"parallel.{train_keys[0]}: only valid with mode: train")
-    elif section.offload.activations == "cpu" and wl.gradient_checkpointing is not Checkpointing.full:
-        raise SpecError("parallel.offload.activations: offloads the checkpoints; needs gradient_checkpointing: full")
-
-
-def _check_shape(spec: Spec, section: ParallelSpec, shape: ModelShape) -> None:
-    """Divisibility rules: heads, kv_heads and ffn_size by tensor; layers by pipeline; tokens by context."""
-    t, p = section.tensor, section.pipeline
-    for what, value in (("heads", shape.heads), ("kv_heads", shape.kv_heads), ("ffn_size", shape.ffn)):
-        if what == "kv_heads" and spec.workload.mode is Mode.inference and value and t % value == 0:
-            continue  # serving replicates each KV head over tensor / kv_heads ranks (vLLM's QKVParallelLinear)
-        if value % t:
-            extra = (
-                " and is not a multiple of it" if what == "kv_heads" and spec.workload.mode is Mode.inference else ""
-            )
-            raise SpecError(f"parallel.tensor: {t} does not divide {what} ({value}){extra}")
-    if p > 1 and shape.architecture is Architecture.encoder_decoder:
-        raise SpecError("parallel.pipeline: not modelled for encoder-decoder models")
-    chunks = p * (section.virtual_stages or 1)
-    if p > shape.layers:
-        raise SpecError(f"parallel.pipeline: {p} is more than layers ({shape.layers})")
-    if shape.layers % chunks and not section.uneven_pipeline:
-        what = f"{p}" if chunks == p else f"{p} x virtual_stages {section.virtual_stages}"
-        raise SpecError(
-            f"parallel.pipeline: {what} does not divide layers ({shape.layers}); set uneven_pipeline: true "
-            "for stages of up to ceil(layers / pipeline)"
-        )
-    if section.context > 1 and (spec.workload.seq_len is None or spec.workload.attention is Attention.eager):
-        raise SpecError("parallel.context: context parallelism needs a text model with attention: sdpa")
 
 
 def layout(precision: Precision, framework: Framework, fp32_grads: bool, param_bytes: int) -> Layout:

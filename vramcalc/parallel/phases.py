@@ -48,7 +48,6 @@ from vramcalc.parallel.layout import (
     Layout,
     ParallelDetails,
     Plan,
-    check_supported,
     largest_fsdp_unit,
     largest_tensor,
     layout,
@@ -57,6 +56,7 @@ from vramcalc.parallel.layout import (
     stage_params,
     tp_local,
 )
+from vramcalc.parallel.rules import check_supported
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec
 from vramcalc.units import ceil_div

@@ -24,7 +24,17 @@ the recomputed forward of each block too), and replays it on every later step:
   the GPU even when parameters are offloaded (``partition_parameters.py``: its partition is allocated
   on the local device).
 
-:func:`gathered_peaks` replays that rule on a module trace built from the model shape (one module per
+How a gather allocates (``partition_parameters.py``, ``all_gather_coalesced``): the parameters one
+call gathers -- a module's own, or one prefetch round's -- form a group. A group of one parameter is
+gathered into its own buffer. A larger group is gathered into one flat buffer, and when the first of its
+parameters is waited for, ``AllGatherCoalescedHandle.wait`` copies every parameter of the group out of
+it (``torch.cat``); the flat buffer is freed when the last one has been waited for, so the group is held
+twice from its first use to its last. With the parameters offloaded, each gather first copies the
+partitions to the GPU (``ds_tensor.to(device)``), the group's bytes over the partition count, for a
+moment. On one GPU, DeepSpeed 0.9.0 and later do not gather at all (``_no_gather_coalesced``: each
+parameter is copied to the GPU, or used in place); earlier releases take the same path as on many.
+
+:func:`gathered_peaks` replays these rules on a module trace built from the model shape (one module per
 weight matrix; tied weights -- an LM head tied to the embedding, T5's shared embedding -- are one
 parameter) and returns the largest gathered bytes of forward and of backward. The first, recording
 step releases everything at once and prefetches nothing, so it never holds more.
@@ -48,14 +58,28 @@ DEEPSPEED_REUSE_DISTANCE = 1_000_000_000
 DEEPSPEED_PERSISTENCE = 100_000
 
 
+#: The first DeepSpeed release that does not gather on one GPU (``_no_gather_coalesced``).
+NO_GATHER_ON_ONE_GPU = (0, 9, 0)
+
+
 @dataclass(frozen=True)
 class Coordinator:
-    """The four settings of DeepSpeed's parameter coordinator, in elements."""
+    """The four settings of DeepSpeed's parameter coordinator, in elements, and how a gather allocates:
+    ``world`` partitions, ``offloaded`` partitions (on the host), ``gathers_alone`` (a release before
+    0.9.0, which gathers on one GPU too)."""
 
     prefetch: int
     max_live: int
     reuse: int
     persistence: int
+    world: int = 1
+    offloaded: bool = False
+    gathers_alone: bool = False
+
+    @property
+    def gathers(self) -> bool:
+        """Parameters go through ``all_gather_coalesced``'s buffers (always on many GPUs)."""
+        return self.world > 1 or self.gathers_alone
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,9 @@ def gathered_peaks(segments: tuple[Segment, ...], c: Coordinator) -> Gathered:
     taken_until: dict[int, int] = {}  # per parameter, the latest use the prefetcher took off the trace
     queue = 0  # the next trace position the prefetcher has not taken
     live = [0, 0]  # gathered bytes, elements
+    flat = [0]  # flat buffers of groups copied out and not yet freed
+    groups: dict[int, list[int]] = {}  # parameter key -> its group's [bytes, members not waited for, copied]
+    staged = c.world if c.gathers and c.offloaded else 0
 
     def gather(mod: Module) -> int:
         if not mod.nbytes or mod.key in held:
@@ -139,17 +166,40 @@ def gathered_peaks(segments: tuple[Segment, ...], c: Coordinator) -> Gathered:
 
     peaks = [0, 0]
     peak_elements = 0
+
+    def reach(phase: int, extra: int = 0) -> None:
+        peaks[phase] = max(peaks[phase], live[0] + flat[0] + extra)
+
     for t, mod in enumerate(order):
-        gather(mod)
+        phase = 0 if t < n_forward else 1
+        if gather(mod) and staged:
+            reach(phase, ceil_div(mod.nbytes, staged))
+        group = groups.pop(mod.key, None)
+        if group is not None:  # waited for: the group's first wait copies every member out
+            if not group[2]:
+                group[2] = 1
+                flat[0] += group[0]
+                reach(phase)
+            group[1] -= 1
+            if not group[1]:
+                flat[0] -= group[0]
         queue = max(queue, t + 1)
         for _ in range(mod.calls if c.prefetch > 0 else 0):
-            budget, taken = min(c.prefetch, c.max_live - live[1]), 0
+            budget, taken, members = min(c.prefetch, c.max_live - live[1]), 0, []
             while queue < m and taken < budget:
                 taken_until[order[queue].key] = queue
-                taken += gather(order[queue])
+                numel = gather(order[queue])
+                if numel:
+                    members.append(order[queue])
+                taken += numel
                 queue += 1
-        phase = 0 if t < n_forward else 1
-        peaks[phase] = max(peaks[phase], live[0])
+            size = sum(member.nbytes for member in members)
+            if staged and size:
+                reach(phase, ceil_div(size, staged))
+            if c.gathers and len(members) > 1:
+                record = [size, len(members), 0]
+                groups.update((member.key, record) for member in members)
+        reach(phase)
         if phase == 0:
             peak_elements = max(peak_elements, live[1])
         reused = next_use[t] < m and prefix[next_use[t]] - prefix[t + 1] < c.reuse
@@ -159,6 +209,20 @@ def gathered_peaks(segments: tuple[Segment, ...], c: Coordinator) -> Gathered:
             live[1] -= mod.numel
     persistent = sum(mod.nbytes for mod in small.values()), sum(mod.numel for mod in small.values())
     return Gathered(peaks[0], peaks[1], peak_elements, *persistent)
+
+
+def gather_note(c: Coordinator, release: str | None) -> str:
+    """How ZeRO-3's gathers allocate under ``release`` (the spec's ``versions.deepspeed``), in words."""
+    said = f"DeepSpeed {release}"
+    if release is None:
+        said = "DeepSpeed release not given (versions: {deepspeed: ...}): 0.9 or later"
+    if not c.gathers:
+        return f"{said}: on one GPU ZeRO-3 copies each parameter to the GPU without a gather"
+    staged = "; offloaded partitions are first copied to the GPU" if c.offloaded else ""
+    return (
+        f"{said}: a gather of several parameters holds them twice, in its flat buffer and as copies, from the "
+        f"first one's use to the last one's{staged}"
+    )
 
 
 def persistent_vectors(shape: ModelShape, threshold: int) -> int:

@@ -31,7 +31,7 @@ from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.hardware.catalog import GPU
 from vramcalc.llm.vllm import Card
-from vramcalc.parallel.layout import LLM_KEYS, check_supported
+from vramcalc.parallel.rules import LLM_KEYS, check_supported
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, fit_of, fit_on
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_search import MAX_SEARCH_GPUS, TP_LIMIT, Candidate, _order, _Search, combinations

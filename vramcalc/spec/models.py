@@ -36,7 +36,7 @@ from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
 from vramcalc.spec.techniques import spec_rules, workload_rules
-from vramcalc.spec.versions import known_libraries, torch_defaults, torch_rules, torch_spec_rules
+from vramcalc.spec.versions import deepspeed_spec_rules, known_libraries, torch_defaults, torch_rules, torch_spec_rules
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
 #: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
@@ -365,6 +365,7 @@ class Spec(SpecSection):
                 raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
         spec_rules(self)
         torch_spec_rules(self)
+        deepspeed_spec_rules(self)
         return self
 
 

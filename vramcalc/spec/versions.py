@@ -1,5 +1,5 @@
 """Release numbers of the libraries a workload pins in ``versions:`` (bitsandbytes, vLLM, transformers, PEFT,
-PyTorch), and what a pinned PyTorch release changes in the spec's defaults and rules."""
+PyTorch, DeepSpeed), and what a pinned PyTorch release changes in the spec's defaults and rules."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def release_key(text: str, library: str, example: str) -> tuple[int, int, int]:
 
 
 #: Libraries whose release a workload may pin in ``versions:`` (where their allocations changed over time).
-VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch")
+VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch", "deepspeed")
 
 #: PyTorch 2.0 made ``zero_grad()`` free the gradients (``set_to_none=True``), made the optimizers default to
 #: their ``foreach`` implementation on CUDA and added ``scaled_dot_product_attention``.
@@ -55,6 +55,12 @@ def torch_release(versions: dict[str, str] | None) -> tuple[int, int, int] | Non
     """The pinned PyTorch release (``workload.versions.torch``), or None (today's behaviour)."""
     text = (versions or {}).get("torch")
     return None if text is None else release_key(text, "torch", "1.13.1")
+
+
+def deepspeed_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
+    """The pinned DeepSpeed release (``workload.versions.deepspeed``), or None (today's behaviour)."""
+    text = (versions or {}).get("deepspeed")
+    return None if text is None else release_key(text, "deepspeed", "0.8.3")
 
 
 def zeroes_gradients_in_place(versions: dict[str, str] | None) -> bool:
@@ -117,6 +123,23 @@ def torch_spec_rules(spec: Any) -> None:
     wl = spec.workload
     if wl.mode.value != "train" or not zeroes_gradients_in_place(wl.versions):
         return
-    text = wl.versions["torch"]  # parallel: and mixed-* precision: vramcalc.parallel.layout.check_supported
+    text = wl.versions["torch"]  # parallel: and mixed-* precision: vramcalc.parallel.rules.check_supported
     if spec.model.experts is not None:
         raise ValueError(f"workload.versions.torch: {text} is not modelled for mixture-of-experts training")
+
+
+def deepspeed_spec_rules(spec: Any) -> None:
+    """A pinned DeepSpeed release needs a DeepSpeed training plan: ``parallel:`` without ``fsdp`` or
+    ``distributed_optimizer``, or ``optimizer_offload: cpu`` (raises ValueError naming the key)."""
+    wl = spec.workload
+    text = (wl.versions or {}).get("deepspeed")
+    if text is None:
+        return
+    deepspeed_release(wl.versions)
+    plan = spec.parallel
+    runs_deepspeed = wl.optimizer_offload == "cpu" if plan is None else plan.resolved_framework.value == "deepspeed"
+    if wl.mode.value != "train" or not runs_deepspeed:
+        raise ValueError(
+            f"workload.versions.deepspeed: {text} names a DeepSpeed release, but the spec trains with no DeepSpeed "
+            "(give parallel: with zero:, or optimizer_offload: cpu)"
+        )
