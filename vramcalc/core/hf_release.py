@@ -52,8 +52,10 @@ taken as the release it became).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
+from vramcalc.choices import Mlp
 from vramcalc.spec.versions import release_key
 
 #: The transformers release the formulas follow when ``versions: {transformers: ...}`` is not given.
@@ -180,6 +182,29 @@ def resolve(
 CAT_ROTARY_FAMILY = "gpt_neox"
 
 
+#: The model type of litgpt's own ``GPT`` (``adapter.framework: litgpt``), one block code for every family.
+LITGPT = "litgpt"
+
+
+def litgpt_model(shape: Any, quantized_head: bool = False) -> tuple[Any, list[str]]:
+    """The shape as litgpt's model code runs it (``litgpt/model.py``, ``CausalSelfAttention`` and the MLP
+    classes; traced with benchmarks/tracer_litgpt.py): one fused q/k/v projection whose output V stays a view
+    of, so the whole output is kept; RoPE's concatenated Q and K (:func:`rotary_cat_saved`); GELU as one
+    kernel (``F.gelu(x, approximate=...)``), which saves only its input; an LM head of its own, never tied
+    to the embedding (litgpt's checkpoint conversion copies a tied table into ``lm_head``). The
+    transformers release does not apply. ``quantized_head``: Lightning's bitsandbytes plugin quantized the
+    LM head too (its default)."""
+    mlp = Mlp.gelu if shape.mlp is Mlp.gelu_tanh else shape.mlp
+    note = (
+        "adapter.framework litgpt: litgpt's own model code (its fused q/k/v output kept whole, RoPE's "
+        "concatenated Q and K, GELU as one kernel, an LM head not tied to the embedding)"
+    )
+    if quantized_head:
+        note += "; Lightning's bitsandbytes plugin quantizes every linear, the LM head included"
+    litgpt = replace(shape, model_type=LITGPT, hf_release=None, fused_qkv=True, mlp=mlp, tie_embeddings=False)
+    return litgpt, [note]
+
+
 def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool) -> bool:
     """Whether GPT-NeoX saves its concatenated Q and K next to the whole fused QKV output (V a view of it),
     two tensors beyond the three the count of Q, K and V has (traced: 4.42, 5.24 with and without the cache).
@@ -189,6 +214,8 @@ def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool) -> 
     training) hands the attention its copies of K and V: then Q, K and V are three tensors of their own. Left:
     SDPA with the appended caches of 4.49-4.55. (Under gradient checkpointing transformers turns the cache off,
     so the recomputed block saves the two more; that one block is not counted.)"""
+    if model_type == LITGPT:  # apply_rope's torch.cat; V a view of the fused q/k/v output
+        return True
     if model_type != CAT_ROTARY_FAMILY:
         return False
     if release is not None and release.fp32_rotary_key:

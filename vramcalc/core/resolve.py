@@ -59,7 +59,11 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
 
 
 def _with_release(shape: ModelShape, spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
-    """The allocations of a pinned transformers release (``workload.versions.transformers``)."""
+    """The allocations of a pinned transformers release (``workload.versions.transformers``), or of
+    litgpt's own model code (``adapter.framework: litgpt``, :func:`vramcalc.core.hf_release.litgpt_model`)."""
+    if workload.adapter is not None and workload.adapter.framework == "litgpt":
+        q = workload.quantization
+        return hf_release.litgpt_model(shape, q is not None and bool(q.lm_head))
     given = (workload.versions or {}).get("transformers")
     model_type = spec.model_type or ""
     if given is None:

@@ -68,6 +68,23 @@ def no_loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.Loss
     return act.LossBytes(n * dt.compute, 0, n * dt.compute)
 
 
+#: litgpt's ``lm_head_chunk_size`` in its fine-tuning scripts (``model(input_ids, lm_head_chunk_size=128)``).
+LITGPT_HEAD_CHUNK = 128
+
+
+def litgpt_loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
+    """litgpt's fine-tuning loss (``finetune/lora.py``; traced: benchmarks/tracer_litgpt.py). The model
+    returns its logits as a list of 128-token chunks at the compute dtype, and ``chunked_cross_entropy``
+    runs ``F.cross_entropy`` per chunk, no fp32 upcast: every chunk's logits (the list holds them) and its
+    log-softmax output (saved for backward; the last position dropped) stay until backward, which then
+    takes one chunk at a time: the log-softmax's and the logits' gradients of one chunk."""
+    if shape.head is not Head.lm:
+        return act.LossBytes(0, 0, 0)
+    saved = tk.batch * (2 * tk.seq - 1) * shape.vocab * dt.compute
+    chunk = tk.batch * min(LITGPT_HEAD_CHUNK, tk.seq) * shape.vocab * dt.compute
+    return act.LossBytes(saved, 0, 2 * chunk)
+
+
 def loss_bytes(
     shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, cross_entropy: CrossEntropy, head_trainable: bool = True
 ) -> act.LossBytes:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
 from vramcalc.core import activations as act
+from vramcalc.core.hf_release import LITGPT
 from vramcalc.core.shape import ModelShape, moe_layers
 from vramcalc.llm import quantization
 from vramcalc.spec.llm import BNB_4BIT
@@ -187,14 +188,19 @@ def block_inputs(shape: ModelShape, dt: act.Dtypes, norm_out: int, attention: At
     their outputs back to their input's dtype). The MLP product follows the up projection's output."""
     kernel = act.sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
     ctx_dtype = dt.compute if dt.amp else norm_out
-    ctx_kept = kernel in ("flash", "efficient") and ctx_dtype == dt.compute
+    # litgpt's output projection reads a copy (``y.transpose(1, 2).reshape(B, T, C)`` of a head-major
+    # output; traced: benchmarks/tracer_litgpt.py), not the tensor the kernel saved
+    copied = shape.model_type == LITGPT
+    ctx_kept = kernel in ("flash", "efficient") and ctx_dtype == dt.compute and not copied
     qkv_calls = 1 if shape.fused_qkv else 3
     up_calls = 2 if shape.gated else 1
     relu_kept = shape.mlp is Mlp.relu  # relu saves its output, which is fc2's input
+    # a parallel block with one norm (phi, GPT-J): attention and MLP read the same norm output
+    shared_norm = shape.parallel_block and shape.norms_per_layer == 1
     return [
         LinearInputs(shape.hidden, qkv_calls, norm_out, False),
         LinearInputs(shape.q_width, 1, ctx_dtype, ctx_kept),
-        LinearInputs(shape.hidden, up_calls, norm_out, False),
+        LinearInputs(shape.hidden, up_calls, norm_out, shared_norm),
         LinearInputs(shape.ffn, 1, norm_out, relu_kept),
     ]
 
@@ -294,6 +300,17 @@ def backward_dequant(
     if method is QuantMethod.int8:
         return beyond_ffn(weight_elements * act_bytes, shape, n_tokens, act_bytes)
     return dequant
+
+
+def lightning_load_copy(wl: Workload, largest: int) -> int:
+    """Lightning's ``BitsandbytesPrecision`` (litgpt's QLoRA) quantizes an fp16 copy of each weight
+    (``_quantize_weight``), so the quantization state's dtype is fp16: before 0.50.0, ``MatMul4Bit``'s
+    ``dequantize_4bit(B, state).to(A.dtype)`` holds the ``largest`` weight at fp16 beside its copy at a
+    bf16 or fp32 compute dtype (traced: benchmarks/tracer_litgpt.py). Bytes of that fp16 weight, or 0."""
+    q = wl.quantization
+    if q is None or q.method not in BNB_4BIT or wl.precision.value in ("fp16", "amp-fp16", "mixed-fp16"):
+        return 0
+    return 2 * largest if resolve(wl.versions, []).key < DEQUANTS_TO_COMPUTE else 0
 
 
 def paged_state_note(optimizer_value: str) -> str:

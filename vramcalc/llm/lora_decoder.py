@@ -30,8 +30,11 @@ def step_bytes(
     saved, recompute_layer = _adapter_activations(spec, shape, tk, adt, matrices, a, kbit)
     q = wl.quantization
     method = q.method if q is not None else None
-    dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute) if q is not None else 0
-    largest = max((m.out * m.inp for m in quantization.quantized_matrices(shape, q)), default=0) if q else 0
+    # a block's largest linear (a quantized LM head dequantizes at the start of backward: llm/phases.py)
+    dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute, True) if q is not None else 0
+    largest = max((m.out * m.inp for m in quantization.linear_groups(shape, q)[0]), default=0) if q else 0
+    if adapters.is_litgpt(adapter):
+        dequant += bnb.lightning_load_copy(wl, largest)
     back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
     if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
         dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)

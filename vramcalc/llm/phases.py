@@ -37,7 +37,7 @@ from vramcalc.llm import (
     vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
-from vramcalc.spec.llm import GGUF
+from vramcalc.spec.llm import BNB_4BIT, GGUF
 from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
@@ -324,7 +324,9 @@ def adapter_phases(
     if zeroes_gradients_in_place(wl.versions):  # zero_grad() before PyTorch 2.0: allocated from the start
         live["gradients"] = trainable * a
     adt = kbit.dtypes
-    loss = act.loss_bytes(shape, tk, adt)
+    loss = (
+        techniques.litgpt_loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
+    )
     if encdec:
         lora = (rank, a, adapter.dropout)
         saved, recompute_layer, through, inside = lora_encdec.step_bytes(
@@ -338,7 +340,8 @@ def adapter_phases(
         inside = max(inside, dora.transient)
     head = loss.saved + loss.forward_transient
     forward = {**live, "activations": saved + head, "temporaries": max(0, inside - head)}
-    start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
+    head_dequant = _head_dequant(wl, shape, kbit.bnb_compute, adapters.is_litgpt(adapter))
+    start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries + head_dequant}
     block = {**live, "activations": saved + recompute_layer, "temporaries": through}
     end = {**live, "gradients": trainable * a}
     backward = max(start, block, end, key=lambda p: sum(p.values()))
@@ -355,6 +358,18 @@ def adapter_phases(
         backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))
         step = _plus(step, after)
     return {"forward": forward, "backward": backward, "optimizer": step}, trainable, frozen
+
+
+def _head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:
+    """A 4-bit LM head (``quantization.lm_head``) in its backward, next to the loss gradients: the weight
+    dequantized at the compute dtype (``MatMul4Bit.backward``) and, from Lightning's fp16 quantization copy
+    before bitsandbytes 0.50, at fp16 too (:func:`vramcalc.llm.bnb.lightning_load_copy`)."""
+    q = wl.quantization
+    head = quantization.head_matrix(shape, q) if q is not None and q.method in BNB_4BIT else None
+    if head is None:
+        return 0
+    weight = head.out * head.inp
+    return weight * compute + (bnb.lightning_load_copy(wl, weight) if litgpt else 0)
 
 
 def _plus(phase: dict[str, int], activations: int) -> dict[str, int]:

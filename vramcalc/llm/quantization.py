@@ -202,17 +202,21 @@ def gguf_weights(shape: object, q: QuantizationSpec, n_params: int) -> gguf.Gguf
     return gguf.file_weights(shape, q.method.value, n_params, opts)
 
 
-def dequant_buffer_bytes(shape: object, q: QuantizationSpec, n_tokens: int, compute_bytes: int) -> int:
+def dequant_buffer_bytes(
+    shape: object, q: QuantizationSpec, n_tokens: int, compute_bytes: int, blocks_only: bool = False
+) -> int:
     """Transient bytes of a multi-token matmul on quantized weights (the largest layer).
 
     4-bit methods and GGUF dequantize the whole weight to the compute dtype for matmuls over many
     tokens (bitsandbytes ``MatMul4Bit``: ``dequantize_4bit(...).t()``; AutoAWQ above 1,024 tokens;
     llama.cpp's cuBLAS path); a single token uses a fused GEMV kernel (none). LLM.int8 quantizes the
     input to int8 and accumulates in int32 (``n_tokens x (in + 4 out)``); fp8 quantizes the input (``n_tokens x in``).
+    ``blocks_only``: the largest of the blocks' linears, leaving out a quantized LM head.
     """
     if n_tokens <= 1:
         return 0
-    largest = max(quantized_matrices(shape, q), key=lambda m: m.out * m.inp)
+    matrices = linear_groups(shape, q)[0] if blocks_only else quantized_matrices(shape, q)
+    largest = max(matrices, key=lambda m: m.out * m.inp)
     if q.method is QuantMethod.int8:
         return n_tokens * (largest.inp + INT32 * largest.out)
     if q.method is QuantMethod.fp8:

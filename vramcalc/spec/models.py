@@ -31,7 +31,7 @@ from vramcalc.choices import (
 )
 from vramcalc.errors import UnitError
 from vramcalc.spec.llamacpp import LLAMACPP_KEYS, CacheType, llamacpp_rules
-from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, name_to_mapping
+from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, litgpt_defaults, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
@@ -249,7 +249,7 @@ class Workload(SpecSection):
     def _context_from_prompt(cls, data: Any) -> Any:
         """``seq_len`` (the total context) defaults to ``prompt_len + max_new_tokens``; a pinned PyTorch
         before 2.0 has its own defaults (:func:`vramcalc.spec.versions.torch_defaults`)."""
-        data = torch_defaults(data)
+        data = litgpt_defaults(torch_defaults(data))
         if not isinstance(data, dict) or data.get("seq_len") is not None:
             return data
         if data.get("prompt_len") is None or data.get("max_new_tokens") is None:

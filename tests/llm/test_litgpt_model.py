@@ -1,0 +1,76 @@
+"""litgpt's own model code under ``adapter.framework: litgpt`` (vramcalc/core/hf_release.py ``litgpt_model``,
+vramcalc/core/techniques.py ``litgpt_loss_bytes``, vramcalc/llm/bnb.py ``lightning_load_copy``), by hand from
+litgpt's source at commit 8641822 (lit_gpt/model.py, lit_gpt/lora.py, lit_gpt/utils.py, finetune/lora.py) and
+Lightning's ``BitsandbytesPrecision`` (lightning/fabric/plugins/precision/bitsandbytes.py). The whole steps
+are held to the tracer in tests/llm/test_tracer_litgpt.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramcalc.core import activations as act
+from vramcalc.core.resolve import resolve_model
+from vramcalc.core.techniques import litgpt_loss_bytes
+from vramcalc.engine import estimate
+from vramcalc.spec.load import parse_spec
+
+ADAPTER = {"rank": 8, "alpha": 16, "targets": ["q", "v"], "framework": "litgpt"}
+
+
+def spec(model: dict[str, Any], **workload: Any) -> Any:
+    wl = {"mode": "train", "batch_size": 1, "seq_len": 256, "precision": "bf16", "attention": "sdpa"}
+    return parse_spec({"name": "t", "model": model, "workload": {**wl, "adapter": ADAPTER, **workload}})
+
+
+def test_the_loss_keeps_every_chunk_and_its_log_softmax() -> None:
+    # 2 sequences of 300 tokens, vocabulary 1,000, bf16: the logits of all 600 positions (the list of
+    # 128-token chunks) and the log-softmax of 2 x 299 (the last position dropped), 2 B each:
+    # (600 + 598) x 1,000 x 2 = 2,396,000 B. Backward takes one chunk: 2 x 128 rows of logits' and
+    # log-softmax gradients, 2 x (2 x 128 x 1,000 x 2) = 1,024,000 B. Nothing upcast to fp32
+    s = spec({"preset": "llama-2-7b", "layers": 1, "vocab_size": 1000}, batch_size=2, seq_len=300)
+    shape, _ = resolve_model(s.model, s.workload)
+    loss = litgpt_loss_bytes(shape, act.Tokens(2, 300, 300), act.Dtypes(2, 2, 2, False))
+    assert (loss.saved, loss.forward_transient, loss.backward_temporaries) == (2_396_000, 0, 1_024_000)
+
+
+def test_gelu_is_one_kernel_and_the_model_is_litgpts() -> None:
+    # phi-1.5 in transformers uses the Python gelu_new; litgpt's GptNeoxMLP calls F.gelu(approximate="tanh")
+    s = spec({"preset": "phi-1.5"})
+    shape, notes = resolve_model(s.model, s.workload)
+    assert (shape.model_type, shape.mlp.value, shape.fused_qkv) == ("litgpt", "gelu", True)
+    assert any(n.startswith("adapter.framework litgpt: litgpt's own model code") for n in notes)
+
+
+def test_lightning_quantizes_the_lm_head_unless_told_not_to() -> None:
+    # BitsandbytesPrecision swaps every nn.Linear while the model is built, the LM head included
+    assert spec({"preset": "llama-2-7b"}, quantization="nf4").workload.quantization.lm_head is True
+    kept = spec({"preset": "llama-2-7b"}, quantization={"method": "nf4", "lm_head": False})
+    assert kept.workload.quantization.lm_head is False
+    peft = parse_spec(
+        {
+            "name": "t",
+            "model": {"preset": "llama-2-7b"},
+            "workload": {"mode": "train", "batch_size": 1, "seq_len": 256, "quantization": "nf4",
+                         "adapter": {"rank": 8, "targets": ["q", "v"]}},
+        }
+    )  # fmt: skip
+    assert peft.workload.quantization.lm_head is None
+    note = estimate(spec({"preset": "llama-2-7b", "layers": 1}, quantization="nf4")).assumptions
+    assert any("quantizes every linear, the LM head included" in n for n in note)
+
+
+def test_a_weight_quantized_from_fp16_is_dequantized_twice_before_bitsandbytes_0_50() -> None:
+    # Lightning quantizes an fp16 copy of each weight, so dequantize_4bit returns fp16 and .to(bf16) copies
+    # it: up to 0.49 both are alive in the largest linear's call, here the quantized LM head, 32,000 x 4,096:
+    # the fp16 one is 2 x 131,072,000 = 262,144,000 B more than with 0.50 (which dequantizes into the compute
+    # dtype), in forward and backward alike. With fp16 compute there is no second copy; PEFT's bf16 base has none
+    model = {"preset": "llama-2-7b", "layers": 2}
+
+    def peak(release: str, precision: str = "bf16", adapter: dict[str, Any] = ADAPTER) -> int:
+        s = spec(model, quantization="nf4", precision=precision, versions={"bitsandbytes": release}, adapter=adapter)
+        return estimate(s, hopper_or_newer=False).peak_allocated_bytes
+
+    assert peak("0.49.0") - peak("0.50.0") == 262_144_000
+    assert peak("0.49.0", "fp16") == peak("0.50.0", "fp16")
+    peft = {k: v for k, v in ADAPTER.items() if k != "framework"}
+    assert peak("0.49.0", adapter=peft) == peak("0.50.0", adapter=peft)
