@@ -155,7 +155,7 @@ def attention_saved_bytes(
         output *= 2  # the head-major kernel output, and its copy for the output projection
     if not cross:
         qkv += _attention_extra_saved(shape, q_tokens, dt)
-        if rotary_cat_saved(shape.model_type, shape.hf_release, kernel != "eager"):
+        if rotary_cat_saved(shape.model_type, shape.hf_release, kernel != "eager", shape.position is Position.rotary):
             qkv += q_tokens * (shape.q_width + shape.kv_width) * dt.compute
     scores = tk.batch * shape.heads * seq_q * seq_kv
     if kernel in ("flash", "efficient"):

@@ -205,7 +205,7 @@ def litgpt_model(shape: Any, quantized_head: bool = False) -> tuple[Any, list[st
     return litgpt, [note]
 
 
-def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool) -> bool:
+def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool, rotary: bool = True) -> bool:
     """Whether GPT-NeoX saves its concatenated Q and K next to the whole fused QKV output (V a view of it),
     two tensors beyond the three the count of Q, K and V has (traced: 4.42, 5.24 with and without the cache).
 
@@ -214,8 +214,8 @@ def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool) -> 
     training) hands the attention its copies of K and V: then Q, K and V are three tensors of their own. Left:
     SDPA with the appended caches of 4.49-4.55. (Under gradient checkpointing transformers turns the cache off,
     so the recomputed block saves the two more; that one block is not counted.)"""
-    if model_type == LITGPT:  # apply_rope's torch.cat; V a view of the fused q/k/v output
-        return True
+    if model_type == LITGPT:  # apply_rope's torch.cat (``rotary``: the model has RoPE); V a view of q/k/v
+        return rotary
     if model_type != CAT_ROTARY_FAMILY:
         return False
     if release is not None and release.fp32_rotary_key:
