@@ -213,21 +213,30 @@ def test_a_deepspeed_release_before_0_9_gathers_on_one_gpu() -> None:
 
 
 @pytest.mark.parametrize(
-    ("parallel", "workload"),
+    ("parallel", "workload", "why"),
     [
-        ({"data": 2, "fsdp": "full_shard"}, {}),
-        ({"data": 2, "distributed_optimizer": True}, {}),
-        (None, {}),
-        ({"tensor": 2}, {"mode": "inference"}),
+        ({"data": 2, "fsdp": "full_shard"}, {}, "parallel: runs fsdp"),
+        ({"data": 2, "distributed_optimizer": True}, {}, "parallel: runs megatron"),
+        ({"tensor": 2}, {"mode": "inference"}, "the workload does not train"),
     ],
 )
-def test_a_deepspeed_release_needs_a_deepspeed_training_plan(parallel: Any, workload: dict[str, Any]) -> None:
+def test_a_deepspeed_release_contradicting_the_plan_is_refused(
+    parallel: Any, workload: dict[str, Any], why: str
+) -> None:
     data = zero3_spec({"deepspeed": "0.8.3"}, parallel, **workload)
-    if parallel is None:
-        del data["parallel"]
-        data["workload"]["precision"] = "bf16"
-    with pytest.raises(SpecError, match=r"workload\.versions\.deepspeed: 0\.8\.3 names a DeepSpeed release"):
+    with pytest.raises(
+        SpecError, match=rf"workload\.versions\.deepspeed: 0\.8\.3 names a DeepSpeed release, but {why}"
+    ):
         parse_spec(data)
+
+
+def test_a_deepspeed_release_without_a_plan_is_kept_and_said() -> None:
+    # one GPU, no parallel: section: nothing DeepSpeed allocates here; plan and fit use the release
+    data = zero3_spec({"deepspeed": "0.8.3"}, {})
+    del data["parallel"]
+    data["workload"]["precision"] = "bf16"
+    result = estimate(parse_spec(data))
+    assert any(n.startswith("versions.deepspeed 0.8.3: no DeepSpeed plan here") for n in result.assumptions)
 
 
 def test_a_deepspeed_release_must_be_a_release_number() -> None:

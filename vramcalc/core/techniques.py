@@ -211,6 +211,12 @@ def cpu_offload_optimizer(
 def notes(wl: object) -> list[str]:
     """One assumption line per technique the workload turns on (what stays on the device)."""
     lines = []
+    deepspeed = (getattr(wl, "versions", None) or {}).get("deepspeed")
+    if deepspeed is not None:  # this path runs no DeepSpeed plan (parallel: goes to vramcalc/parallel)
+        lines.append(
+            f"versions.deepspeed {deepspeed}: no DeepSpeed plan here (one GPU); it applies to the ZeRO-3 plans "
+            "that parallel: names, or plan and fit try"
+        )
     if getattr(wl, "optimizer_in_backward", False):
         lines.append(
             "optimizer_in_backward: each parameter stepped as its gradient is accumulated (torchtune), "

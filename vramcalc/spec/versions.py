@@ -129,17 +129,16 @@ def torch_spec_rules(spec: Any) -> None:
 
 
 def deepspeed_spec_rules(spec: Any) -> None:
-    """A pinned DeepSpeed release needs a DeepSpeed training plan: ``parallel:`` without ``fsdp`` or
-    ``distributed_optimizer``, or ``optimizer_offload: cpu`` (raises ValueError naming the key)."""
+    """A pinned DeepSpeed release is for training, and contradicts a ``parallel:`` plan of another framework
+    (``fsdp``, ``distributed_optimizer``); without ``parallel:`` it is kept for the DeepSpeed plans that
+    ``plan`` and ``fit`` try (raises ValueError naming the key)."""
     wl = spec.workload
     text = (wl.versions or {}).get("deepspeed")
     if text is None:
         return
     deepspeed_release(wl.versions)
     plan = spec.parallel
-    runs_deepspeed = wl.optimizer_offload == "cpu" if plan is None else plan.resolved_framework.value == "deepspeed"
-    if wl.mode.value != "train" or not runs_deepspeed:
-        raise ValueError(
-            f"workload.versions.deepspeed: {text} names a DeepSpeed release, but the spec trains with no DeepSpeed "
-            "(give parallel: with zero:, or optimizer_offload: cpu)"
-        )
+    other = plan is not None and plan.resolved_framework.value != "deepspeed"
+    if wl.mode.value != "train" or other:
+        why = f"parallel: runs {plan.resolved_framework.value}" if other else "the workload does not train"
+        raise ValueError(f"workload.versions.deepspeed: {text} names a DeepSpeed release, but {why}")
