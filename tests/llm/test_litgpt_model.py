@@ -44,6 +44,8 @@ def test_gelu_is_one_kernel_and_the_model_is_litgpts() -> None:
 def test_lightning_quantizes_the_lm_head_unless_told_not_to() -> None:
     # BitsandbytesPrecision swaps every nn.Linear while the model is built, the LM head included
     assert spec({"preset": "llama-2-7b"}, quantization="nf4").workload.quantization.lm_head is True
+    assert spec({"preset": "llama-2-7b"}, quantization="int8").workload.quantization.lm_head is True  # int8-training
+    assert spec({"preset": "llama-2-7b"}, quantization={"method": "gptq"}).workload.quantization.lm_head is None
     kept = spec({"preset": "llama-2-7b"}, quantization={"method": "nf4", "lm_head": False})
     assert kept.workload.quantization.lm_head is False
     peft = parse_spec(
@@ -74,3 +76,13 @@ def test_a_weight_quantized_from_fp16_is_dequantized_twice_before_bitsandbytes_0
     assert peak("0.49.0", "fp16") == peak("0.50.0", "fp16")
     peft = {k: v for k, v in ADAPTER.items() if k != "framework"}
     assert peak("0.49.0", adapter=peft) == peak("0.50.0", adapter=peft)
+
+
+def test_a_quantized_lm_head_dequantizes_beside_the_loss_gradients() -> None:
+    # LLM.int8 (Lightning's int8-training, fp16) with the LM head quantized: at the start of backward the loss
+    # gradients of one 128-token chunk (2 x 128 x 32,000 x 2 B = 16,384,000) and the head's weight as the
+    # backward dequantizes it (CB.to(fp16): 32,000 x 4,096 x 2 B = 262,144,000) are the temporaries
+    s = spec({"preset": "llama-2-7b", "layers": 2}, precision="fp16", quantization="int8")
+    result = estimate(s)
+    assert result.peak_phase == "backward"
+    assert result.phase_components["backward"]["temporaries"] == 16_384_000 + 262_144_000

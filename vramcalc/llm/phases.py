@@ -12,7 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import AdapterType, Architecture, Checkpointing, Mode, Optimizer, OptimizerImpl, Runtime
+from vramcalc.choices import (
+    AdapterType,
+    Architecture,
+    Checkpointing,
+    Mode,
+    Optimizer,
+    OptimizerImpl,
+    QuantMethod,
+    Runtime,
+)
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core import techniques
@@ -361,11 +370,13 @@ def adapter_phases(
 
 
 def _head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:
-    """A 4-bit LM head (``quantization.lm_head``) in its backward, next to the loss gradients: the weight
-    dequantized at the compute dtype (``MatMul4Bit.backward``) and, from Lightning's fp16 quantization copy
-    before bitsandbytes 0.50, at fp16 too (:func:`vramcalc.llm.bnb.lightning_load_copy`)."""
+    """A bitsandbytes LM head (``quantization.lm_head``) in its backward, next to the loss gradients: the
+    weight dequantized at the compute dtype (``MatMul4Bit.backward``; LLM.int8's ``CB.to(A.dtype)``) and,
+    from Lightning's fp16 quantization copy before bitsandbytes 0.50, a 4-bit one at fp16 too
+    (:func:`vramcalc.llm.bnb.lightning_load_copy`)."""
     q = wl.quantization
-    head = quantization.head_matrix(shape, q) if q is not None and q.method in BNB_4BIT else None
+    bnb_methods = (*BNB_4BIT, QuantMethod.int8)
+    head = quantization.head_matrix(shape, q) if q is not None and q.method in bnb_methods else None
     if head is None:
         return 0
     weight = head.out * head.inp

@@ -230,12 +230,13 @@ def name_to_mapping(value: Any, key: str) -> Any:
 def litgpt_defaults(data: Any) -> Any:
     """A workload mapping with litgpt's QLoRA default: Lightning's ``BitsandbytesPrecision`` replaces every
     ``nn.Linear`` while the model is built, the LM head included, so with ``adapter.framework: litgpt`` a
-    bitsandbytes 4-bit ``quantization`` quantizes the output layer unless ``lm_head`` is given."""
+    bitsandbytes ``quantization`` (4-bit, or ``int8``: its ``int8-training`` mode) quantizes the output layer
+    unless ``lm_head`` is given."""
     if not isinstance(data, dict):
         return data
     adapter, quantization = data.get("adapter"), name_to_mapping(data.get("quantization"), "method")
     if not isinstance(adapter, dict) or adapter.get("framework") != "litgpt" or not isinstance(quantization, dict):
         return data
-    if quantization.get("method") not in ("nf4", "fp4") or "lm_head" in quantization:
+    if quantization.get("method") not in ("nf4", "fp4", "int8") or "lm_head" in quantization:
         return data
     return {**data, "quantization": {**quantization, "lm_head": True}}
