@@ -242,3 +242,16 @@ def test_a_deepspeed_release_without_a_plan_is_kept_and_said() -> None:
 def test_a_deepspeed_release_must_be_a_release_number() -> None:
     with pytest.raises(SpecError, match=r"workload\.versions\.deepspeed: 'eight' is not a release number"):
         parse_spec(zero3_spec({"deepspeed": "eight"}, {"data": 2, "zero": 3}))
+
+
+def test_one_gpu_without_offload_uses_the_parameters_in_place_from_deepspeed_0_9() -> None:
+    # One GPU, nothing offloaded, thresholds 0, reuse 0, no prefetch. From 0.9.0 a module's parameter is its
+    # partition, on the GPU already (NoGatherHandle: ds_tensor.data.to(device) is the tensor itself): nothing
+    # gathered. DeepSpeed 0.8 gathers it into a buffer of its own: the largest module, 65,536 x 2 B
+    parallel = {"gpus": 1, "zero": 3, "buckets": {"prefetch": 0}}
+    parallel["zero3"] = {"param_persistence_threshold": 0, "max_reuse_distance": 0}
+    today = estimate(parse_spec(zero3_spec(None, parallel)))
+    old = estimate(parse_spec(zero3_spec({"deepspeed": "0.8.3"}, parallel)))
+    assert today.phase_components["forward"]["gathered_parameters"] == 0
+    assert old.phase_components["forward"]["gathered_parameters"] == 131_072
+    assert any("uses each parameter in place" in note for note in today.assumptions)

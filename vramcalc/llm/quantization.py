@@ -216,6 +216,8 @@ def dequant_buffer_bytes(
     if n_tokens <= 1:
         return 0
     matrices = linear_groups(shape, q)[0] if blocks_only else quantized_matrices(shape, q)
+    if not matrices:  # every block linear skipped (skip_modules), only the LM head quantized
+        return 0
     largest = max(matrices, key=lambda m: m.out * m.inp)
     if q.method is QuantMethod.int8:
         return n_tokens * (largest.inp + INT32 * largest.out)

@@ -265,6 +265,8 @@ def zero3_gathered(
     persistent tensors, whole on every rank: the base's norms and biases and the LoRA matrices of at most
     ``param_persistence_threshold`` elements (and, offloaded, their partitions, which stay on the GPU)."""
     c = plan.coordinator
+    if c.in_place:  # one GPU, DeepSpeed 0.9 or later, nothing offloaded: no gather (vramcalc/parallel/zero3.py)
+        return {"gathered_fwd": 0, "gathered_bwd": 0}
     shape, wl = work.shape, work.spec.workload
 
     def module(key: int, n: int) -> zero3.Module:  # embeddings and head: never quantized by bitsandbytes

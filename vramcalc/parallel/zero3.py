@@ -81,6 +81,12 @@ class Coordinator:
         """Parameters go through ``all_gather_coalesced``'s buffers (always on many GPUs)."""
         return self.world > 1 or self.gathers_alone
 
+    @property
+    def in_place(self) -> bool:
+        """One GPU, 0.9.0 or later, parameters on the GPU: each module uses its partition, the whole
+        parameter, as it is (``NoGatherHandle``: ``ds_tensor.data.to(device)`` is the tensor itself)."""
+        return not self.gathers and not self.offloaded
+
 
 @dataclass(frozen=True)
 class Module:
@@ -216,8 +222,10 @@ def gather_note(c: Coordinator, release: str | None) -> str:
     said = f"DeepSpeed {release}"
     if release is None:
         said = "DeepSpeed release not given (versions: {deepspeed: ...}): 0.9 or later"
+    if c.in_place:
+        return f"{said}: on one GPU ZeRO-3 uses each parameter in place, without a gather"
     if not c.gathers:
-        return f"{said}: on one GPU ZeRO-3 copies each parameter to the GPU without a gather"
+        return f"{said}: on one GPU ZeRO-3 copies each offloaded parameter to the GPU without a gather"
     staged = "; offloaded partitions are first copied to the GPU" if c.offloaded else ""
     return (
         f"{said}: a gather of several parameters holds them twice, in its flat buffer and as copies, from the "
@@ -257,6 +265,8 @@ def dense_unsharded(
     """(forward bytes, backward bytes, forward elements) unsharded on one rank of dense training: the
     coordinator's gathered modules at ``width`` bytes, plus the persistent parameters whole on every rank
     (offloaded, their ``param_width`` partition stays on the GPU too)."""
+    if c.in_place:
+        return 0, 0, 0
     peaks = gathered_peaks(dense_segments(shape, width, checkpointing=checkpointing), c)
     persistent = persistent_vectors(shape, c.persistence) + peaks.persistent_elements
     kept = persistent * width + (ceil_div(persistent * param_width, shard) if offload else 0)
