@@ -197,15 +197,19 @@ def zero3_spec(versions: dict[str, str] | None, parallel: dict[str, Any], **work
     return {"name": "t", "model": ROUND, "workload": wl, "parallel": parallel}
 
 
-def test_a_deepspeed_release_before_0_9_gathers_on_one_gpu() -> None:
-    # One GPU, parameters offloaded, thresholds 0, reuse 0, no prefetch: one module at a time. DeepSpeed 0.9
-    # and later copy the largest module to the GPU: 65,536 elements x 2 B = 131,072 B in forward. DeepSpeed
-    # 0.8 gathers it, first copying its partition (here the whole parameter) to the GPU: 262,144 B for that
-    # moment. The note names the release
-    parallel = {"gpus": 1, "zero": 3, "buckets": {"prefetch": 0}, "offload": {"params": "cpu", "optimizer": "cpu"}}
+def one_gpu_today_and_0_8(offload: dict[str, str]) -> tuple[Any, Any]:
+    """One GPU, thresholds 0, reuse 0, no prefetch (one module at a time): today's release and 0.8.3."""
+    parallel: dict[str, Any] = {"gpus": 1, "zero": 3, "buckets": {"prefetch": 0}, "offload": offload}
     parallel["zero3"] = {"param_persistence_threshold": 0, "max_reuse_distance": 0}
     today = estimate(parse_spec(zero3_spec(None, parallel)))
-    old = estimate(parse_spec(zero3_spec({"deepspeed": "0.8.3"}, parallel)))
+    return today, estimate(parse_spec(zero3_spec({"deepspeed": "0.8.3"}, parallel)))
+
+
+def test_a_deepspeed_release_before_0_9_gathers_on_one_gpu() -> None:
+    # Parameters offloaded. DeepSpeed 0.9 and later copy the largest module to the GPU: 65,536 elements x 2 B
+    # = 131,072 B in forward. DeepSpeed 0.8 gathers it, first copying its partition (here the whole
+    # parameter) to the GPU: 262,144 B for that moment. The note names the release
+    today, old = one_gpu_today_and_0_8({"params": "cpu", "optimizer": "cpu"})
     assert today.phase_components["forward"]["gathered_parameters"] == 131_072
     assert old.phase_components["forward"]["gathered_parameters"] == 262_144
     assert any("without a gather" in note for note in today.assumptions)
@@ -245,13 +249,10 @@ def test_a_deepspeed_release_must_be_a_release_number() -> None:
 
 
 def test_one_gpu_without_offload_uses_the_parameters_in_place_from_deepspeed_0_9() -> None:
-    # One GPU, nothing offloaded, thresholds 0, reuse 0, no prefetch. From 0.9.0 a module's parameter is its
-    # partition, on the GPU already (NoGatherHandle: ds_tensor.data.to(device) is the tensor itself): nothing
-    # gathered. DeepSpeed 0.8 gathers it into a buffer of its own: the largest module, 65,536 x 2 B
-    parallel = {"gpus": 1, "zero": 3, "buckets": {"prefetch": 0}}
-    parallel["zero3"] = {"param_persistence_threshold": 0, "max_reuse_distance": 0}
-    today = estimate(parse_spec(zero3_spec(None, parallel)))
-    old = estimate(parse_spec(zero3_spec({"deepspeed": "0.8.3"}, parallel)))
+    # Nothing offloaded. From 0.9.0 a module's parameter is its partition, on the GPU already (NoGatherHandle:
+    # ds_tensor.data.to(device) is the tensor itself): nothing gathered. DeepSpeed 0.8 gathers it into a
+    # buffer of its own: the largest module, 65,536 x 2 B
+    today, old = one_gpu_today_and_0_8({})
     assert today.phase_components["forward"]["gathered_parameters"] == 0
     assert old.phase_components["forward"]["gathered_parameters"] == 131_072
     assert any("uses each parameter in place" in note for note in today.assumptions)
