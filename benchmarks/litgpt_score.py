@@ -33,12 +33,31 @@ PRESETS = {
     "Llama-2-7b-hf": "llama-2-7b",
     "Llama-2-13b-hf": "llama-2-13b",
     "falcon-40b": "falcon-40b",
+    "microsoft/phi-1_5": "phi-1.5",
+    "meta-llama/Llama-2-7b-hf": "llama-2-7b",
+    "meta-llama/Llama-2-13b-hf": "llama-2-13b",
+    "meta-llama/Llama-2-70b-hf": "llama-2-70b",
+    "codellama/CodeLlama-34b-hf": "codellama-34b",
+    "tiiuae/falcon-40b": "falcon-40b",
+    "tiiuae/falcon-7b": "falcon-7b",
 }
+#: litgpt's quantize flags as vramcalc quantizations (gptq.int4 is not what runtime: litgpt runs).
+QUANTIZE = {
+    "bnb.nf4": {"method": "nf4"},
+    "bnb.nf4-dq": {"method": "nf4", "double_quant": True},
+    "bnb.fp4": {"method": "fp4"},
+    "bnb.fp4-dq": {"method": "fp4", "double_quant": True},
+    "bnb.int8": {"method": "int8"},
+}
+PRECISION = {"bf16-true": "bf16", "16-true": "fp16", "32-true": "fp32"}
+#: The default prompt "Hello, my name is": five tokens and the BOS token (inferred; litgpt's tokenizers).
+PROMPT_TOKENS = 6
 
 
 def model_of(row: dict[str, Any]) -> dict[str, Any]:
-    if row["litgpt_config"] in PRESETS:
-        return {"preset": PRESETS[row["litgpt_config"]]}
+    name = row.get("litgpt_config", row["model"])
+    if name in PRESETS:
+        return {"preset": PRESETS[name]}
     a = row["arch"]
     return {
         "preset": "pythia-410m",
@@ -51,8 +70,31 @@ def model_of(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def generate_spec_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The spec of one ``generate/base.py`` run (``runtime: litgpt``), or None where vramcalc has none."""
+    quantize = row["quantize"]
+    if quantize is not None and quantize not in QUANTIZE:
+        return None
+    workload: dict[str, Any] = {
+        "mode": "inference",
+        "batch_size": 1,
+        "prompt_len": PROMPT_TOKENS,
+        "max_new_tokens": row["max_new_tokens"],
+        "precision": PRECISION[row["precision"]],
+        "runtime": "litgpt",
+        "versions": {"bitsandbytes": "0.41.1"},
+    }
+    if quantize is not None:
+        workload["quantization"] = QUANTIZE[quantize]
+    return {"name": row["id"], "model": model_of(row), "workload": workload}
+
+
 def spec_of(row: dict[str, Any]) -> dict[str, Any]:
     """The spec of one litgpt run (module docstring of benchmarks/data/measured_litgpt.yaml)."""
+    if row.get("kind") == "generate":
+        generate = generate_spec_of(row)
+        assert generate is not None
+        return generate
     workload: dict[str, Any] = {
         "mode": "train",
         "batch_size": row["micro_batch_size"],
@@ -70,8 +112,12 @@ def spec_of(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def score(row: dict[str, Any], traced: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"case": row["id"], "outcome": row["outcome"], "kind": row.get("kind", "finetune")}
+    if row["outcome"] not in ("measured", "OOM"):
+        return out | {"outcome": "not scored", "reason": row["outcome"]}
+    if row.get("kind") == "generate" and generate_spec_of(row) is None:
+        return out | {"outcome": "not scored", "reason": f"{row['quantize']}: not a quantization of runtime: litgpt"}
     spec = spec_of(row)
-    out: dict[str, Any] = {"case": row["id"], "outcome": row["outcome"]}
     if row["outcome"] == "OOM":
         result = estimate_on_card(spec, gpu=f"{A100_40GB}B")
         return out | {"predicted": "fits" if result.gpu.fits else "oom", "ok": not result.gpu.fits}
@@ -99,6 +145,9 @@ def main(argv: list[str]) -> None:
         return
     print(f"{'case':42} {'measured':>9} {'tracer':>13} {'vramcalc':>14} {'vs tracer':>9}")
     for s in scored:
+        if s["outcome"] == "not scored":
+            print(f"{s['case']:42} not scored: {s['reason']}")
+            continue
         if s["outcome"] == "OOM":
             verdict = "right" if s["ok"] else "WRONG"
             print(f"{s['case']:42} {'OOM':>9} {'':>13} {s['predicted']:>14} {verdict:>9}")
@@ -107,8 +156,13 @@ def main(argv: list[str]) -> None:
         versus = f"{s['vs_tracer_pct']:+8.1f}%" if "tracer" in s else ""
         line = f"{s['case']:42} {s['measured'] / 1e9:6.2f} GB {tracer:>13} "
         print(line + f"{s['estimate'] / 1e9:6.2f} {s['error_pct']:+6.1f}% {versus:>9}")
-    for kind, pick in (("LoRA", lambda s: "bnb" not in s["case"]), ("QLoRA", lambda s: "bnb" in s["case"])):
-        chosen = [s for s in scored if s["outcome"] != "OOM" and pick(s)]
+    kinds = (
+        ("LoRA", lambda s: s["kind"] == "finetune" and "bnb" not in s["case"]),
+        ("QLoRA", lambda s: s["kind"] == "finetune" and "bnb" in s["case"]),
+        ("generate", lambda s: s["kind"] == "generate"),
+    )
+    for kind, pick in kinds:
+        chosen = [s for s in scored if s["outcome"] == "measured" and pick(s)]
         errors = [s["error_pct"] for s in chosen]
         tracer = [s["tracer_error_pct"] for s in chosen if "tracer" in s]
         versus = [s["vs_tracer_pct"] for s in chosen if "tracer" in s]

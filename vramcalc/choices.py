@@ -105,6 +105,7 @@ class Runtime(StrEnum):
     hf = "hf"
     hf_legacy = "hf-legacy"
     llama_cpp = "llama.cpp"  # GGUF files: KV cache and compute buffer of vramcalc/llm/llamacpp.py
+    litgpt = "litgpt"  # litgpt's generate: the whole context's KV cache set up front (vramcalc/llm/generation.py)
 
 
 class KvCacheDtype(StrEnum):

@@ -186,7 +186,9 @@ CAT_ROTARY_FAMILY = "gpt_neox"
 LITGPT = "litgpt"
 
 
-def litgpt_model(shape: Any, quantized_head: bool = False) -> tuple[Any, list[str]]:
+def litgpt_model(
+    shape: Any, quantized_head: bool = False, why: str = "adapter.framework litgpt"
+) -> tuple[Any, list[str]]:
     """The shape as litgpt's model code runs it (``litgpt/model.py``, ``CausalSelfAttention`` and the MLP
     classes; traced with benchmarks/tracer_litgpt.py): one fused q/k/v projection whose output V stays a view
     of, so the whole output is kept; RoPE's concatenated Q and K (:func:`rotary_cat_saved`); GELU as one
@@ -196,7 +198,7 @@ def litgpt_model(shape: Any, quantized_head: bool = False) -> tuple[Any, list[st
     LM head too (its default)."""
     mlp = Mlp.gelu if shape.mlp is Mlp.gelu_tanh else shape.mlp
     note = (
-        "adapter.framework litgpt: litgpt's own model code (its fused q/k/v output kept whole, RoPE's "
+        f"{why}: litgpt's own model code (its fused q/k/v output kept whole, RoPE's "
         "concatenated Q and K, GELU as one kernel, an LM head not tied to the embedding)"
     )
     if quantized_head:

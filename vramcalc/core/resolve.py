@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision
+from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision, Runtime
 from vramcalc.core import hf_release
 from vramcalc.core.details import DEFAULT_QK_NOPE_HEAD_DIM, DEFAULT_QK_ROPE_HEAD_DIM, resolve_details
 from vramcalc.core.params import count_params
@@ -61,9 +61,11 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
 def _with_release(shape: ModelShape, spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
     """The allocations of a pinned transformers release (``workload.versions.transformers``), or of
     litgpt's own model code (``adapter.framework: litgpt``, :func:`vramcalc.core.hf_release.litgpt_model`)."""
-    if workload.adapter is not None and workload.adapter.framework == "litgpt":
+    by_adapter = workload.adapter is not None and workload.adapter.framework == "litgpt"
+    if by_adapter or workload.runtime is Runtime.litgpt:
         q = workload.quantization
-        return hf_release.litgpt_model(shape, q is not None and bool(q.lm_head))
+        why = "adapter.framework litgpt" if by_adapter else "runtime litgpt"
+        return hf_release.litgpt_model(shape, q is not None and bool(q.lm_head), why)
     given = (workload.versions or {}).get("transformers")
     model_type = spec.model_type or ""
     if given is None:

@@ -27,6 +27,10 @@ before 4.56 the prefill keeps the attention's own K/V tensors (all of a fused QK
 GPT-NeoX's fp32 rotary keys before 4.49), and decode's ``torch.cat`` makes compact copies (fp32 keys where
 the rotary made them). Under ``hf-legacy`` the first decode step holds the prefill's cache until its forward
 has built the compact one.
+``litgpt`` (``generate/base.py``): ``set_kv_cache`` allocates every layer's K and V for the whole context
+(``max_seq_length`` = prompt + new tokens) and a ``context x context`` boolean mask before the prefill, which
+writes into them in place (``index_copy_``), as each decode step does; the prefill returns the logits of every
+prompt position at the compute dtype, and each step feeds the new token only.
 """
 
 from __future__ import annotations
@@ -173,12 +177,19 @@ def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention:
     head = head_bytes(shape, tk.encoder, rows, dt, fp32_copy=True)
     if shape.hf_release is not None and gen.runtime is not Runtime.vllm:
         head = release_head_bytes(shape, tk.encoder, gen.batch, dt)
-    cached = gen.context if gen.runtime is Runtime.vllm else gen.prompt
+    if gen.runtime is Runtime.litgpt:  # every prompt position's logits, no fp32 copy; the cache set up front
+        head = head_bytes(shape, tk.encoder, tk.encoder, dt, fp32_copy=False)
+    cached = gen.context if gen.runtime in (Runtime.vllm, Runtime.litgpt) else gen.prompt
     return {
         "activations": prefill_transient(shape, tk, dt, attention, head),
-        "kv_cache": prompt_cache_bytes(gen) if gen.prefill_per_token else kv_bytes(gen, cached),
+        "kv_cache": (prompt_cache_bytes(gen) if gen.prefill_per_token else kv_bytes(gen, cached)) + mask_bytes(gen),
         "inputs": _ids(gen.batch * gen.prompt),
     }
+
+
+def mask_bytes(gen: Generation) -> int:
+    """litgpt's ``mask_cache``: a ``context x context`` boolean causal mask, set up with the KV cache."""
+    return allocation_bytes(gen.context * gen.context) if gen.runtime is Runtime.litgpt else 0
 
 
 def prompt_cache_bytes(gen: Generation) -> int:
@@ -204,8 +215,10 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
             extra += 2 * b * gen.context * shape.q_width * c  # repeat_kv expands one layer's K and V
     one = act.Tokens(batch=b, seq=1, target=1)
     block = block_transient(shape, one, dt, Attention.sdpa) + extra
-    head = head_bytes(shape, b, b, dt, fp32_copy=True)
-    ids = gen.batch * (gen.context if gen.runtime is not Runtime.vllm else 1)
+    litgpt = gen.runtime is Runtime.litgpt
+    head = head_bytes(shape, b, b, dt, fp32_copy=not litgpt)
+    ids = gen.batch * (gen.context if gen.runtime not in (Runtime.vllm, Runtime.litgpt) else 1)
+    kv += mask_bytes(gen)
     last = {"activations": max(block, head), "kv_cache": kv, "temporaries": temporaries, "inputs": _ids(ids)}
     if gen.runtime is Runtime.hf_legacy and gen.prefill_per_token and gen.new_tokens > 0:
         # the first step: the prefill's cache is freed only after the forward that builds the compact one

@@ -19,7 +19,6 @@ from vramcalc.choices import (
     Mode,
     Optimizer,
     OptimizerImpl,
-    QuantMethod,
     Runtime,
 )
 from vramcalc.core import activations as act
@@ -36,6 +35,7 @@ from vramcalc.llm import (
     bnb,
     generation,
     kvcache,
+    litgpt,
     llamacpp,
     lora_decoder,
     lora_encdec,
@@ -46,7 +46,7 @@ from vramcalc.llm import (
     vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
-from vramcalc.spec.llm import BNB_4BIT, GGUF
+from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
@@ -182,6 +182,8 @@ def inference_phases(
     decode["kv_cache"] += cross
     decode["temporaries"] += _dequant(spec, shape, gen.batch, dt)
     phases = {"prefill": prefill, "decode": decode}
+    if gen.runtime is Runtime.litgpt:
+        phases = litgpt.generate_phases(spec, shape, base, phases)
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
     pool = None
     vllm.check_keys(wl, gen.runtime is Runtime.vllm)
@@ -349,7 +351,7 @@ def adapter_phases(
         inside = max(inside, dora.transient)
     head = loss.saved + loss.forward_transient
     forward = {**live, "activations": saved + head, "temporaries": max(0, inside - head)}
-    head_dequant = _head_dequant(wl, shape, kbit.bnb_compute, adapters.is_litgpt(adapter))
+    head_dequant = litgpt.head_dequant(wl, shape, kbit.bnb_compute, adapters.is_litgpt(adapter))
     start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries + head_dequant}
     block = {**live, "activations": saved + recompute_layer, "temporaries": through}
     end = {**live, "gradients": trainable * a}
@@ -367,20 +369,6 @@ def adapter_phases(
         backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))
         step = _plus(step, after)
     return {"forward": forward, "backward": backward, "optimizer": step}, trainable, frozen
-
-
-def _head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:
-    """A bitsandbytes LM head (``quantization.lm_head``) in its backward, next to the loss gradients: the
-    weight dequantized at the compute dtype (``MatMul4Bit.backward``; LLM.int8's ``CB.to(A.dtype)``) and,
-    from Lightning's fp16 quantization copy before bitsandbytes 0.50, a 4-bit one at fp16 too
-    (:func:`vramcalc.llm.bnb.lightning_load_copy`)."""
-    q = wl.quantization
-    bnb_methods = (*BNB_4BIT, QuantMethod.int8)
-    head = quantization.head_matrix(shape, q) if q is not None and q.method in bnb_methods else None
-    if head is None:
-        return 0
-    weight = head.out * head.inp
-    return weight * compute + (bnb.lightning_load_copy(wl, weight) if litgpt else 0)
 
 
 def _plus(phase: dict[str, int], activations: int) -> dict[str, int]:

@@ -36,6 +36,7 @@ from vramcalc.choices import QuantMethod
 from vramcalc.llm import gguf
 from vramcalc.llm.quant_skip import kept_layers, resolve_skips
 from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, QuantizationSpec
+from vramcalc.units import ceil_div
 
 DEFAULT_GROUP = 128
 DEFAULT_BITS = 4
@@ -224,6 +225,17 @@ def dequant_buffer_bytes(
     if q.method is QuantMethod.fp8:
         return n_tokens * largest.inp
     return largest.out * largest.inp * compute_bytes
+
+
+def requantize_bytes(q: QuantizationSpec, elements: int) -> int:
+    """Transient bytes of quantizing one weight of ``elements`` from its fp16 copy on the GPU (Lightning's
+    ``_quantize_weight``): LLM.int8's ``double_quant`` makes the row-major and the transposed int8 copies
+    (``CB``, ``CBt``) beside the fp16 weight, 4 B per element; 4-bit's ``quantize_4bit`` the packed weight
+    and one fp32 absmax per block beside it."""
+    fp16 = 2 * elements
+    if q.method is QuantMethod.int8:
+        return fp16 + 2 * elements
+    return fp16 + ceil_div(elements, 2) + FP32 * ceil_div(elements, q.block_size or BNB_BLOCK)
 
 
 def describe(q: QuantizationSpec) -> str:

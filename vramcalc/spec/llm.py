@@ -229,14 +229,40 @@ def name_to_mapping(value: Any, key: str) -> Any:
 
 def litgpt_defaults(data: Any) -> Any:
     """A workload mapping with litgpt's QLoRA default: Lightning's ``BitsandbytesPrecision`` replaces every
-    ``nn.Linear`` while the model is built, the LM head included, so with ``adapter.framework: litgpt`` a
-    bitsandbytes ``quantization`` (4-bit, or ``int8``: its ``int8-training`` mode) quantizes the output layer
+    ``nn.Linear`` while the model is built, the LM head included, so with ``adapter.framework: litgpt`` or
+    ``runtime: litgpt`` a bitsandbytes ``quantization`` (4-bit, or ``int8``) quantizes the output layer
     unless ``lm_head`` is given."""
     if not isinstance(data, dict):
         return data
     adapter, quantization = data.get("adapter"), name_to_mapping(data.get("quantization"), "method")
-    if not isinstance(adapter, dict) or adapter.get("framework") != "litgpt" or not isinstance(quantization, dict):
+    litgpt = data.get("runtime") == "litgpt" or (isinstance(adapter, dict) and adapter.get("framework") == "litgpt")
+    if not litgpt or not isinstance(quantization, dict):
         return data
     if quantization.get("method") not in ("nf4", "fp4", "int8") or "lm_head" in quantization:
         return data
     return {**data, "quantization": {**quantization, "lm_head": True}}
+
+
+#: The quantizations litgpt's ``generate`` runs through Lightning's ``BitsandbytesPrecision``.
+LITGPT_QUANTIZATIONS = ("nf4", "fp4", "int8")
+
+
+def litgpt_runtime_rules(spec: Any) -> None:
+    """``runtime: litgpt`` (its ``generate/base.py``): one GPU, its cache at the model's dtype, no vLLM pool
+    settings, and bitsandbytes' quantizations only (raises ValueError naming the key)."""
+    wl = spec.workload
+    if wl.runtime is None or wl.runtime.value != "litgpt":
+        return
+    if spec.parallel is not None:
+        raise ValueError("workload.runtime: litgpt across several GPUs (parallel:) is not modelled")
+    for key in ("kv_block_size", "memory_utilization"):
+        if getattr(wl, key) is not None:
+            raise ValueError(f"workload.{key}: not a setting of litgpt's generate (runtime: litgpt)")
+    if wl.kv_cache_dtype is not None and wl.kv_cache_dtype.value != "auto":
+        raise ValueError("workload.kv_cache_dtype: litgpt's KV cache has the model's dtype (runtime: litgpt)")
+    q = wl.quantization
+    if q is not None and q.method.value not in LITGPT_QUANTIZATIONS:
+        raise ValueError(
+            f"workload.quantization: {q.method.value} is not one of litgpt's ({', '.join(LITGPT_QUANTIZATIONS)}) "
+            "with runtime: litgpt"
+        )
