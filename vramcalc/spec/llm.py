@@ -227,6 +227,10 @@ def name_to_mapping(value: Any, key: str) -> Any:
     return {key: value} if isinstance(value, str) else value
 
 
+#: The quantizations litgpt runs through Lightning's ``BitsandbytesPrecision`` (its ``bnb.*`` modes).
+LITGPT_QUANTIZATIONS = ("nf4", "fp4", "int8")
+
+
 def litgpt_defaults(data: Any) -> Any:
     """A workload mapping with litgpt's QLoRA default: Lightning's ``BitsandbytesPrecision`` replaces every
     ``nn.Linear`` while the model is built, the LM head included, so with ``adapter.framework: litgpt`` or
@@ -238,13 +242,9 @@ def litgpt_defaults(data: Any) -> Any:
     litgpt = data.get("runtime") == "litgpt" or (isinstance(adapter, dict) and adapter.get("framework") == "litgpt")
     if not litgpt or not isinstance(quantization, dict):
         return data
-    if quantization.get("method") not in ("nf4", "fp4", "int8") or "lm_head" in quantization:
+    if quantization.get("method") not in LITGPT_QUANTIZATIONS or "lm_head" in quantization:
         return data
     return {**data, "quantization": {**quantization, "lm_head": True}}
-
-
-#: The quantizations litgpt's ``generate`` runs through Lightning's ``BitsandbytesPrecision``.
-LITGPT_QUANTIZATIONS = ("nf4", "fp4", "int8")
 
 
 def litgpt_runtime_rules(spec: Any) -> None:
