@@ -41,13 +41,14 @@ PRESETS = {
     "tiiuae/falcon-40b": "falcon-40b",
     "tiiuae/falcon-7b": "falcon-7b",
 }
-#: litgpt's quantize flags as vramcalc quantizations (gptq.int4 is not what runtime: litgpt runs).
+#: litgpt's quantize flags as vramcalc quantizations (``gptq``: with runtime: litgpt, its own gptq.int4).
 QUANTIZE = {
     "bnb.nf4": {"method": "nf4"},
     "bnb.nf4-dq": {"method": "nf4", "double_quant": True},
     "bnb.fp4": {"method": "fp4"},
     "bnb.fp4-dq": {"method": "fp4", "double_quant": True},
     "bnb.int8": {"method": "int8"},
+    "gptq.int4": {"method": "gptq"},
 }
 PRECISION = {"bf16-true": "bf16", "16-true": "fp16", "32-true": "fp32"}
 #: The default prompt "Hello, my name is": five tokens and the BOS token (inferred; litgpt's tokenizers).

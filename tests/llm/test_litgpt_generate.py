@@ -64,7 +64,7 @@ def test_lightning_quantizes_the_lm_head_under_litgpt() -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        ({"quantization": {"method": "gptq", "bits": 4}}, r"workload\.quantization: gptq is not one of litgpt's"),
+        ({"quantization": {"method": "awq", "bits": 4}}, r"workload\.quantization: awq is not one of litgpt's"),
         ({"parallel": {"tensor": 2}}, r"workload\.runtime: litgpt across several GPUs"),
         ({"kv_cache_dtype": "fp8"}, r"workload\.kv_cache_dtype: litgpt's KV cache has the model's dtype"),
         ({"kv_block_size": 16}, r"workload\.kv_block_size: not a setting of litgpt's generate"),

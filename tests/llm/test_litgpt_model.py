@@ -45,7 +45,6 @@ def test_lightning_quantizes_the_lm_head_unless_told_not_to() -> None:
     # BitsandbytesPrecision swaps every nn.Linear while the model is built, the LM head included
     assert spec({"preset": "llama-2-7b"}, quantization="nf4").workload.quantization.lm_head is True
     assert spec({"preset": "llama-2-7b"}, quantization="int8").workload.quantization.lm_head is True  # int8-training
-    assert spec({"preset": "llama-2-7b"}, quantization={"method": "gptq"}).workload.quantization.lm_head is None
     kept = spec({"preset": "llama-2-7b"}, quantization={"method": "nf4", "lm_head": False})
     assert kept.workload.quantization.lm_head is False
     peft = parse_spec(

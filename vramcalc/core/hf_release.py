@@ -186,23 +186,21 @@ CAT_ROTARY_FAMILY = "gpt_neox"
 LITGPT = "litgpt"
 
 
-def litgpt_model(
-    shape: Any, quantized_head: bool = False, why: str = "adapter.framework litgpt"
-) -> tuple[Any, list[str]]:
+def litgpt_model(shape: Any, quantized_head: str = "", why: str = "adapter.framework litgpt") -> tuple[Any, list[str]]:
     """The shape as litgpt's model code runs it (``litgpt/model.py``, ``CausalSelfAttention`` and the MLP
     classes; traced with benchmarks/tracer_litgpt.py): one fused q/k/v projection whose output V stays a view
     of, so the whole output is kept; RoPE's concatenated Q and K (:func:`rotary_cat_saved`); GELU as one
     kernel (``F.gelu(x, approximate=...)``), which saves only its input; an LM head of its own, never tied
     to the embedding (litgpt's checkpoint conversion copies a tied table into ``lm_head``). The
-    transformers release does not apply. ``quantized_head``: Lightning's bitsandbytes plugin quantized the
-    LM head too (its default)."""
+    transformers release does not apply. ``quantized_head``: what quantized the LM head too (its default),
+    Lightning's bitsandbytes plugin or litgpt's ``gptq.int4``; empty where the head is not quantized."""
     mlp = Mlp.gelu if shape.mlp is Mlp.gelu_tanh else shape.mlp
     note = (
         f"{why}: litgpt's own model code (its fused q/k/v output kept whole, RoPE's "
         "concatenated Q and K, GELU as one kernel, an LM head not tied to the embedding)"
     )
     if quantized_head:
-        note += "; Lightning's bitsandbytes plugin quantizes every linear, the LM head included"
+        note += f"; {quantized_head} quantizes every linear, the LM head included"
     litgpt = replace(shape, model_type=LITGPT, hf_release=None, fused_qkv=True, mlp=mlp, tie_embeddings=False)
     return litgpt, [note]
 

@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision, Runtime
+from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision, QuantMethod, Runtime
 from vramcalc.core import hf_release
 from vramcalc.core.details import DEFAULT_QK_NOPE_HEAD_DIM, DEFAULT_QK_ROPE_HEAD_DIM, resolve_details
 from vramcalc.core.params import count_params
@@ -65,7 +65,11 @@ def _with_release(shape: ModelShape, spec: ModelSpec, workload: Workload) -> tup
     if by_adapter or workload.runtime is Runtime.litgpt:
         q = workload.quantization
         why = "adapter.framework litgpt" if by_adapter else "runtime litgpt"
-        return hf_release.litgpt_model(shape, q is not None and bool(q.lm_head), why)
+        quantizer = ""
+        if q is not None and q.lm_head:
+            gptq = q.method is QuantMethod.gptq
+            quantizer = "litgpt's gptq.int4" if gptq else "Lightning's bitsandbytes plugin"
+        return hf_release.litgpt_model(shape, quantizer, why)
     given = (workload.versions or {}).get("transformers")
     model_type = spec.model_type or ""
     if given is None:

@@ -7,22 +7,37 @@ from __future__ import annotations
 from typing import Any
 
 from vramcalc.choices import QuantMethod
+from vramcalc.core import allocator
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.workload import DTYPES
 from vramcalc.llm import bnb, quantization
-from vramcalc.spec.llm import BNB_4BIT
+from vramcalc.llm.generation import prompt_and_context
+from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
 from vramcalc.spec.models import Spec
+from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
 
 
-def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases: Phases) -> Phases:
-    """litgpt's ``generate`` through Lightning's ``BitsandbytesPrecision``: the prefill's 4-bit dequantization
-    also holds the fp16 weight before bitsandbytes 0.50 (:func:`vramcalc.llm.bnb.lightning_load_copy`), and
-    a ``load`` phase: the model is built on the GPU, each linear quantized as it is made, and loading the
-    checkpoint quantizes every weight again from its fp16 copy, the whole model allocated
-    (``_quantize_on_load_hook``): the largest weight's fp16 copy and its new quantized form beside it
-    (:func:`vramcalc.llm.quantization.requantize_bytes`)."""
+#: Triton's autotuner times every configuration of a matmul shape it has not seen with
+#: ``triton.testing.do_bench``, which first allocates a 256e6-byte buffer to flush the L2 cache
+#: (``torch.empty(int(256e6 // 4), dtype=torch.int)``, triton 2.1 testing.py), while the layer's input and
+#: output are alive.
+AUTOTUNE_FLUSH_BYTES = 256_000_000
+#: litgpt's ``qlinear_4bit_weight`` pads its input's rows to a multiple of this (``PAD_TO``).
+GPTQ_PAD_ROWS = 256
+
+
+def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases: Phases, notes: list[str]) -> Phases:
+    """litgpt's ``generate``: with its own ``gptq.int4``, :func:`gptq_phases`; through Lightning's
+    ``BitsandbytesPrecision``, the prefill's 4-bit dequantization also holds the fp16 weight before
+    bitsandbytes 0.50 (:func:`vramcalc.llm.bnb.lightning_load_copy`), and a ``load`` phase: the model is built
+    on the GPU, each linear quantized as it is made, and loading the checkpoint quantizes every weight again
+    from its fp16 copy, the whole model allocated (``_quantize_on_load_hook``): the largest weight's fp16 copy
+    and its new quantized form beside it (:func:`vramcalc.llm.quantization.requantize_bytes`)."""
     q = spec.workload.quantization
+    if q is not None and q.method is QuantMethod.gptq:
+        return gptq_phases(spec, shape, phases, notes)
     if q is None or q.method not in (*BNB_4BIT, QuantMethod.int8):
         return phases
     largest = max(m.out * m.inp for m in quantization.quantized_matrices(shape, q))
@@ -35,6 +50,75 @@ def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases:
         "temporaries": quantization.requantize_bytes(q, largest),
     }
     return {"load": load, "prefill": prefill, "decode": phases["decode"]}
+
+
+def gptq_phases(spec: Spec, shape: ModelShape, phases: Phases, notes: list[str]) -> Phases:
+    """litgpt's ``gptq.int4`` (quantize/gptq.py, litgpt 2023): the checkpoint is already quantized and is
+    copied into the GPU buffers as it loads (no load phase, no whole weight dequantized: the Triton kernel
+    dequantizes tile by tile). Each linear call pads its rows to a multiple of 256 and returns a view of a
+    padded output buffer (:func:`gptq_call_bytes`); the first call of each padded shape runs Triton's
+    autotuner beside it (:data:`AUTOTUNE_FLUSH_BYTES`): in the prefill, and again in the decode steps when
+    the prompt padded to more than 256 rows. Nothing calls cuBLAS, so no cuBLAS workspace is allocated: the
+    linears are Triton kernels and the attention with litgpt's mask runs PyTorch's memory-efficient kernel
+    (PyTorch 2.1 and later)."""
+    wl = spec.workload
+    q = wl.quantization
+    assert q is not None
+    compute = DTYPES[wl.precision].compute
+    prompt, _ = prompt_and_context(wl)
+    prompt_rows, step_rows = wl.batch_size * prompt, wl.batch_size
+    untouched = {"allocator_rounding": gptq_load_rounding(shape, q, DTYPES[wl.precision].param), "workspace": 0}
+    prefill = {**phases["prefill"], "temporaries": AUTOTUNE_FLUSH_BYTES, **untouched}
+    prefill["activations"] = max(prefill["activations"], gptq_call_bytes(shape, q, prompt_rows, compute))
+    new_shape = _padded(prompt_rows) != _padded(step_rows)
+    decode = {**phases["decode"], "temporaries": AUTOTUNE_FLUSH_BYTES if new_shape else 0, **untouched}
+    decode["activations"] = max(decode["activations"], gptq_call_bytes(shape, q, step_rows, compute))
+    notes[:] = [n for n in notes if not n.startswith("cuBLAS workspace")]
+    notes.append(
+        "litgpt's gptq.int4: no cuBLAS call (Triton linears, memory-efficient attention); each linear pads its "
+        f"rows to a multiple of {GPTQ_PAD_ROWS} and keeps the padded output; Triton's autotuner allocates "
+        f"{AUTOTUNE_FLUSH_BYTES // 1_000_000} MB beside the first call of each shape"
+    )
+    return {"prefill": prefill, "decode": decode}
+
+
+def gptq_load_rounding(shape: ModelShape, q: QuantizationSpec, param_bytes: int) -> int:
+    """:func:`vramcalc.core.allocator.load_rounding_bytes` of litgpt's ``gptq.int4`` model as ``GPT.__init__``
+    builds it on the GPU: the LM head first, the token embedding, then each block's linears (``quant_weight``,
+    ``scales``, ``zeros``); norms and biases are small-pool tensors. Each ``quant_weight`` is made through a
+    transposed copy (``torch.empty(...).t().contiguous().t()``) whose first tensor is freed at once; that
+    free is not replayed (on litgpt's published models it moves the result by less than 0.2 %)."""
+
+    def tensors(out: int, inp: int) -> tuple[int, ...]:  # quantization.litgpt_gptq_bytes, tensor by tensor
+        return out * ceil_div(inp, 2), out * param_bytes, out * param_bytes
+
+    head = quantization.head_matrix(shape, q)
+    first = tensors(head.out, head.inp) if head is not None else (shape.vocab * shape.embed_width * param_bytes,)
+    first += (shape.vocab * shape.embed_width * param_bytes,)
+    block: tuple[int, ...] = ()
+    for _, m in quantization.block_linears(shape):
+        block += tensors(m.out, m.inp)
+    return allocator.load_rounding_bytes([(first, 1), (block, shape.layers)])
+
+
+def _padded(rows: int) -> int:
+    return ceil_div(max(rows, 1), GPTQ_PAD_ROWS) * GPTQ_PAD_ROWS
+
+
+def gptq_call_bytes(shape: ModelShape, q: QuantizationSpec, rows: int, compute: int) -> int:
+    """The largest moment of a ``ColBlockQuantizedLinear`` call over ``rows`` tokens (``qlinear_4bit_weight``):
+    its input, a padded copy when ``rows`` is not a multiple of 256, and the output buffer of the padded rows
+    (the view it returns keeps all of it); in a gated MLP the first projection's padded output is alive
+    during the second's call."""
+    padded = _padded(rows)
+    copy = padded if rows % GPTQ_PAD_ROWS else 0
+    gated_up = shape.ffn if shape.gated else 0
+    calls = [(m.inp, m.out) for m in quantization.quantized_matrices(shape, q)]
+    largest = 0
+    for inp, out in calls:
+        alive = padded * gated_up if out == shape.ffn and inp == shape.hidden else 0  # fc_1's output at fc_2
+        largest = max(largest, (rows + copy) * inp + padded * out + alive)
+    return largest * compute
 
 
 def head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:

@@ -46,7 +46,7 @@ from vramcalc.llm import (
     vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
-from vramcalc.spec.llm import GGUF
+from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
@@ -78,12 +78,13 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     q = spec.workload.quantization
     if q is None:
         return n_params * dt.param, None
-    wb = quantization.weight_bytes(shape, q, n_params, dt.param)
+    litgpt_layout = litgpt_gptq(spec.workload)
+    wb = quantization.weight_bytes(shape, q, n_params, dt.param, litgpt_layout)
     gw = quantization.gguf_weights(shape, q, n_params) if q.method in GGUF else None
     if gw is not None:
         notes.append(f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights")
     else:
-        notes.append(f"quantization {quantization.describe(q)}")
+        notes.append(f"quantization {quantization.describe(q, litgpt_layout)}")
         notes.append(quantization.kept_line(shape, q, wb.kept_params, spec.workload.precision.value))
         if q.compute_dtype is not None:
             release = bnb.resolve(spec.workload.versions, [])
@@ -183,7 +184,7 @@ def inference_phases(
     decode["temporaries"] += _dequant(spec, shape, gen.batch, dt)
     phases = {"prefill": prefill, "decode": decode}
     if gen.runtime is Runtime.litgpt:
-        phases = litgpt.generate_phases(spec, shape, base, phases)
+        phases = litgpt.generate_phases(spec, shape, base, phases, notes)
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
     pool = None
     vllm.check_keys(wl, gen.runtime is Runtime.vllm)

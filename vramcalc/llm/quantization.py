@@ -94,7 +94,7 @@ def matrix_bytes(q: QuantizationSpec, out: int, inp: int) -> int:
     raise AssertionError(f"no layout for {m}")  # GGUF is counted per model, not per matrix
 
 
-def _block_linears(shape: object) -> list[tuple[str, Matrix]]:
+def block_linears(shape: object) -> list[tuple[str, Matrix]]:
     """Every block's linear weights, keyed by projection (q, k, v, o, qkv, gate, up, down); ``count`` is
     per block and ``Matrix`` rows of the same key and block kind follow each other (layers in ``_layers``)."""
     from vramcalc.core.shape import ModelShape
@@ -118,7 +118,7 @@ def linear_groups(shape: object, q: QuantizationSpec | None = None) -> tuple[lis
 
     assert isinstance(shape, ModelShape)
     skips = resolve_skips(shape, q) if q is not None and q.skip_modules else []
-    linears = _block_linears(shape)
+    linears = block_linears(shape)
     n_moe = moe_layers(shape)
     groups: list[tuple[str, Matrix, int]] = []  # key, matrix per block, blocks
     for key, m in linears:
@@ -174,15 +174,28 @@ class WeightBytes:
         return 8 * self.quantized_bytes / self.quantized_params if self.quantized_params else 0.0
 
 
-def weight_bytes(shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
-    """All parameter bytes of ``shape`` with its linear layers stored as ``q`` (the rest at ``param_bytes``)."""
+def litgpt_gptq_bytes(out: int, inp: int, param_bytes: int) -> int:
+    """One weight in litgpt's ``gptq.int4`` (``ColBlockQuantizedLinear`` with 4 bits and one tile per row,
+    quantize/gptq.py of litgpt 2023): ``quant_weight`` uint8 [out, in/2] and float ``scales`` and ``zeros``
+    [out, 1] at the model's dtype; no ``g_idx`` (the act-order permutation is undone before saving)."""
+    return out * ceil_div(inp, 2) + 2 * out * param_bytes
+
+
+def weight_bytes(
+    shape: object, q: QuantizationSpec, n_params: int, param_bytes: int, litgpt: bool = False
+) -> WeightBytes:
+    """All parameter bytes of ``shape`` with its linear layers stored as ``q`` (the rest at ``param_bytes``);
+    ``litgpt``: a ``gptq`` quantization is litgpt's own layout (:func:`litgpt_gptq_bytes`)."""
     if q.method in GGUF:
         gw = gguf_weights(shape, q, n_params)
         (qp, qb), (kp, kb) = gw.part(quantized=True), gw.part(quantized=False)
         return WeightBytes(gw.total_bytes, qp, qb, kp, kb)
     matrices = quantized_matrices(shape, q)
     n_quant = sum(m.count * m.out * m.inp for m in matrices)
-    quant = sum(m.count * matrix_bytes(q, m.out, m.inp) for m in matrices)
+    if litgpt and q.method is QuantMethod.gptq:
+        quant = sum(m.count * litgpt_gptq_bytes(m.out, m.inp, param_bytes) for m in matrices)
+    else:
+        quant = sum(m.count * matrix_bytes(q, m.out, m.inp) for m in matrices)
     kept = max(0, n_params - n_quant)
     head = head_matrix(shape, q)
     if head is not None and getattr(shape, "tie_embeddings", False):
@@ -238,9 +251,12 @@ def requantize_bytes(q: QuantizationSpec, elements: int) -> int:
     return fp16 + ceil_div(elements, 2) + FP32 * ceil_div(elements, q.block_size or BNB_BLOCK)
 
 
-def describe(q: QuantizationSpec) -> str:
-    """One line naming the method and the layout parameters in force (defaults included)."""
+def describe(q: QuantizationSpec, litgpt: bool = False) -> str:
+    """One line naming the method and the layout parameters in force (defaults included); ``litgpt``: a
+    ``gptq`` quantization is litgpt's ``gptq.int4``."""
     m = q.method
+    if litgpt and m is QuantMethod.gptq:
+        return "gptq: litgpt's gptq.int4, 4-bit, a scale and a zero per output row at the model's dtype"
     if m in GGUF:
         return f"{m.value}: GGUF, llama.cpp's per-tensor types (llama_tensor_get_type)"
     if m in BNB_4BIT:

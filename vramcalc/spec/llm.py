@@ -229,22 +229,39 @@ def name_to_mapping(value: Any, key: str) -> Any:
 
 #: The quantizations litgpt runs through Lightning's ``BitsandbytesPrecision`` (its ``bnb.*`` modes).
 LITGPT_QUANTIZATIONS = ("nf4", "fp4", "int8")
+#: What litgpt's ``generate`` also runs: its own ``gptq.int4`` (``ColBlockQuantizedLinear``, litgpt 2023;
+#: vramcalc/llm/litgpt.py), which replaces every ``nn.Linear`` too.
+LITGPT_GENERATE_QUANTIZATIONS = (*LITGPT_QUANTIZATIONS, "gptq")
 
 
 def litgpt_defaults(data: Any) -> Any:
     """A workload mapping with litgpt's QLoRA default: Lightning's ``BitsandbytesPrecision`` replaces every
     ``nn.Linear`` while the model is built, the LM head included, so with ``adapter.framework: litgpt`` or
     ``runtime: litgpt`` a bitsandbytes ``quantization`` (4-bit, or ``int8``) quantizes the output layer
-    unless ``lm_head`` is given."""
+    unless ``lm_head`` is given; so does ``gptq`` with ``runtime: litgpt`` (its ``gptq.int4``)."""
     if not isinstance(data, dict):
         return data
     adapter, quantization = data.get("adapter"), name_to_mapping(data.get("quantization"), "method")
-    litgpt = data.get("runtime") == "litgpt" or (isinstance(adapter, dict) and adapter.get("framework") == "litgpt")
+    runtime = data.get("runtime") == "litgpt"
+    litgpt = runtime or (isinstance(adapter, dict) and adapter.get("framework") == "litgpt")
     if not litgpt or not isinstance(quantization, dict):
         return data
-    if quantization.get("method") not in LITGPT_QUANTIZATIONS or "lm_head" in quantization:
+    methods = LITGPT_GENERATE_QUANTIZATIONS if runtime else LITGPT_QUANTIZATIONS
+    if quantization.get("method") not in methods or "lm_head" in quantization:
         return data
     return {**data, "quantization": {**quantization, "lm_head": True}}
+
+
+def litgpt_gptq(wl: Any) -> bool:
+    """litgpt's own ``gptq.int4`` (``runtime: litgpt`` with ``quantization: gptq``)."""
+    q = wl.quantization
+    return wl.runtime is not None and wl.runtime.value == "litgpt" and q is not None and q.method.value == "gptq"
+
+
+def litgpt_rules(spec: Any) -> None:
+    """litgpt's rules (:func:`litgpt_runtime_rules`, :func:`litgpt_adapter_rules`; raise ValueError)."""
+    litgpt_runtime_rules(spec)
+    litgpt_adapter_rules(spec)
 
 
 def litgpt_runtime_rules(spec: Any) -> None:
@@ -261,8 +278,30 @@ def litgpt_runtime_rules(spec: Any) -> None:
     if wl.kv_cache_dtype is not None and wl.kv_cache_dtype.value != "auto":
         raise ValueError("workload.kv_cache_dtype: litgpt's KV cache has the model's dtype (runtime: litgpt)")
     q = wl.quantization
-    if q is not None and q.method.value not in LITGPT_QUANTIZATIONS:
+    if q is not None and q.method.value not in LITGPT_GENERATE_QUANTIZATIONS:
         raise ValueError(
-            f"workload.quantization: {q.method.value} is not one of litgpt's ({', '.join(LITGPT_QUANTIZATIONS)}) "
-            "with runtime: litgpt"
+            f"workload.quantization: {q.method.value} is not one of litgpt's "
+            f"({', '.join(LITGPT_GENERATE_QUANTIZATIONS)}) with runtime: litgpt"
+        )
+    if q is not None and q.method.value == "gptq":
+        if q.bits not in (None, 4):
+            raise ValueError(f"workload.quantization.bits: litgpt's gptq.int4 is 4-bit (got {q.bits})")
+        if q.group_size not in (None, -1):
+            raise ValueError(
+                "workload.quantization.group_size: litgpt's gptq.int4 keeps one scale and zero per output row "
+                f"(group_size -1; got {q.group_size})"
+            )
+
+
+def litgpt_adapter_rules(spec: Any) -> None:
+    """``adapter.framework: litgpt`` fine-tunes a quantized base through bitsandbytes only (its ``bnb.*``
+    modes; raises ValueError naming the key)."""
+    wl = spec.workload
+    adapter, q = wl.adapter, wl.quantization
+    if adapter is None or adapter.framework != "litgpt" or q is None:
+        return
+    if q.method.value not in LITGPT_QUANTIZATIONS:
+        raise ValueError(
+            f"workload.quantization: {q.method.value} is not one of litgpt's fine-tuning quantizations "
+            f"({', '.join(LITGPT_QUANTIZATIONS)}) with adapter.framework: litgpt"
         )
