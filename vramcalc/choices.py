@@ -122,6 +122,8 @@ class QuantMethod(StrEnum):
 
     int8 = "int8"
     int4 = "int4"
+    int8_weight_only = "int8_weight_only"  # torchao Int8WeightOnlyConfig
+    int8_dynamic_activation_int8_weight = "int8_dynamic_activation_int8_weight"  # torchao Int8DynamicActivation...
     gptq = "gptq"
     awq = "awq"
     nf4 = "nf4"

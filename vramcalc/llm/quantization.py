@@ -15,6 +15,9 @@ Layouts per quantized matrix of ``out`` rows and ``in`` columns (N = out x in we
 * int8 (bitsandbytes LLM.int8, ``Int8Params``): int8 ``CB`` + fp32 ``SCB`` per output row: N + 4 out.
 * int4 (torchao int4 weight-only): 4-bit weights + a 16-bit scale and zero per group of ``group_size``
   inputs per output row: N/2 + 4 x out x ceil(in/g).
+* int8_weight_only, int8_dynamic_activation_int8_weight (torchao 0.18 ``Int8Tensor``, per-row granularity,
+  quantize/workflows/int8/int8_tensor.py): ``qdata`` int8 [out, in], an fp32 ``scale`` and an int8
+  ``zero_point`` [out, 1]: N + 5 out.
 * gptq (AutoGPTQ ``QuantLinear``): ``qweight`` int32 [in x bits/32, out], ``qzeros`` int32
   [ceil(in/g), out x bits/32], ``scales`` fp16 [ceil(in/g), out], ``g_idx`` int32 [in].
 * awq (AutoAWQ ``WQLinear_GEMM``): ``qweight`` int32 [in, out x bits/32], ``qzeros`` int32
@@ -35,7 +38,7 @@ from dataclasses import dataclass
 from vramcalc.choices import QuantMethod
 from vramcalc.llm import gguf
 from vramcalc.llm.quant_skip import kept_layers, resolve_skips
-from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, QuantizationSpec
+from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, TORCHAO_INT8, QuantizationSpec
 from vramcalc.units import ceil_div
 
 DEFAULT_GROUP = 128
@@ -85,6 +88,8 @@ def matrix_bytes(q: QuantizationSpec, out: int, inp: int) -> int:
     bits, groups = _bits(q), _groups(q, inp)
     if m is QuantMethod.int4:
         return math.ceil(n * bits / 8) + groups * out * 2 * FP16
+    if m in TORCHAO_INT8:
+        return n + out * (FP32 + 1)
     packed_out = math.ceil(out * bits / 32) * INT32  # one row of bits-wide values packed in int32
     zeros_scales = groups * (packed_out + out * FP16)
     if m is QuantMethod.gptq:
@@ -223,13 +228,18 @@ def dequant_buffer_bytes(
 
     4-bit methods and GGUF dequantize the whole weight to the compute dtype for matmuls over many
     tokens (bitsandbytes ``MatMul4Bit``: ``dequantize_4bit(...).t()``; AutoAWQ above 1,024 tokens;
-    llama.cpp's cuBLAS path); a single token uses a fused GEMV kernel (none). LLM.int8 quantizes the
-    input to int8 and accumulates in int32 (``n_tokens x (in + 4 out)``); fp8 quantizes the input (``n_tokens x in``).
-    ``blocks_only``: the largest of the blocks' linears, leaving out a quantized LM head.
+    llama.cpp's cuBLAS path); a single token uses a fused GEMV kernel (none). torchao's int4 weight-only
+    never does: its kernels read the packed weight (tinygemm's ``_weight_int4pack_mm``, fbgemm's int4 GEMM
+    in ``Int4Tensor``). LLM.int8 quantizes the input to int8 and accumulates in int32
+    (``n_tokens x (in + 4 out)``); fp8 quantizes the input (``n_tokens x in``); torchao's int8 configurations:
+    :func:`torchao_int8_call_bytes`, at every call. ``blocks_only``: the largest of the blocks' linears,
+    leaving out a quantized LM head.
     """
-    if n_tokens <= 1:
-        return 0
     matrices = linear_groups(shape, q)[0] if blocks_only else quantized_matrices(shape, q)
+    if q.method in TORCHAO_INT8:  # every call, one token too
+        return max((torchao_int8_call_bytes(q.method, m, n_tokens, compute_bytes) for m in matrices), default=0)
+    if n_tokens <= 1 or q.method is QuantMethod.int4:
+        return 0
     if not matrices:  # every block linear skipped (skip_modules), only the LM head quantized
         return 0
     largest = max(matrices, key=lambda m: m.out * m.inp)
@@ -238,6 +248,22 @@ def dequant_buffer_bytes(
     if q.method is QuantMethod.fp8:
         return n_tokens * largest.inp
     return largest.out * largest.inp * compute_bytes
+
+
+def torchao_int8_call_bytes(method: QuantMethod, m: Matrix, n_tokens: int, compute_bytes: int) -> int:
+    """An eager call of a torchao 0.18 ``Int8Tensor`` linear over ``n_tokens`` tokens, beyond its input and
+    output (``_linear_impl`` in int8_tensor.py). Weight-only: ``qdata.t().to(output_dtype)``, the whole weight at
+    the input's dtype, beside the product ``m``; then ``m`` beside the scaled output. Dynamic: the activation's
+    per-row quantization (fp32 temporaries, then its int8 copy); ``safe_int_mm`` makes the transposed int8
+    weight contiguous, a whole copy, beside the int8 input and the int32 product (kernel/intmm.py); then the
+    fp32 rescalings by the input's and the weight's scales, two output-sized tensors at a time."""
+    n, rows_in, rows_out = m.out * m.inp, n_tokens * m.inp, n_tokens * m.out
+    if method is QuantMethod.int8_weight_only:
+        return compute_bytes * (n + rows_out)
+    quantize = 2 * FP32 * rows_in + rows_in
+    matmul = rows_in + n + INT32 * rows_out
+    rescale = rows_in + 2 * FP32 * rows_out
+    return max(quantize, matmul, rescale)
 
 
 def requantize_bytes(q: QuantizationSpec, elements: int) -> int:
@@ -267,6 +293,11 @@ def describe(q: QuantizationSpec, litgpt: bool = False) -> str:
         return f"{m.value}: {_bits(q)}-bit, group size {group}, fp16 scales and zeros"
     if m is QuantMethod.int8:
         return "int8: bitsandbytes LLM.int8, an fp32 scale per output row"
+    if m in TORCHAO_INT8:
+        return (
+            f"{m.value}: torchao 0.18 Int8Tensor, int8 weights with an fp32 scale and an int8 zero per output row, "
+            "run eagerly"
+        )
     return "fp8: 1 byte per weight, one fp32 scale per tensor"
 
 

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 GROUPED = (QuantMethod.int4, QuantMethod.gptq, QuantMethod.awq)
 #: bitsandbytes 4-bit data types (blockwise absmax, optional double quantization).
 BNB_4BIT = (QuantMethod.nf4, QuantMethod.fp4)
+#: torchao's int8 configurations, as transformers' ``TorchAoConfig`` names them (vramcalc/llm/quantization.py).
+TORCHAO_INT8 = (QuantMethod.int8_weight_only, QuantMethod.int8_dynamic_activation_int8_weight)
 #: GGUF file types (llama.cpp ``llama-quantize`` presets; per-tensor types in vramcalc/llm/gguf.py).
 GGUF = tuple(m for m in QuantMethod if m.value.startswith("q") and m.value[1].isdigit())
 #: ggml tensor types accepted by ``output_tensor_type`` / ``token_embedding_type``.
@@ -258,10 +260,39 @@ def litgpt_gptq(wl: Any) -> bool:
     return wl.runtime is not None and wl.runtime.value == "litgpt" and q is not None and q.method.value == "gptq"
 
 
-def litgpt_rules(spec: Any) -> None:
-    """litgpt's rules (:func:`litgpt_runtime_rules`, :func:`litgpt_adapter_rules`; raise ValueError)."""
+def llm_rules(spec: Any, generating: bool) -> None:
+    """Library rules of the LLM keys (:func:`litgpt_runtime_rules`, :func:`litgpt_adapter_rules`,
+    :func:`torchao_rules`; raise ValueError naming the key); ``generating``: the workload is a generation."""
     litgpt_runtime_rules(spec)
     litgpt_adapter_rules(spec)
+    torchao_rules(spec, generating)
+
+
+def torchao_rules(spec: Any, generating: bool) -> None:
+    """torchao's int8 configurations are modelled as PyTorch runs them eagerly, for inference: a plain forward
+    or generation with ``runtime: hf`` or ``hf-legacy`` (vLLM compiles the model and captures CUDA graphs;
+    training is not modelled). Nothing trains on a torchao int4 base (``int4``): PEFT's torchao LoRA layers
+    refuse it (peft/tuners/lora/torchao.py, ``_check_dtype_supported``)."""
+    wl = spec.workload
+    q = wl.quantization
+    if q is not None and q.method is QuantMethod.int4 and wl.mode.value == "train":
+        raise ValueError(
+            "workload.quantization: training on a torchao int4 base is not run by PEFT (its torchao LoRA layers "
+            "take int8 weights only)"
+        )
+    if q is None or q.method not in TORCHAO_INT8:
+        return
+    name = q.method.value
+    if wl.mode.value == "train":
+        raise ValueError(f"workload.quantization: training on a torchao {name} base is not modelled")
+    if generating and (wl.runtime is None or wl.runtime.value not in ("hf", "hf-legacy")):
+        runtime = wl.runtime.value if wl.runtime is not None else "vllm, the default"
+        raise ValueError(
+            f"workload.runtime: torchao {name} is modelled as transformers runs it eagerly "
+            f"(runtime: hf or hf-legacy), not under {runtime}"
+        )
+    if spec.parallel is not None:
+        raise ValueError(f"workload.quantization: torchao {name} across several GPUs (parallel:) is not modelled")
 
 
 def litgpt_runtime_rules(spec: Any) -> None:

@@ -31,7 +31,7 @@ from vramcalc.choices import (
 )
 from vramcalc.errors import UnitError
 from vramcalc.spec.llamacpp import LLAMACPP_KEYS, CacheType, llamacpp_rules
-from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, litgpt_defaults, litgpt_rules, name_to_mapping
+from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, litgpt_defaults, llm_rules, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
@@ -366,7 +366,7 @@ class Spec(SpecSection):
         spec_rules(self)
         torch_spec_rules(self)
         deepspeed_spec_rules(self)
-        litgpt_rules(self)
+        llm_rules(self, is_generation(wl))
         return self
 
 
