@@ -15,13 +15,16 @@ from typing import Any
 
 import pytest
 
+from vramcalc.choices import QuantMethod
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.llm.quantization import Matrix, torchao_int8_call_bytes
 from vramcalc.spec.load import parse_spec
 
 H, FFN, LAYERS = 4_096, 11_008, 32
 #: q, k, v, o (4,096 x 4,096), gate and up (11,008 x 4,096), down (4,096 x 11,008) as (out, in)
 LINEARS = [(H, H)] * 4 + [(FFN, H)] * 2 + [(H, FFN)]
+DYNAMIC = QuantMethod.int8_dynamic_activation_int8_weight
 
 
 def llama(method: str, **workload: Any) -> Any:
@@ -39,41 +42,37 @@ def test_a_byte_per_weight_and_five_per_output_row(method: str) -> None:
 
 
 def test_weight_only_casts_the_whole_weight_every_call() -> None:
-    # the largest weight (gate/up, 11,008 x 4,096) at bf16 beside the bf16 product of 6 tokens x 11,008
-    forward = llama("int8_weight_only").phase_components["forward"]
-    assert forward["temporaries"] == 2 * (FFN * H + 6 * FFN)
-
-
-def test_weight_only_casts_it_for_one_token_too() -> None:
-    # a decode step's single token still runs qdata.t().to(bf16): no fused kernel in eager mode
-    gen = llama("int8_weight_only", seq_len=None, prompt_len=6, max_new_tokens=10, runtime="hf")
-    hf = llama("int8_weight_only", seq_len=None, prompt_len=6, max_new_tokens=10, runtime="hf", quantization=None)
-    extra = gen.phase_components["decode"]["temporaries"] - hf.phase_components["decode"]["temporaries"]
-    assert extra == 2 * (FFN * H + FFN)
+    # qdata.t().to(bf16): gate (11,008 x 4,096) at 2 B beside the bf16 product of 6 tokens x 11,008; one token
+    # too (no fused kernel in eager mode); 4,096 tokens: the product and the scaled output, 2 x 2 B per element
+    gate = Matrix(1, FFN, H)
+    assert torchao_int8_call_bytes(QuantMethod.int8_weight_only, gate, 6, 2) == 2 * (FFN * H + 6 * FFN)
+    assert torchao_int8_call_bytes(QuantMethod.int8_weight_only, gate, 1, 2) == 2 * (FFN * H + FFN)
+    assert torchao_int8_call_bytes(QuantMethod.int8_weight_only, gate, 8_192, 2) == 2 * 2 * 8_192 * FFN
 
 
 def test_dynamic_copies_the_int8_weight_beside_the_int32_product() -> None:
-    # one token: its int8 copy (4,096 B), the contiguous int8 weight and the int32 product (4 x 11,008 B)
-    gen = llama("int8_dynamic_activation_int8_weight", seq_len=None, prompt_len=6, max_new_tokens=10, runtime="hf")
-    hf = llama("int8_dynamic_activation_int8_weight", seq_len=None, prompt_len=6, max_new_tokens=10, runtime="hf",
-               quantization=None)  # fmt: skip
-    extra = gen.phase_components["decode"]["temporaries"] - hf.phase_components["decode"]["temporaries"]
-    assert extra == H + FFN * H + 4 * FFN
+    # one token: its int8 copy (4,096 B), the contiguous transposed int8 weight and the int32 product
+    gate = Matrix(1, FFN, H)
+    assert torchao_int8_call_bytes(DYNAMIC, gate, 1, 2) == H + FFN * H + 4 * FFN
 
 
-def test_dynamic_quantizes_a_long_prompt_in_fp32() -> None:
-    # 4,096 tokens of the down projection's input (11,008 wide): two fp32 temporaries and the int8 copy,
-    # 9 B per element; more than any linear's matmul stage (down: 4,096 x 11,008 int8 input, the 11,008 x
-    # 4,096 int8 weight copy, 4 x 4,096 x 4,096 B int32 product) or rescaling (gate: 4,096 x 4,096 int8
-    # input beside two fp32 4,096 x 11,008 tensors)
-    forward = llama("int8_dynamic_activation_int8_weight", seq_len=4_096).phase_components["forward"]
-    assert forward["temporaries"] == 9 * 4_096 * FFN
+def test_dynamic_quantizes_a_long_input_in_fp32() -> None:
+    # 4,096 tokens into the down projection (11,008 wide): two fp32 temporaries and the int8 copy, 9 B per
+    # element, more than the matmul stage (int8 input, the weight copy, the 4 B product) or the rescaling
+    # (int8 input beside two fp32 4,096 x 4,096 tensors)
+    down = Matrix(1, H, FFN)
+    assert torchao_int8_call_bytes(DYNAMIC, down, 4_096, 2) == 9 * 4_096 * FFN
 
 
-def test_lm_head_true_quantizes_the_head_and_casts_it() -> None:
-    # the LM head (32,000 x 4,096) is then the largest weight
-    forward = llama({"method": "int8_weight_only", "lm_head": True}).phase_components["forward"]
-    assert forward["temporaries"] == 2 * (32_000 * H + 6 * 32_000)
+def test_a_quantized_lm_head_is_the_largest_call_at_one_token() -> None:
+    # lm_head: true, one token: the head (32,000 x 4,096) cast to bf16 beside its input (the last norm's
+    # output) outweighs any block linear's call beside the block's transient
+    one = llama({"method": "int8_weight_only", "lm_head": True}, seq_len=1)
+    plain = llama("int8_weight_only", seq_len=1)
+    head_call = 2 * (32_000 * H + 32_000) + 2 * H
+    forward = one.phase_components["forward"]
+    assert forward["temporaries"] + forward["activations"] == head_call
+    assert plain.phase_components["forward"]["temporaries"] < head_call
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ from vramcalc.llm import (
     vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
-from vramcalc.spec.llm import GGUF, litgpt_gptq
+from vramcalc.spec.llm import GGUF, TORCHAO_INT8, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
@@ -132,11 +132,19 @@ def llm_phases(
     return inference_phases(spec, shape, tk, dt, base, details, notes, card)
 
 
-def _dequant(spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes, act_bytes: int | None = None) -> int:
-    """The dequantization buffer beyond the block's activation peak (:func:`bnb.forward_dequant`)."""
+def _dequant(
+    spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes, act_bytes: int | None = None, at: Any = None
+) -> int:
+    """The dequantization buffer beyond the block's activation peak (:func:`bnb.forward_dequant`); for
+    torchao's int8 configurations the calls beyond the phase's ``at`` = (tokens, LM-head rows, activations)
+    (:func:`vramcalc.llm.quantization.torchao_int8_extra`)."""
     q = spec.workload.quantization
     if q is None:
         return 0
+    if q.method in TORCHAO_INT8 and at is not None:
+        tk, head_rows, activations = at
+        block = generation.block_transient(shape, tk, dt, spec.workload.attention)
+        return quantization.torchao_int8_extra(shape, q, tk, head_rows, dt.compute, block, activations)
     full = bnb.forward_buffer(spec.workload, shape, n_tokens, dt, dt.compute)
     return bnb.forward_dequant(q.method, full, shape, n_tokens, act_bytes or dt.compute)
 
@@ -159,12 +167,9 @@ def inference_phases(
         sliding = kvcache.sliding_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
         one = kvcache.sequence_bytes(per_token, sliding, shape.sliding_window, wl.seq_len or 0, 1)
         kv = tk.batch * one if wl.use_cache else 0
-        forward = {
-            **base,
-            "activations": generation.forward_activations(shape, tk, dt, attention),
-            "kv_cache": kv,
-            "temporaries": _dequant(spec, shape, tk.encoder, dt),
-        }
+        activations = generation.forward_activations(shape, tk, dt, attention)
+        temporaries = _dequant(spec, shape, tk.encoder, dt, at=(tk, tk.encoder, activations))
+        forward = {**base, "activations": activations, "kv_cache": kv, "temporaries": temporaries}
         if wl.use_cache is None and per_token:
             notes.append("use_cache not given: false (one forward, no KV cache kept; give prompt_len to generate)")
         return {"forward": forward}, replace(
@@ -178,10 +183,13 @@ def inference_phases(
     cross = gen.batch * kvcache.cross_attention_bytes(shape, gen.prompt, gen.kv_dtype, dt.compute)
     prefill = {**base, **generation.prefill_phase(shape, gen, dt, attention)}
     prefill["kv_cache"] += cross
-    prefill["temporaries"] = _dequant(spec, shape, gen.batch * gen.prompt, dt)
+    prompt = act.Tokens(batch=gen.batch, seq=gen.prompt, target=gen.prompt)
+    head_rows = prompt.encoder if gen.runtime is Runtime.hf_legacy else gen.batch
+    prefill["temporaries"] = _dequant(spec, shape, prompt.encoder, dt, at=(prompt, head_rows, prefill["activations"]))
     decode = {**base, **generation.decode_phase(shape, gen, dt, attention)}
     decode["kv_cache"] += cross
-    decode["temporaries"] += _dequant(spec, shape, gen.batch, dt)
+    step_tokens = act.Tokens(batch=gen.batch, seq=1, target=1)
+    decode["temporaries"] += _dequant(spec, shape, gen.batch, dt, at=(step_tokens, gen.batch, decode["activations"]))
     phases = {"prefill": prefill, "decode": decode}
     if gen.runtime is Runtime.litgpt:
         phases = litgpt.generate_phases(spec, shape, base, phases, notes)

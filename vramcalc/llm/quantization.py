@@ -253,17 +253,35 @@ def dequant_buffer_bytes(
 def torchao_int8_call_bytes(method: QuantMethod, m: Matrix, n_tokens: int, compute_bytes: int) -> int:
     """An eager call of a torchao 0.18 ``Int8Tensor`` linear over ``n_tokens`` tokens, beyond its input and
     output (``_linear_impl`` in int8_tensor.py). Weight-only: ``qdata.t().to(output_dtype)``, the whole weight at
-    the input's dtype, beside the product ``m``; then ``m`` beside the scaled output. Dynamic: the activation's
-    per-row quantization (fp32 temporaries, then its int8 copy); ``safe_int_mm`` makes the transposed int8
-    weight contiguous, a whole copy, beside the int8 input and the int32 product (kernel/intmm.py); then the
-    fp32 rescalings by the input's and the weight's scales, two output-sized tensors at a time."""
+    the input's dtype, beside the product ``m``; then ``m`` beside the scaled output (counted here too).
+    Dynamic: the activation's per-row quantization (fp32 temporaries, then its int8 copy); ``safe_int_mm``
+    makes the transposed int8 weight contiguous, a whole copy, beside the int8 input and the int32 product
+    (kernel/intmm.py); then the fp32 rescalings by the input's and the weight's scales, two output-sized
+    tensors at a time."""
     n, rows_in, rows_out = m.out * m.inp, n_tokens * m.inp, n_tokens * m.out
     if method is QuantMethod.int8_weight_only:
-        return compute_bytes * (n + rows_out)
+        return compute_bytes * max(n + rows_out, 2 * rows_out)
     quantize = 2 * FP32 * rows_in + rows_in
     matmul = rows_in + n + INT32 * rows_out
     rescale = rows_in + 2 * FP32 * rows_out
     return max(quantize, matmul, rescale)
+
+
+def torchao_int8_extra(
+    shape: object, q: QuantizationSpec, tokens: object, head_rows: int, compute_bytes: int, block: int, activations: int
+) -> int:
+    """torchao int8 calls (:func:`torchao_int8_call_bytes`) beyond a phase's activation peak ``activations``: a
+    block linear's call over the phase's tokens beside ``block``, the block's largest transient; a quantized
+    LM head's call over ``head_rows`` rows beside its input, the last norm's output; 0 when the activation
+    peak is higher (traced with benchmarks/tracer_torchao.py: the LM head's logits often are)."""
+    n_tokens = tokens.encoder  # type: ignore[attr-defined]
+    calls = [torchao_int8_call_bytes(q.method, m, n_tokens, compute_bytes) for m in linear_groups(shape, q)[0]]
+    moment = block + max(calls, default=0)
+    head = head_matrix(shape, q)
+    if head is not None:
+        head_call = torchao_int8_call_bytes(q.method, head, head_rows, compute_bytes)
+        moment = max(moment, head_rows * head.inp * compute_bytes + head_call)
+    return max(0, moment - activations)
 
 
 def requantize_bytes(q: QuantizationSpec, elements: int) -> int:
