@@ -130,7 +130,9 @@ def test_unsearchable_specs_say_why() -> None:
     resnet = ShardSearch(load_spec(CONFIGS / "resnet-50.yaml"))
     assert resnet.reason is not None and "resnet" in resnet.reason
     inference = ShardSearch(with_workload(load_spec(CONFIGS / "gpt2.yaml"), mode="inference"))
-    assert inference.reason == "the plan search covers training only (it varies ZeRO/FSDP sharding)"
+    assert inference.reason == (
+        "the sharded (ZeRO/FSDP) search covers training only; vramcalc plan lists tensor and pipeline layouts"
+    )
     budget = budget_for(get_gpu("t4"))
     assert resnet.smallest(budget) is None and resnet.note(budget, None).startswith("not searched: ")
 

@@ -56,12 +56,13 @@ def plan(
 ) -> None:
     """Multi-GPU plans whose per-GPU total fits the card: on exactly --gpus N GPUs, or the fewest GPUs.
 
-    Searches ZeRO stage (or FSDP strategy / Megatron distributed optimizer, when SPEC's parallel
-    section names that framework; sharding only over two or more data-parallel ranks), tensor
+    Searches, for training, ZeRO stage (or FSDP strategy / Megatron distributed optimizer, when SPEC's
+    parallel section names that framework; sharding only over two or more data-parallel ranks); tensor
     parallelism (divisors of heads, kv_heads and ffn_size, within a node), pipeline stages (divisors of
-    layers), the data-parallel degree, and for training activation checkpointing (none, full; selective
-    with eager attention) and the micro-batch: the batch per data-parallel rank (batch_size x the spec's
-    micro-batches) is held, split into micro-batches of it and its divisors (gradient accumulation).
+    layers) and the data-parallel degree (replicas when serving); and for training activation
+    checkpointing (none, full; selective with eager attention) and the micro-batch: the batch per
+    data-parallel rank (batch_size x the spec's micro-batches) is held, split into micro-batches of it and
+    its divisors (gradient accumulation).
 
     Lists plans that fit (per-GPU total <= usable memory - reserve), one row per layout with its cheapest
     checkpointing and micro-batch, ordered by: fewest GPUs (without --gpus); then a relative step-time

@@ -9,6 +9,7 @@ from __future__ import annotations
 from vramcalc.choices import Architecture, Attention, Checkpointing, Mode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
+from vramcalc.spec.llm import one_gpu_only
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.versions import zeroes_gradients_in_place
@@ -21,6 +22,9 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
     """Combinations the per-rank model does not cover are refused rather than estimated wrongly."""
     model, wl = spec.model, spec.workload
     key = "parallel" if spec.parallel is not None else f"workload.precision: {wl.precision.value}"
+    refusal = one_gpu_only(wl) if spec.parallel is not None else None
+    if refusal is not None:  # a plan or fit candidate (its parallel section added after validation)
+        raise SpecError(refusal)
     if model.architecture is Architecture.resnet:
         raise SpecError(f"{key}: not modelled for architecture: resnet (transformers only)")
     if model.experts is not None:

@@ -170,10 +170,10 @@ def unsearchable(spec: Spec) -> str | None:
         given = [key for key in LLM_KEYS if getattr(spec.workload, key) is not None]
         if given:
             return (
-                f"the plan search does not cover serving specs (workload.{given[0]}); tensor parallelism "
-                "(vLLM's tensor_parallel_size; parallel: {tensor: N}) splits the weights and the KV cache"
+                f"the sharded (ZeRO/FSDP) search does not cover serving specs (workload.{given[0]}); tensor "
+                "parallelism (vLLM's tensor_parallel_size; parallel: {tensor: N}) splits the weights and the KV cache"
             )
-        return "the plan search covers training only (it varies ZeRO/FSDP sharding)"
+        return "the sharded (ZeRO/FSDP) search covers training only; vramcalc plan lists tensor and pipeline layouts"
     section = spec.parallel or ParallelSpec()
     try:
         check_supported(spec.model_copy(update={"parallel": section}), section)

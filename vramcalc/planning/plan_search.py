@@ -30,6 +30,7 @@ from vramcalc.core.resolve import resolve_model
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget
+from vramcalc.spec.llm import one_gpu_only
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
 from vramcalc.spec.versions import zeroes_gradients_in_place
@@ -114,6 +115,9 @@ def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
     if spec.workload.mode is Mode.train and zeroes_gradients_in_place(spec.workload.versions):
         torch = (spec.workload.versions or {})["torch"]
         raise SpecError(f"workload.versions.torch: {torch} is modelled on one GPU; plan searches multi-GPU layouts")
+    refusal = one_gpu_only(spec.workload)
+    if refusal is not None:
+        raise SpecError(f"{refusal}; plan searches multi-GPU layouts")
     estimate(spec, hopper_or_newer=budget.hopper_or_newer)
 
 
@@ -134,14 +138,16 @@ def combinations(spec: Spec, max_gpus: int) -> list[dict[str, Any]]:
     pipelines = [p for p in range(1, min(shape.layers, max_gpus) + 1) if shape.layers % p == 0]
     if shape.architecture is Architecture.encoder_decoder:
         pipelines = [1]
+    train = spec.workload.mode is Mode.train  # serving: tensor, pipeline and replicas, nothing sharded
     out = []
     for t in tensors:
         for p in pipelines:
             if t * p * context > max_gpus:
                 continue
             out += [
-                {**_kept(spec), **scheme, "tensor": t, "pipeline": p, "context": context, "sequence_parallel": t > 1}
-                for scheme in _schemes(spec, p)
+                {**_kept(spec), **scheme, "tensor": t, "pipeline": p, "context": context}
+                | {"sequence_parallel": train and t > 1}
+                for scheme in (_schemes(spec, p) if train else [{}])
             ]
     return out
 

@@ -268,6 +268,16 @@ def llm_rules(spec: Any, generating: bool) -> None:
     torchao_rules(spec, generating)
 
 
+def one_gpu_only(wl: Any) -> str | None:
+    """Why the workload is modelled on one GPU only (a ``parallel:`` section is refused), or None."""
+    if wl.runtime is not None and wl.runtime.value == "litgpt":
+        return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
+    q = wl.quantization
+    if q is not None and q.method in TORCHAO_INT8:
+        return f"workload.quantization: torchao {q.method.value} across several GPUs (parallel:) is not modelled"
+    return None
+
+
 def torchao_rules(spec: Any, generating: bool) -> None:
     """torchao's int8 configurations are modelled as PyTorch runs them eagerly, for inference: a plain forward
     or generation with ``runtime: hf`` or ``hf-legacy`` (vLLM compiles the model and captures CUDA graphs;
@@ -292,7 +302,7 @@ def torchao_rules(spec: Any, generating: bool) -> None:
             f"(runtime: hf or hf-legacy), not under {runtime}"
         )
     if spec.parallel is not None:
-        raise ValueError(f"workload.quantization: torchao {name} across several GPUs (parallel:) is not modelled")
+        raise ValueError(one_gpu_only(wl))
 
 
 def litgpt_runtime_rules(spec: Any) -> None:
@@ -302,7 +312,7 @@ def litgpt_runtime_rules(spec: Any) -> None:
     if wl.runtime is None or wl.runtime.value != "litgpt":
         return
     if spec.parallel is not None:
-        raise ValueError("workload.runtime: litgpt across several GPUs (parallel:) is not modelled")
+        raise ValueError(one_gpu_only(wl))
     for key in ("kv_block_size", "memory_utilization"):
         if getattr(wl, key) is not None:
             raise ValueError(f"workload.{key}: not a setting of litgpt's generate (runtime: litgpt)")

@@ -1,0 +1,67 @@
+"""`vramcalc plan` on serving specs: tensor x pipeline x replicas, nothing sharded, and the same per-GPU total
+as `check` for the one-GPU layout; specs modelled on one GPU only are refused with their reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from vramcalc.cli import app
+from vramcalc.engine import estimate
+from vramcalc.errors import SpecError
+from vramcalc.hardware.lookup import get_gpu
+from vramcalc.planning.budget import budget_for
+from vramcalc.planning.plan_layouts import best_plans
+from vramcalc.spec.load import parse_spec
+
+runner = CliRunner()
+SERVING = {"mode": "inference", "batch_size": 1, "prompt_len": 6, "max_new_tokens": 200, "precision": "bf16"}
+
+
+def spec(**workload: Any) -> Any:
+    return parse_spec({"name": "s", "model": {"preset": "llama-3-8b"}, "workload": SERVING | workload})
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "hf"])
+def test_one_card_is_the_first_plan_and_agrees_with_the_estimate(runtime: str) -> None:
+    serving = spec(runtime=runtime)
+    search = best_plans(serving, budget_for(get_gpu("h100-sxm")))
+    first = search.plans[0]
+    assert first.gpus == 1
+    assert first.needed_bytes == estimate(serving).total_bytes  # what `check` compares with the card
+    for plan in search.plans:
+        assert not {"zero", "fsdp", "distributed_optimizer"} & set(plan.parallel)
+        assert plan.parallel["sequence_parallel"] is False
+
+
+def test_tensor_parallelism_halves_the_weights_per_gpu() -> None:
+    # Llama-3-8B in bf16: 16.06 GB of weights; TP 2 holds half of every block and of the embedding and head
+    plans = best_plans(spec(), budget_for(get_gpu("h100-sxm"))).plans
+    one = next(p for p in plans if p.gpus == 1)
+    two = next(p for p in plans if p.parallel["tensor"] == 2 and p.parallel["pipeline"] == 1)
+    assert two.peak_allocated_bytes < 0.55 * one.peak_allocated_bytes
+
+
+@pytest.mark.parametrize(
+    ("workload", "reason"),
+    [
+        ({"runtime": "litgpt"}, "workload.runtime: litgpt across several GPUs"),
+        ({"runtime": "hf", "quantization": "int8_weight_only"}, "workload.quantization: torchao int8_weight_only"),
+    ],
+)
+def test_one_gpu_only_specs_are_refused_with_their_reason(workload: dict[str, Any], reason: str) -> None:
+    with pytest.raises(SpecError, match=reason + r".*plan searches multi-GPU layouts"):
+        best_plans(spec(**workload), budget_for(get_gpu("h100-sxm")))
+
+
+def test_the_cli_says_it_in_one_line_with_exit_2(tmp_path: Any) -> None:
+    path = tmp_path / "litgpt.yaml"
+    path.write_text(
+        "model: {preset: llama-3-8b}\n"
+        "workload: {mode: inference, batch_size: 1, prompt_len: 6, max_new_tokens: 8, runtime: litgpt}\n"
+    )
+    result = runner.invoke(app, ["plan", str(path), "--gpu", "h100-sxm"])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1 and "plan searches multi-GPU layouts" in result.output
