@@ -145,6 +145,10 @@ class QuantMethod(StrEnum):
     q6_k = "q6_k"
 
 
+#: torchao's int8 configurations, as transformers' ``TorchAoConfig`` names them (vramcalc/llm/quantization.py).
+TORCHAO_INT8 = (QuantMethod.int8_weight_only, QuantMethod.int8_dynamic_activation_int8_weight)
+
+
 class AdapterType(StrEnum):
     """PEFT methods modelled (vramcalc/llm/adapters.py: LoRA; vramcalc/llm/peft_methods.py: the others)."""
 

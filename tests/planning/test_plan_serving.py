@@ -65,3 +65,19 @@ def test_the_cli_says_it_in_one_line_with_exit_2(tmp_path: Any) -> None:
     result = runner.invoke(app, ["plan", str(path), "--gpu", "h100-sxm"])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1 and "plan searches multi-GPU layouts" in result.output
+
+
+@pytest.mark.parametrize(
+    ("technique", "reason"),
+    [
+        ({"activation_offloading": True, "gradient_checkpointing": "full"}, "workload.activation_offloading"),
+        ({"optimizer_offload": "cpu"}, "workload.optimizer_offload: one GPU only"),
+    ],
+)
+def test_one_gpu_techniques_are_not_planned_without_them(technique: dict[str, Any], reason: str) -> None:
+    # plan's layouts used to drop the technique (a parallel section added after the spec was read), so its
+    # one-GPU row disagreed with check's total for the same spec
+    wl = {"mode": "train", "batch_size": 1, "seq_len": 1024, "precision": "bf16", "optimizer": "adamw"} | technique
+    training = parse_spec({"name": "t", "model": {"preset": "llama-3-8b"}, "workload": wl})
+    with pytest.raises(SpecError, match=reason + r".*plan searches multi-GPU layouts"):
+        best_plans(training, budget_for(get_gpu("h100-sxm")))

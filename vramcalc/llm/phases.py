@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import (
+    TORCHAO_INT8,
     AdapterType,
     Architecture,
     Checkpointing,
@@ -46,7 +47,7 @@ from vramcalc.llm import (
     vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
-from vramcalc.spec.llm import GGUF, TORCHAO_INT8, litgpt_gptq
+from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
 

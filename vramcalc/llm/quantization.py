@@ -35,10 +35,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vramcalc.choices import QuantMethod
+from vramcalc.choices import TORCHAO_INT8, QuantMethod
 from vramcalc.llm import gguf
 from vramcalc.llm.quant_skip import kept_layers, resolve_skips
-from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, TORCHAO_INT8, QuantizationSpec
+from vramcalc.spec.llm import BNB_4BIT, GGUF, GROUPED, QuantizationSpec
 from vramcalc.units import ceil_div
 
 DEFAULT_GROUP = 128

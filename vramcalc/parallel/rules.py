@@ -9,9 +9,9 @@ from __future__ import annotations
 from vramcalc.choices import Architecture, Attention, Checkpointing, Mode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.spec.llm import one_gpu_only
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import ParallelSpec
+from vramcalc.spec.techniques import one_gpu_only
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
 LLM_KEYS = ("quantization", "adapter", "use_cache", "prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype")

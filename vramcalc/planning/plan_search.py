@@ -30,9 +30,9 @@ from vramcalc.core.resolve import resolve_model
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget
-from vramcalc.spec.llm import one_gpu_only
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
+from vramcalc.spec.techniques import one_gpu_only
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
 if TYPE_CHECKING:

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from vramcalc.choices import AdapterType, QuantMethod
+from vramcalc.choices import TORCHAO_INT8, AdapterType, QuantMethod
 from vramcalc.spec.section import SpecSection
+from vramcalc.spec.techniques import one_gpu_only
 
 if TYPE_CHECKING:
     pass
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 GROUPED = (QuantMethod.int4, QuantMethod.gptq, QuantMethod.awq)
 #: bitsandbytes 4-bit data types (blockwise absmax, optional double quantization).
 BNB_4BIT = (QuantMethod.nf4, QuantMethod.fp4)
-#: torchao's int8 configurations, as transformers' ``TorchAoConfig`` names them (vramcalc/llm/quantization.py).
-TORCHAO_INT8 = (QuantMethod.int8_weight_only, QuantMethod.int8_dynamic_activation_int8_weight)
 #: GGUF file types (llama.cpp ``llama-quantize`` presets; per-tensor types in vramcalc/llm/gguf.py).
 GGUF = tuple(m for m in QuantMethod if m.value.startswith("q") and m.value[1].isdigit())
 #: ggml tensor types accepted by ``output_tensor_type`` / ``token_embedding_type``.
@@ -266,16 +265,6 @@ def llm_rules(spec: Any, generating: bool) -> None:
     litgpt_runtime_rules(spec)
     litgpt_adapter_rules(spec)
     torchao_rules(spec, generating)
-
-
-def one_gpu_only(wl: Any) -> str | None:
-    """Why the workload is modelled on one GPU only (a ``parallel:`` section is refused), or None."""
-    if wl.runtime is not None and wl.runtime.value == "litgpt":
-        return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
-    q = wl.quantization
-    if q is not None and q.method in TORCHAO_INT8:
-        return f"workload.quantization: torchao {q.method.value} across several GPUs (parallel:) is not modelled"
-    return None
 
 
 def torchao_rules(spec: Any, generating: bool) -> None:

@@ -5,7 +5,7 @@ vramcalc/core/techniques.py). Kept apart from :mod:`vramcalc.spec.models`, which
 
 from typing import Any
 
-from vramcalc.choices import Architecture, CrossEntropy, Head, Mode, Precision
+from vramcalc.choices import TORCHAO_INT8, Architecture, CrossEntropy, Head, Mode, Precision
 
 #: The technique keys, in the order their errors are reported.
 TECHNIQUE_KEYS = (
@@ -42,6 +42,22 @@ def workload_rules(wl: Any) -> None:
                 raise ValueError(f"{key}: only modelled for full fine-tuning (not with adapter)")
 
 
+def one_gpu_only(wl: Any) -> str | None:
+    """Why the workload is modelled on one GPU only, or None: the reason a ``parallel:`` section is refused
+    when the spec is read (:func:`spec_rules`, :func:`vramcalc.spec.llm.litgpt_runtime_rules`,
+    :func:`vramcalc.spec.llm.torchao_rules`), for the parallel sections ``plan`` and ``fit`` add later."""
+    for key in given_techniques(wl):
+        if key == "optimizer_offload":
+            return "workload.optimizer_offload: one GPU only; with parallel: use parallel.offload.optimizer"
+        return f"workload.{key}: not modelled with parallel: (one GPU, without mixed-* precision)"
+    if wl.runtime is not None and wl.runtime.value == "litgpt":
+        return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
+    q = wl.quantization
+    if q is not None and q.method in TORCHAO_INT8:
+        return f"workload.quantization: torchao {q.method.value} across several GPUs (parallel:) is not modelled"
+    return None
+
+
 def spec_rules(spec: Any) -> None:
     """Rules between the technique keys and the rest of the spec; raises ValueError("workload.KEY: ...")."""
     wl, model, parallel = spec.workload, spec.model, spec.parallel
@@ -54,13 +70,15 @@ def spec_rules(spec: Any) -> None:
             f"workload.optimizer_in_backward: steps each parameter as soon as its gradient exists, so it cannot "
             f"accumulate gradients over parallel.micro_batches {micro} (torchtune refuses it too)"
         )
+    if parallel is not None:
+        raise ValueError(one_gpu_only(wl))
     mixed = wl.precision in (Precision.mixed_fp16, Precision.mixed_bf16)
     for key in given:
-        if key == "optimizer_offload" and parallel is not None:
-            raise ValueError("workload.optimizer_offload: one GPU only; with parallel: use parallel.offload.optimizer")
-        if key != "optimizer_offload" and (parallel is not None or mixed):
-            where = "parallel:" if parallel is not None else f"precision: {wl.precision.value}"
-            raise ValueError(f"workload.{key}: not modelled with {where} (one GPU, without mixed-* precision)")
+        if key != "optimizer_offload" and mixed:
+            precision = wl.precision.value
+            raise ValueError(
+                f"workload.{key}: not modelled with precision: {precision} (one GPU, without mixed-* precision)"
+            )
     if model.architecture is Architecture.resnet:
         raise ValueError(f"workload.{given[0]}: not modelled for architecture: resnet (transformers only)")
     decoder = model.architecture in (None, Architecture.decoder)
