@@ -100,6 +100,7 @@ FINETUNE = {"mode": "train", "batch_size": 1, "seq_len": 512, "adapter": {"rank"
         ),
         (GENERATE | {"quantization": {"method": "gptq", "group_size": 128}}, r"quantization\.group_size: litgpt's"),
         (GENERATE | {"quantization": "awq"}, r"workload\.quantization: awq is not one of litgpt's"),
+        (GENERATE | {"quantization": {"method": "gptq", "skip_modules": ["mlp"]}}, r"replaces every nn\.Linear"),
         (FINETUNE | {"quantization": "gptq"}, r"quantization: gptq is not one of litgpt's fine-tuning quantizations"),
     ],
 )

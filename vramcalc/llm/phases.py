@@ -134,7 +134,12 @@ def llm_phases(
 
 
 def _dequant(
-    spec: Spec, shape: ModelShape, n_tokens: int, dt: act.Dtypes, act_bytes: int | None = None, at: Any = None
+    spec: Spec,
+    shape: ModelShape,
+    n_tokens: int,
+    dt: act.Dtypes,
+    act_bytes: int | None = None,
+    at: tuple[act.Tokens, int, int] | None = None,
 ) -> int:
     """The dequantization buffer beyond the block's activation peak (:func:`bnb.forward_dequant`); for
     torchao's int8 configurations the calls beyond the phase's ``at`` = (tokens, LM-head rows, activations)
@@ -145,7 +150,7 @@ def _dequant(
     if q.method in TORCHAO_INT8 and at is not None:
         tk, head_rows, activations = at
         block = generation.block_transient(shape, tk, dt, spec.workload.attention)
-        return quantization.torchao_int8_extra(shape, q, tk, head_rows, dt.compute, block, activations)
+        return quantization.torchao_int8_extra(shape, q, tk.encoder, head_rows, dt.compute, block, activations)
     full = bnb.forward_buffer(spec.workload, shape, n_tokens, dt, dt.compute)
     return bnb.forward_dequant(q.method, full, shape, n_tokens, act_bytes or dt.compute)
 

@@ -268,13 +268,12 @@ def torchao_int8_call_bytes(method: QuantMethod, m: Matrix, n_tokens: int, compu
 
 
 def torchao_int8_extra(
-    shape: object, q: QuantizationSpec, tokens: object, head_rows: int, compute_bytes: int, block: int, activations: int
+    shape: object, q: QuantizationSpec, n_tokens: int, head_rows: int, compute_bytes: int, block: int, activations: int
 ) -> int:
     """torchao int8 calls (:func:`torchao_int8_call_bytes`) beyond a phase's activation peak ``activations``: a
     block linear's call over the phase's tokens beside ``block``, the block's largest transient; a quantized
     LM head's call over ``head_rows`` rows beside its input, the last norm's output; 0 when the activation
     peak is higher (traced with benchmarks/tracer_torchao.py: the LM head's logits often are)."""
-    n_tokens = tokens.encoder  # type: ignore[attr-defined]
     calls = [torchao_int8_call_bytes(q.method, m, n_tokens, compute_bytes) for m in linear_groups(shape, q)[0]]
     moment = block + max(calls, default=0)
     head = head_matrix(shape, q)

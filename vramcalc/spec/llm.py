@@ -296,7 +296,8 @@ def torchao_rules(spec: Any, generating: bool) -> None:
 
 def litgpt_runtime_rules(spec: Any) -> None:
     """``runtime: litgpt`` (its ``generate/base.py``): one GPU, its cache at the model's dtype, no vLLM pool
-    settings, and bitsandbytes' quantizations only (raises ValueError naming the key)."""
+    settings, and bitsandbytes' quantizations or litgpt's own ``gptq.int4`` (4-bit, one group per row, every
+    linear) only (raises ValueError naming the key)."""
     wl = spec.workload
     if wl.runtime is None or wl.runtime.value != "litgpt":
         return
@@ -314,6 +315,8 @@ def litgpt_runtime_rules(spec: Any) -> None:
             f"({', '.join(LITGPT_GENERATE_QUANTIZATIONS)}) with runtime: litgpt"
         )
     if q is not None and q.method.value == "gptq":
+        if q.skip_modules:
+            raise ValueError("workload.quantization.skip_modules: litgpt's gptq.int4 replaces every nn.Linear")
         if q.bits not in (None, 4):
             raise ValueError(f"workload.quantization.bits: litgpt's gptq.int4 is 4-bit (got {q.bits})")
         if q.group_size not in (None, -1):
