@@ -49,6 +49,7 @@ def test_tensor_parallelism_halves_the_weights_per_gpu() -> None:
     [
         ({"runtime": "litgpt"}, "workload.runtime: litgpt across several GPUs"),
         ({"runtime": "hf", "quantization": "int8_weight_only"}, "workload.quantization: torchao int8_weight_only"),
+        ({"quantization": "q4_k_m"}, "workload.quantization: GGUF files are not split across GPUs"),
     ],
 )
 def test_one_gpu_only_specs_are_refused_with_their_reason(workload: dict[str, Any], reason: str) -> None:
@@ -81,3 +82,10 @@ def test_one_gpu_techniques_are_not_planned_without_them(technique: dict[str, An
     training = parse_spec({"name": "t", "model": {"preset": "llama-3-8b"}, "workload": wl})
     with pytest.raises(SpecError, match=reason + r".*plan searches multi-GPU layouts"):
         best_plans(training, budget_for(get_gpu("h100-sxm")))
+
+
+def test_experts_are_refused_with_their_reason() -> None:
+    # no expert parallelism is modelled: plan says so instead of "no plan fits"
+    mixtral = parse_spec({"name": "m", "model": {"preset": "mixtral-8x7b"}, "workload": SERVING})
+    with pytest.raises(SpecError, match=r"mixture-of-experts models.*plan searches multi-GPU layouts"):
+        best_plans(mixtral, budget_for(get_gpu("h100-sxm")))

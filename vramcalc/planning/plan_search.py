@@ -32,7 +32,6 @@ from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
-from vramcalc.spec.techniques import one_gpu_only
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
 if TYPE_CHECKING:
@@ -115,10 +114,13 @@ def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
     if spec.workload.mode is Mode.train and zeroes_gradients_in_place(spec.workload.versions):
         torch = (spec.workload.versions or {})["torch"]
         raise SpecError(f"workload.versions.torch: {torch} is modelled on one GPU; plan searches multi-GPU layouts")
-    refusal = one_gpu_only(spec.workload)
-    if refusal is not None:
-        raise SpecError(f"{refusal}; plan searches multi-GPU layouts")
     estimate(spec, hopper_or_newer=budget.hopper_or_newer)
+    first = {**combinations(spec, 1)[0], "data": 1}  # one GPU in the search's terms: what the spec refuses
+    try:
+        one_gpu = spec.model_copy(update={"parallel": ParallelSpec.model_validate(first)})
+        estimate(one_gpu, hopper_or_newer=budget.hopper_or_newer)
+    except SpecError as exc:  # runtime: litgpt, llama.cpp, experts, one-GPU techniques, ...
+        raise SpecError(f"{exc}; plan searches multi-GPU layouts") from None
 
 
 def _order(c: Candidate) -> tuple[int, int, int]:
