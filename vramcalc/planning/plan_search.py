@@ -115,10 +115,11 @@ def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
         torch = (spec.workload.versions or {})["torch"]
         raise SpecError(f"workload.versions.torch: {torch} is modelled on one GPU; plan searches multi-GPU layouts")
     estimate(spec, hopper_or_newer=budget.hopper_or_newer)
-    first = {**combinations(spec, 1)[0], "data": 1}  # one GPU in the search's terms: what the spec refuses
+    smallest = combinations(spec, gpus)[:1]  # no tensor or pipeline split: what the spec itself refuses
     try:
-        one_gpu = spec.model_copy(update={"parallel": ParallelSpec.model_validate(first)})
-        estimate(one_gpu, hopper_or_newer=budget.hopper_or_newer)
+        for base in smallest:
+            one_gpu = spec.model_copy(update={"parallel": ParallelSpec.model_validate({**base, "data": 1})})
+            estimate(one_gpu, hopper_or_newer=budget.hopper_or_newer)
     except SpecError as exc:  # runtime: litgpt, llama.cpp, experts, one-GPU techniques, ...
         raise SpecError(f"{exc}; plan searches multi-GPU layouts") from None
 
