@@ -89,3 +89,11 @@ def test_experts_are_refused_with_their_reason() -> None:
     mixtral = parse_spec({"name": "m", "model": {"preset": "mixtral-8x7b"}, "workload": SERVING})
     with pytest.raises(SpecError, match=r"mixture-of-experts models.*plan searches multi-GPU layouts"):
         best_plans(mixtral, budget_for(get_gpu("h100-sxm")))
+
+
+def test_a_context_parallel_spec_on_one_gpu_is_no_plan_not_an_error() -> None:
+    # parallel.context 2 needs two GPUs: on exactly one there is no layout to try, and no refusal either
+    wl = {"mode": "train", "batch_size": 1, "seq_len": 8192, "precision": "bf16", "optimizer": "adamw"}
+    ring = parse_spec({"name": "c", "model": {"preset": "llama-3-8b"}, "workload": wl, "parallel": {"context": 2}})
+    search = best_plans(ring, budget_for(get_gpu("h100-sxm")), gpus=1)
+    assert search.plans == () and search.closest is None
