@@ -3,7 +3,7 @@
 Runs the CPU tracer of ``shared/calibration/tracer`` (exact ``torch.cuda.max_memory_allocated()`` of real
 transformers models on fake CUDA tensors) on a model whose decoder linears torchao's ``quantize_`` has
 converted, as transformers' ``TorchAoConfig`` leaves them (``lm_head`` is not converted unless
-``--lm-head``), then compares vramcalc's estimate of the same forward:
+``--lm-head``); ``--score`` compares vramcalc's estimate of the same forwards with the stored results:
 
 * ``--quant int8_weight_only``: ``Int8WeightOnlyConfig()``;
 * ``--quant int8_dynamic_activation_int8_weight``: ``Int8DynamicActivationInt8WeightConfig()``.

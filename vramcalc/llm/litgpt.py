@@ -88,16 +88,14 @@ def gptq_load_rounding(shape: ModelShape, q: QuantizationSpec, param_bytes: int)
     ``scales``, ``zeros``); norms and biases are small-pool tensors. Each ``quant_weight`` is made through a
     transposed copy (``torch.empty(...).t().contiguous().t()``) whose first tensor is freed at once; that
     free is not replayed (on litgpt's published models it moves the result by less than 0.2 %)."""
-
-    def tensors(out: int, inp: int) -> tuple[int, ...]:  # quantization.litgpt_gptq_bytes, tensor by tensor
-        return out * ceil_div(inp, 2), out * param_bytes, out * param_bytes
-
+    tensors = quantization.litgpt_gptq_tensors
+    table = shape.vocab * shape.embed_width * param_bytes
     head = quantization.head_matrix(shape, q)
-    first = tensors(head.out, head.inp) if head is not None else (shape.vocab * shape.embed_width * param_bytes,)
-    first += (shape.vocab * shape.embed_width * param_bytes,)
+    first: tuple[int, ...] = tensors(head.out, head.inp, param_bytes) if head is not None else (table,)
+    first += (table,)
     block: tuple[int, ...] = ()
     for _, m in quantization.block_linears(shape):
-        block += tensors(m.out, m.inp)
+        block += tensors(m.out, m.inp, param_bytes)
     return allocator.load_rounding_bytes([(first, 1), (block, shape.layers)])
 
 

@@ -179,11 +179,17 @@ class WeightBytes:
         return 8 * self.quantized_bytes / self.quantized_params if self.quantized_params else 0.0
 
 
+def litgpt_gptq_tensors(out: int, inp: int, param_bytes: int) -> tuple[int, int, int]:
+    """The tensors of one weight in litgpt's ``gptq.int4`` (``ColBlockQuantizedLinear`` with 4 bits and one
+    tile per row, quantize/gptq.py of litgpt 2023), in the order it makes them: ``quant_weight`` uint8
+    [out, in/2], then float ``scales`` and ``zeros`` [out, 1] at the model's dtype; no ``g_idx`` (the
+    act-order permutation is undone before saving)."""
+    return out * ceil_div(inp, 2), out * param_bytes, out * param_bytes
+
+
 def litgpt_gptq_bytes(out: int, inp: int, param_bytes: int) -> int:
-    """One weight in litgpt's ``gptq.int4`` (``ColBlockQuantizedLinear`` with 4 bits and one tile per row,
-    quantize/gptq.py of litgpt 2023): ``quant_weight`` uint8 [out, in/2] and float ``scales`` and ``zeros``
-    [out, 1] at the model's dtype; no ``g_idx`` (the act-order permutation is undone before saving)."""
-    return out * ceil_div(inp, 2) + 2 * out * param_bytes
+    """Bytes of one weight in litgpt's ``gptq.int4`` (:func:`litgpt_gptq_tensors`)."""
+    return sum(litgpt_gptq_tensors(out, inp, param_bytes))
 
 
 def weight_bytes(
