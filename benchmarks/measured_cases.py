@@ -126,7 +126,7 @@ def case_for(record: dict[str, Any]) -> Case | NotExpressible:
         if method not in PEFT_METHODS:
             return NotExpressible(
                 f"PEFT adapter {method}: vramcalc models LoRA, DoRA, LoRA-FA, IA3, prompt, prefix and LN tuning, VeRA, "
-                "LoHa, AdaLoRA, TinyLoRA and OSF"
+                "LoHa, AdaLoRA, TinyLoRA, OSF and BOFT"
             )
     if rid in CURATED_LLM:
         return _curated_llm(CURATED_LLM[rid])
@@ -446,6 +446,7 @@ PEFT_METHODS = (
     "adalora",
     "tinylora",
     "osf",
+    "boft",
 )
 #: Llama-3.2-3B: OSF parameters per unit of trained rank on all seven linears (28 layers x (out + in + 1) each).
 OSF_PER_RANK = 28 * ((3072 + 3072 + 1) * 2 + (1024 + 3072 + 1) * 2 + (8192 + 3072 + 1) * 3)
@@ -465,6 +466,11 @@ def _peft_adapter(peft: dict[str, Any], hidden: int) -> tuple[dict[str, Any], li
         return {"type": "ia3", "targets": peft["targets"], "feedforward_modules": ff}, []
     if method == "ln_tuning":
         return {"type": "ln_tuning"}, []
+    if method == "boft":
+        # the run's adapter_config.json: boft_block_size 4; its script loads the model onto the GPU
+        # (device_map) and never moves it after get_peft_model, so the permutations stay on the host
+        note = "BOFT permutations on the host (the script never moves the model after get_peft_model)"
+        return {"type": "boft", "block_size": 4, "permutation": "host", "targets": peft["targets"]}, [note]
     if method == "adalora":
         # the record's rank is LoraConfig's r, which AdaLoRA ignores; init_r from the trainable count
         # (18,353,664 / 286,776 = 64, as the run's adapter_config.json); target_r (32 there) changes no memory

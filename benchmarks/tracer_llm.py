@@ -15,8 +15,14 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ``LoraConfig`` as ``--lora``, alpha 2 x r, dropout from ``--lora-dropout``; the step's optimizer is the one of
   ``peft.optimizers.create_lorafa_optimizer``, which freezes every lora_A, in place of the tracer's AdamW;
   needs ``--optimizer adamw``), ``tinylora:r=2,u=64,targets=q_proj+v_proj`` (``TinyLoraConfig``, dropout from
-  ``--lora-dropout``), ``osf:preserved=448,targets=q_proj+o_proj`` (``OSFConfig(effective_rank=448)``; or per target,
-  ``preserved=v_proj/64+gate_proj/448``, a ``rank_pattern``, so that targets of different sizes train one rank);
+  ``--lora-dropout``), ``boft:block=4,targets=q_proj+v_proj`` (``BOFTConfig``, one butterfly factor: PEFT's
+  CUDA extension does not build here; ``blocks=N`` gives ``boft_block_num`` instead; ``host=1`` leaves the
+  permutations on the host), ``osf:preserved=448,targets=q_proj+o_proj`` (``OSFConfig(effective_rank=448)``;
+  or per target, ``preserved=v_proj/64+gate_proj/448``, a ``rank_pattern``, so that targets of different sizes
+  train one rank);
+* ``--native-silu``: SiLU's backward as a GPU runs it, one kernel with one output
+  (:func:`tracer_bnb.native_silu_backward`; without it a CPU-only build runs the composite form, whose
+  ffn-wide intermediates a GPU never allocates);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
 * ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
@@ -142,6 +148,11 @@ def peft_config(spec: str, dropout: float):  # type: ignore[no-untyped-def]
     if method == "tinylora":
         rank, u = int(kw.get("r", "2")), int(kw.get("u", "64"))
         return peft.TinyLoraConfig(r=rank, u=u, target_modules=names, tinylora_dropout=dropout, task_type=task)
+    if method == "boft":  # block: boft_block_size (block_num 0), or blocks: boft_block_num (block_size 0)
+        size, number = int(kw.get("block", "0" if "blocks" in kw else "4")), int(kw.get("blocks", "0"))
+        return peft.BOFTConfig(
+            boft_block_size=size, boft_block_num=number, target_modules=names, boft_dropout=dropout, task_type=task
+        )
     raise SystemExit(f"error: --peft: unknown method {method!r}")
 
 
@@ -175,16 +186,26 @@ class _NoModuleDropout:
         return 1.0
 
 
+def _permutation_matrix(self, indices):  # type: ignore[no-untyped-def]
+    """BOFT's ``perm2mat`` without its element-wise writes (data-dependent for fake tensors): the same
+    ``n x n`` fp32 matrix, its values unset; with one butterfly factor PEFT's permutation is the identity."""
+    import torch
+
+    return torch.zeros((len(indices), len(indices)))
+
+
 def with_peft(model, spec: str, dropout: float):  # type: ignore[no-untyped-def]
     """``peft.get_peft_model`` with the config of ``--peft`` on a model on the fake CUDA device."""
     import torch
     from peft import get_peft_model
     from peft.tuners import tuners_utils
+    from peft.tuners.boft import layer as boft_layer
     from peft.tuners.ln_tuning import layer as ln_layer
     from peft.tuners.loha import layer as loha_layer
 
     ln_layer.deepcopy = _copy_module  # type: ignore[attr-defined]
     loha_layer.torch = _NoModuleDropout()  # type: ignore[attr-defined]
+    boft_layer.BOFTLayer.perm2mat = _permutation_matrix  # type: ignore[attr-defined]
 
     tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None
     config = peft_config(spec, dropout)
@@ -194,10 +215,15 @@ def with_peft(model, spec: str, dropout: float):  # type: ignore[no-untyped-def]
     # prefix encoders PEFT creates (and does not cast) are fp32
     torch.set_default_dtype(torch.float32)
     try:
-        return get_peft_model(model, config)
+        wrapped = get_peft_model(model, config)
     finally:
         torch.nn.Module.to = to
         torch.set_default_dtype(default)
+    if "host=1" in spec:  # BOFT's permutations left on the host (a model loaded onto the GPU, never moved)
+        for module in wrapped.modules():
+            if isinstance(getattr(module, "boft_P", None), torch.Tensor):
+                module.boft_P = torch.empty(module.boft_P.shape, device="cpu")
+    return wrapped
 
 
 def lorafa_optimizer(model, spec: str):  # type: ignore[no-untyped-def]
@@ -233,6 +259,7 @@ def main(argv: list[str]) -> None:
     argv, all_logits = _take(argv, "--cache-all-logits", False)
     argv, family = _take(argv, "--family", True)
     argv, config_cache = _take(argv, "--config-cache", False)
+    argv, native_silu = _take(argv, "--native-silu", False)
     sys.path.insert(0, str(TRACER))
     import fakecuda  # type: ignore[import-not-found]
 
@@ -254,6 +281,10 @@ def main(argv: list[str]) -> None:
             model = with_peft(model, method, float(dropout or 0.0))
             desc += f" + PEFT {method}"
         built["model"] = model
+        if native_silu:
+            from tracer_bnb import native_silu_backward
+
+            native_silu_backward(model)
         if cache or all_logits:
             model.config.use_cache = True
 

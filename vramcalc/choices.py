@@ -164,6 +164,7 @@ class AdapterType(StrEnum):
     adalora = "adalora"  # LoRA in SVD form whose rank is pruned during training (PEFT AdaLoraConfig)
     tinylora = "tinylora"  # a trained vector through frozen SVD factors of the weight (PEFT TinyLoraConfig)
     osf = "osf"  # the low singular subspace of each weight trained, the high one kept (PEFT OSFConfig)
+    boft = "boft"  # each input rotated by a trained block-diagonal orthogonal matrix (PEFT BOFTConfig)
 
 
 class CrossEntropy(StrEnum):

@@ -116,10 +116,10 @@ def test_against_tracer(case: dict[str, Any]) -> None:
 
     All within 3.5 %, LoRA on an fp32 GQA model (SDPA's math fallback) included: its peak is the attention
     backward, after the MLP half's saved tensors are freed. The other PEFT methods (DoRA, IA3, prompt,
-    prefix and LN tuning, VeRA, LoHa, AdaLoRA) are held to the same 3.5 %; the one case marked ``known_gap``
-    is not. The tracer's step never calls AdaLoRA's ``update_and_allocate``, so its importance scores
-    (``ipt``, ``exp_avg_ipt``, ``exp_avg_unc``: three copies of every fp32 adapter tensor, live in every
-    phase) are left out of the comparison: that term is not checked by the tracer.
+    prefix and LN tuning, VeRA, LoHa, AdaLoRA, TinyLoRA, OSF, BOFT) are held to the same 3.5 %; a case
+    marked ``known_gap`` would not be. The tracer's step never calls AdaLoRA's ``update_and_allocate``, so its
+    importance scores (``ipt``, ``exp_avg_ipt``, ``exp_avg_unc``: three copies of every fp32 adapter tensor,
+    live in every phase) are left out of the comparison: that term is not checked by the tracer.
     """
     result = estimate(parse_spec({"name": case["id"], "model": case["model"], "workload": case["workload"]}))
     trainable = result.llm.trainable_params or 0

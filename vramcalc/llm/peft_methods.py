@@ -1,5 +1,5 @@
-"""PEFT methods other than plain LoRA: DoRA, IA3, prompt tuning, prefix tuning and LN tuning (VeRA and
-LoHa: :mod:`vramcalc.llm.peft_more`).
+"""PEFT methods other than plain LoRA: DoRA, IA3, prompt tuning, prefix tuning and LN tuning (VeRA, LoHa,
+AdaLoRA, TinyLoRA and OSF: :mod:`vramcalc.llm.peft_more`; BOFT: :mod:`vramcalc.llm.peft_boft`).
 
 Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
 the method trains and what autograd keeps for it, read from PEFT 0.21 and checked against the CPU tracer
@@ -38,7 +38,7 @@ from vramcalc.choices import AdapterType, Attention, Checkpointing, Norm, Optimi
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.llm import lora_targets, peft_more
+from vramcalc.llm import lora_targets, peft_boft, peft_more
 from vramcalc.llm.adapters import MLP_TARGETS
 from vramcalc.llm.peft_more import FIRST_INPUTS, Method
 from vramcalc.spec.llm import AdapterSpec
@@ -207,6 +207,8 @@ def method(
     """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora)."""
     if adapter.type in (AdapterType.vera, AdapterType.loha, AdapterType.adalora, AdapterType.tinylora, AdapterType.osf):
         return peft_more.method(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
+    if adapter.type is AdapterType.boft:
+        return peft_boft.boft(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
     if adapter.type is AdapterType.ia3:
         return _ia3(shape, adapter, tk, dt, notes)
     if adapter.type is AdapterType.prompt_tuning:

@@ -101,17 +101,17 @@ TINYLORA_RANK = 2
 TINYLORA_U = 64
 
 
-def _targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
+def adapted_linears(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
     targets = lora_targets.resolve_targets(shape, adapter.targets, False, notes)
     return lora_matrices(shape, targets)
 
 
-def _needs_grad(m: LoraMatrix, layers: int) -> int:
+def inputs_needing_grad(m: LoraMatrix, layers: int) -> int:
     """How many of the ``m.count`` linears have an input that needs a gradient (not layer 0's q/k/v)."""
     return m.count - (m.count // max(1, layers) if m.name in FIRST_INPUTS else 0)
 
 
-def _inputs(matrices: list[LoraMatrix], a: int, dt: act.Dtypes) -> int:
+def kept_input_bytes(matrices: list[LoraMatrix], a: int, dt: act.Dtypes) -> int:
     """Bytes per token of the inputs the adapters keep: a cast copy per module when the adapter dtype is
     not the compute dtype, else the activation the modules of one input share."""
     total, shared = 0, dict[object, int]()
@@ -129,7 +129,7 @@ def vera(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     r = adapter.rank or VERA_RANK
     if adapter.rank is None:
         notes.append(f"adapter.rank not given: {VERA_RANK} (PEFT's VeRA default)")
-    matrices = _targets(shape, adapter, notes)
+    matrices = adapted_linears(shape, adapter, notes)
     n, c = tk.encoder, dt.compute
     tensors = []
     for m in matrices:
@@ -160,7 +160,7 @@ def tinylora(
         notes.append(f"adapter.rank not given: {TINYLORA_RANK} (PEFT's TinyLoRA default)")
     if adapter.u is None:
         notes.append(f"adapter.u not given: {TINYLORA_U} (PEFT's TinyLoRA default)")
-    matrices = _targets(shape, adapter, notes)
+    matrices = adapted_linears(shape, adapter, notes)
     n, c = tk.encoder, dt.compute
     modules = sum(m.count for m in matrices)
     tensors = [(modules, u, 1)]  # one v per adapted linear (weight_tying 0.0, PEFT's default)
@@ -187,7 +187,7 @@ def tinylora(
 
 def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
     """OSF's trained low singular subspace, its frozen copies and high subspace (``buffers``), kept tensors."""
-    matrices = _targets(shape, adapter, notes)
+    matrices = adapted_linears(shape, adapter, notes)
     smallest = min(min(m.out, m.inp) for m in matrices)
     if adapter.rank is not None and adapter.rank >= smallest:
         raise SpecError(f"workload.adapter.rank: OSF trains fewer than the {smallest} singular directions a target has")
@@ -210,8 +210,8 @@ def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes,
     ranks = {m.name: (adapter.rank or min(m.out, m.inp) - min(m.out, m.inp) // 2) for m in matrices}
     per_token = sum(m.passes * 2 * ranks[m.name] * a for m in matrices)  # h = x B^T, for A's gradient
     mlp_tokens = sum(m.passes * 2 * ranks[m.name] * a for m in matrices if m.name in MLP_TARGETS)
-    per_token += _inputs(matrices, a, dt)  # x cast to the adapter dtype, for B's gradient
-    mlp_tokens += _inputs([m for m in matrices if m.name in MLP_TARGETS], a, dt)
+    per_token += kept_input_bytes(matrices, a, dt)  # x cast to the adapter dtype, for B's gradient
+    mlp_tokens += kept_input_bytes([m for m in matrices if m.name in MLP_TARGETS], a, dt)
     # delta_out, its cast back and the sum with the base output, each tokens x out
     forward = max(n * m.out * (a + 2 * c) for m in matrices)
     # the gradient hooks project U_low's and V_low's gradients: a product and the projected gradient
@@ -230,16 +230,16 @@ def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     r = adapter.rank or LOHA_RANK
     if adapter.rank is None:
         notes.append(f"adapter.rank not given: {LOHA_RANK} (PEFT's LoHa default)")
-    matrices = _targets(shape, adapter, notes)
+    matrices = adapted_linears(shape, adapter, notes)
     n, layers = tk.encoder, shape.layers
     tensors = []
     for m in matrices:
         tensors += [(m.count, m.out, r), (m.count, r, m.inp), (m.count, m.out, r), (m.count, r, m.inp)]
     params = sum(k * rows * cols for k, rows, cols in tensors)
-    weights = sum(_needs_grad(m, layers) * m.out * m.inp * a for m in matrices)
+    weights = sum(inputs_needing_grad(m, layers) * m.out * m.inp * a for m in matrices)
     mlp_weights = sum(m.count * m.out * m.inp * a for m in matrices if m.name in MLP_TARGETS)
-    per_token = _inputs(matrices, a, dt)
-    mlp_tokens = _inputs([m for m in matrices if m.name in MLP_TARGETS], a, dt)
+    per_token = kept_input_bytes(matrices, a, dt)
+    mlp_tokens = kept_input_bytes([m for m in matrices if m.name in MLP_TARGETS], a, dt)
     saved = n * per_token + weights
     biggest = max(m.out * m.inp for m in matrices)
     # forward: w1a w1b, w2a w2b and their product; backward: the weight's gradient, its scaled copy,
@@ -260,7 +260,7 @@ def adalora(
     r = adapter.init_r or ADALORA_INIT_R
     if adapter.init_r is None:
         notes.append(f"adapter.init_r not given: {ADALORA_INIT_R} (PEFT's AdaLoRA default)")
-    matrices = _targets(shape, adapter, notes)
+    matrices = adapted_linears(shape, adapter, notes)
     n, layers = tk.encoder, shape.layers
     tensors = []
     for m in matrices:
@@ -268,7 +268,7 @@ def adalora(
     params = sum(k * rows * cols for k, rows, cols in tensors)
     ranknum = sum(m.count for m in matrices)
     # lora_A * lora_E (r x in), kept by the matmul wherever the input needs a gradient
-    products = {m.name: _needs_grad(m, layers) * r * m.inp * a for m in matrices}
+    products = {m.name: inputs_needing_grad(m, layers) * r * m.inp * a for m in matrices}
     mlp = [m for m in matrices if m.name in MLP_TARGETS]
     in_blocks = n * lora_saved_per_token(matrices, r, a, dt, adapter.dropout) + sum(products.values())
     mlp_saved = n * lora_saved_per_token(mlp, r, a, dt, adapter.dropout) + sum(products[m.name] for m in mlp)

@@ -142,6 +142,7 @@ ADAPTER_KEYS = {
     AdapterType.adalora: ("init_r", "target_r", "alpha", "targets", "dropout", "autocast_adapter_dtype"),
     AdapterType.tinylora: ("rank", "u", "targets", "dropout", "autocast_adapter_dtype"),
     AdapterType.osf: ("rank", "targets", "autocast_adapter_dtype"),
+    AdapterType.boft: ("block_size", "block_num", "permutation", "targets", "dropout", "autocast_adapter_dtype"),
 }  # fmt: skip
 #: Keys a type cannot do without.
 REQUIRED_KEYS = {
@@ -161,7 +162,8 @@ class AdapterSpec(SpecSection):
     ``{type: prefix_tuning, num_virtual_tokens: 20, prefix_projection: false, encoder_hidden_size: ...}``,
     ``{type: ln_tuning}``, ``{type: vera, rank: 256, targets: [...]}``, ``{type: loha, rank: 8, targets: [...]}``,
     ``{type: adalora, init_r: 12, target_r: 8, targets: [...]}``, ``{type: tinylora, rank: 2, u: 64, targets: [...]}``
-    (vramcalc/llm/peft_more.py); ``{type: lora_fa, rank: 16, ...}`` (LoRA keys but ``framework``).
+    (vramcalc/llm/peft_more.py); ``{type: boft, block_size: 4 | block_num: 8, permutation: gpu | host, targets: [...]}``
+    (vramcalc/llm/peft_boft.py); ``{type: lora_fa, rank: 16, ...}`` (LoRA keys but ``framework``).
 
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
@@ -192,6 +194,13 @@ class AdapterSpec(SpecSection):
     #: TinyLoRA: the trained vector's length per adapted linear (PEFT ``u``; default 64).
     u: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
     target_r: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
+    #: BOFT: the size of the orthogonal blocks (PEFT ``boft_block_size``, default 4), or their number per
+    #: linear (``boft_block_num``); one of the two.
+    block_size: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
+    block_num: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
+    #: BOFT: where PEFT's dense ``in x in`` permutation buffers live: ``gpu`` when the model is moved after
+    #: ``get_peft_model`` (the Trainer moves it), ``host`` when it was loaded onto the GPU and never moved.
+    permutation: Literal["gpu", "host"] = "gpu"
 
     @model_validator(mode="after")
     def _keys_fit_type(self) -> "AdapterSpec":
@@ -205,6 +214,8 @@ class AdapterSpec(SpecSection):
                 raise ValueError(f"{key}: required for adapter type {self.type.value}")
         if self.encoder_hidden_size is not None and not self.prefix_projection:
             raise ValueError("encoder_hidden_size: only valid with prefix_projection: true")
+        if self.block_size is not None and self.block_num is not None:
+            raise ValueError("block_num: give block_size or block_num, not both (PEFT's BOFT takes one)")
         if self.target_r is not None and self.target_r > (self.init_r or ADALORA_INIT_R):
             raise ValueError(f"target_r: at most init_r (default {ADALORA_INIT_R}): pruning cannot raise a rank")
         if self.feedforward_modules is not None:
