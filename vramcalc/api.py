@@ -113,12 +113,14 @@ def estimate(
 ) -> EstimateResult:
     """The peak memory of one step of ``spec``, by component and phase (``vramcalc estimate --json``).
 
-    ``result.total_bytes`` is what the card must hold (allocated peak + CUDA context + allocator reserve,
-    int bytes); ``result.components`` and ``result.phases`` break it down. With ``gpu``, ``result.gpu`` is
-    the verdict on that card: ``fits``, ``needed_bytes``, ``available_bytes`` (usable memory minus the
-    reserve), ``headroom_bytes``. Without a card there is no verdict (the spec's ``target.gpu`` is not
-    used, as on the command line) and ``reserve`` is an error. ``timeline`` adds the step timeline."""
+    ``result.total_bytes`` is what the card must hold (allocated peak + CUDA context + allocator reserve, and
+    NCCL buffers across GPUs; int bytes); ``result.components`` and ``result.phases`` break it down. With
+    ``gpu``, ``result.gpu`` is the verdict on that card: ``fits``, ``needed_bytes``, ``available_bytes``
+    (usable memory minus the reserve), ``headroom_bytes``. Without a card there is no verdict (the spec's
+    ``target.gpu`` is not used, as on the command line) and ``reserve`` is an error. ``timeline`` adds the step
+    timeline."""
     from vramcalc.engine import estimate as run_estimate
+    from vramcalc.planning.budget import estimate_on
     from vramcalc.results.estimate import EstimateResult
 
     loaded, source, _ = _load(spec)
@@ -128,9 +130,7 @@ def estimate(
             raise SpecError("reserve: needs a gpu (the reserve is kept free on that card)")
     else:
         budget = _budget(loaded, source, gpu, reserve)
-    result = run_estimate(
-        loaded, hopper_or_newer=budget.hopper_or_newer if budget else True, card=budget.card if budget else None
-    )
+    result = estimate_on(loaded, budget) if budget else run_estimate(loaded)
     if budget is not None:
         from vramcalc.planning.budget import fit_of
 

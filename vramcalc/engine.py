@@ -25,9 +25,12 @@ if TYPE_CHECKING:
     from vramcalc.llm.vllm import Card
 
 
-def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = None) -> Estimate:
+def estimate(
+    spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = None, interconnect: str = "nvswitch"
+) -> Estimate:
     """Estimate the peak allocated memory of one step of ``spec``; ``card``: the GPU it is checked on, where
-    one is named (vLLM's default batch sizes depend on it, vramcalc/llm/vllm.py)."""
+    one is named (vLLM's default batch sizes depend on it, vramcalc/llm/vllm.py); ``interconnect``: how that
+    card's GPUs talk, unless the spec's ``parallel.interconnect`` says (NCCL's buffers across GPUs)."""
     if spec.parallel is not None and spec.workload.mode is Mode.inference and uses_llm_keys(spec):
         from vramcalc.parallel.serving import serving_estimate  # serving across GPUs: per rank
 
@@ -38,12 +41,14 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
         from vramcalc.parallel.lora import adapter_rank_estimate  # LoRA / QLoRA across GPUs: per rank
 
         phases, n_params, assumptions, ranked, details = adapter_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
-        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
+        result = dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
+        return _with_nccl(result, spec, hopper_or_newer, interconnect)
     if spec.parallel is not None or wl.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
         from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank
 
         phases, n_params, assumptions, ranked = per_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
-        return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked)
+        result = dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked)
+        return _with_nccl(result, spec, hopper_or_newer, interconnect)
     if spec.model.architecture is Architecture.resnet:
         from vramcalc.core import vision
 
@@ -71,3 +76,15 @@ def estimate(spec: Spec, *, hopper_or_newer: bool = True, card: Card | None = No
         assumptions.append("optimizer not given: adamw")
     phases = select_phases(phase_candidates(work, base))
     return dataclasses.replace(assemble(spec, work.n_params, phases, assumptions), host_bytes=host_bytes(work))
+
+
+def _with_nccl(result: Estimate, spec: Spec, hopper_or_newer: bool, interconnect: str) -> Estimate:
+    """A training estimate across GPUs with NCCL's buffers among its overhead (vramcalc/parallel/nccl.py)."""
+    from vramcalc.parallel.nccl import nccl_overhead
+
+    assert result.parallel is not None  # the per-rank paths
+    nccl, note = nccl_overhead(spec, result.parallel.plan, hopper_or_newer, interconnect)
+    if not note:
+        return result
+    overhead = {**result.overhead, "nccl": nccl} if nccl else result.overhead
+    return dataclasses.replace(result, overhead=overhead, assumptions=[*result.assumptions, note])

@@ -285,7 +285,9 @@ def test_fit_exit_1_and_suggestions_when_the_target_does_not_fit() -> None:
     assert "target v100-16gb-sxm2" in result.stdout and "It would fit with:" in result.stdout
     words = " ".join(result.stdout.split())  # the notes under the table wrap at the terminal's width
     assert "pure data parallelism does not reduce per-card memory" in words
-    assert re.search(r"v100-16gb-sxm2 .* no +│ 8: TP 8, no ZeRO \+ SP", result.stdout)
+    # 8 GPUs of tensor parallelism: FSDP's one-dimensional mesh reuses the default group (one NCCL
+    # communicator), where DeepSpeed under tensor parallelism adds its own tensor group (two)
+    assert re.search(r"v100-16gb-sxm2 .* no +│ 8: TP 8, FSDP no_shard \+ SP", result.stdout)
     doc = json.loads(run("fit", TOO_BIG, "--json").stdout)
     changes = [s["change"] for s in doc["target"]["suggestions"]]
     assert changes[0] == "gradient_checkpointing: full"

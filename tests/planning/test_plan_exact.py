@@ -279,11 +279,13 @@ def test_plan_table_fits_80_columns(config: str, args: list[str]) -> None:
     assert any(line.startswith("order: ") for line in lines)
 
 
-@pytest.mark.parametrize("usable_gib", [2.0, 3.0, 4.5])
+@pytest.mark.parametrize("usable_gib", [2.75, 3.5, 4.5])
 def test_fewest_gpus_matches_an_exhaustive_search(usable_gib: float) -> None:
     """The pruned search (screen by the least-memory variants, bisection from their data degree) finds
     the fewest GPUs that every combination x checkpointing x micro-batch x data degree gives, and each
-    row's data degree is the smallest that fits its own variant."""
+    row's data degree is the smallest that fits its own variant. The card counts as Hopper on an NVSwitch
+    board: NCCL's buffers grow with the data degree up to a node (NVLS), so per-GPU bytes are not
+    monotonic there (4, 2 and 1 GPUs at these sizes)."""
     from vramcalc.planning.plan_layouts import batch_per_rank, workload_variants
     from vramcalc.planning.plan_search import combinations
 
@@ -302,9 +304,7 @@ def test_fewest_gpus_matches_an_exhaustive_search(usable_gib: float) -> None:
     assert best is not None and result.min_gpus == best
     for c in result.plans:
         p = c.parallel
-        fewer = p["data"] - 1
-        if fewer < (2 if sharded(p) else 1):
-            continue
         workload = {**SMALL_WORKLOAD, "batch_size": c.micro_batch, "gradient_checkpointing": c.checkpointing}
-        smaller = parse_spec({"name": "s", "model": SMALL, "workload": workload, "parallel": {**p, "data": fewer}})
-        assert estimate(smaller).total_bytes > budget.available_bytes, c.label
+        for fewer in range(2 if sharded(p) else 1, p["data"]):
+            smaller = parse_spec({"name": "s", "model": SMALL, "workload": workload, "parallel": {**p, "data": fewer}})
+            assert estimate(smaller).total_bytes > budget.available_bytes, (c.label, fewer)

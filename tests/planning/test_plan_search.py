@@ -58,7 +58,9 @@ def brute_force_min_gpus(spec: Any, budget: Budget, max_gpus: int) -> int | None
     return best
 
 
-@pytest.mark.parametrize("usable_gib", [1.5, 2.0, 3.0])
+# a Hopper card on an NVSwitch board: NCCL's buffers grow with the data degree up to a node (NVLS), so per-GPU
+# bytes are not monotonic there; 4, 2 and 2 GPUs at these sizes
+@pytest.mark.parametrize("usable_gib", [2.7, 3.4, 4.0])
 def test_search_finds_the_fewest_gpus_an_exhaustive_search_finds(usable_gib: float) -> None:
     spec = parse_spec({"name": "m", "model": MODEL, "workload": WORKLOAD})
     budget = card(usable_gib)

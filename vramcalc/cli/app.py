@@ -173,6 +173,7 @@ def estimate(
     }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.engine import estimate as run_estimate
+    from vramcalc.planning.budget import estimate_on
     from vramcalc.render.estimate import render_estimate
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
@@ -181,9 +182,7 @@ def estimate(
         if reserve is not None and not gpu:
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
         budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
-        result = run_estimate(
-            loaded, hopper_or_newer=budget.hopper_or_newer if budget else True, card=budget.card if budget else None
-        )
+        result = estimate_on(loaded, budget) if budget else run_estimate(loaded)
         fit = None
         if budget is not None:
             from vramcalc.planning.budget import fit_of

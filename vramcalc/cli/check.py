@@ -137,8 +137,8 @@ def check(
     """Check that specs fit their GPU: a gate for CI and pre-commit.
 
     Each spec's [bold]target:[/] section (gpu, count, reserve) names the card; --gpu, --gpus and
-    --reserve override it. The estimate's total (allocated peak + CUDA context + allocator reserve) is
-    compared with the card's usable memory (the driver total where the catalog has it) minus the
+    --reserve override it. The estimate's total (allocated peak + CUDA context + allocator reserve, and NCCL
+    buffers across GPUs) is compared with the card's usable memory (the driver total where the catalog has it) minus the
     reserve. A spec that does not fit is listed with the single changes that would make it fit, sharding
     over more GPUs included (ZeRO-3/FSDP for a one-GPU spec; the spec's own framework for a spec with a
     [bold]parallel:[/] section, whose GPU count --gpus and target.count must match).

@@ -34,11 +34,12 @@ def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tup
     ``--reserve``), and the estimate for that card's workspace size."""
     from vramcalc.cli._common import card_budget, load_spec_file, user_errors
     from vramcalc.engine import estimate
+    from vramcalc.planning.budget import estimate_on
 
     with user_errors(str(path)):
         spec = load_spec_file(path)
         budget = card_budget(spec, str(path), gpu, reserve, required=True) if gpu else None
-        return spec, estimate(spec, hopper_or_newer=budget.hopper_or_newer if budget else True), budget
+        return spec, (estimate_on(spec, budget) if budget else estimate(spec)), budget
 
 
 def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntry:

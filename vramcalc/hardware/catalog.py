@@ -66,6 +66,8 @@ HOPPER_OR_NEWER = {
     "rtx-5080",
     "rtx-5090",
 }
+#: Form factors whose GPUs talk over PCIe (NVLink bridges pair two at most): NCCL runs few channels there.
+PCIE_VARIANTS = {"PCIe", "desktop", "NVL", "APU", "SoC"}
 
 #: NVIDIA cards of compute capability below 8.0 (Pascal, Volta, Turing): no bf16 tensor cores, so
 #: bf16 precisions are not suggested there (PyTorch can only emulate bf16 on them, slowly).
@@ -225,6 +227,10 @@ class GPU(BaseModel):
     @property
     def hopper_or_newer(self) -> bool:
         return self.id in HOPPER_OR_NEWER
+
+    @property
+    def interconnect(self) -> str:  # for NCCL's buffers (vramcalc/parallel/nccl.py)
+        return "pcie" if self.variant in PCIE_VARIANTS else "nvswitch"
 
 
 def matches(name: str, gpu: GPU) -> bool:

@@ -62,24 +62,36 @@ class BatchTotals:
     reserve: ReserveRule | None = None
     tokens: act.Tokens | None = None  # the batch shape at batch size 1 (sequence and target lengths)
     pixels_per_sample: int = 0  # image elements of one sample (0 for text)
+    interconnect: str = "nvswitch"  # the card's, for NCCL's buffers across GPUs (full estimates only)
 
     @classmethod
-    def of(cls, spec: Spec, *, hopper_or_newer: bool) -> BatchTotals:
+    def of(cls, spec: Spec, *, hopper_or_newer: bool, interconnect: str = "nvswitch") -> BatchTotals:
         """Prepare the totals of ``spec`` on a card of that generation (cuBLAS workspace size)."""
         if not _symbolic_path(spec):
-            return cls(spec, hopper_or_newer)
+            return cls(spec, hopper_or_newer, interconnect=interconnect)
         work = resolve_workload(spec)
         context, reserve = overhead_terms(spec, [])
         try:
             totals = [(phase_total(m), reserve.kept_of(m)) for m in _symbolic_moments(work, hopper_or_newer)]
             peak = _coefficients(maximum(*(total for total, _ in totals)))
         except NotPolynomial:
-            return cls(spec, hopper_or_newer)
+            return cls(spec, hopper_or_newer, interconnect=interconnect)
         if not all(isinstance(kept, int) for _, kept in totals):  # long-lived state that grows with the batch
-            return cls(spec, hopper_or_newer)
+            return cls(spec, hopper_or_newer, interconnect=interconnect)
         moments = _never_dominated(tuple((_coefficients(total), kept) for total, kept in totals))
         one = work.at_batch(1).tokens
-        return cls(spec, hopper_or_newer, moments, peak, work.shape, context, reserve, one, image_elements(spec, 1))
+        return cls(
+            spec,
+            hopper_or_newer,
+            moments,
+            peak,
+            work.shape,
+            context,
+            reserve,
+            one,
+            image_elements(spec, 1),
+            interconnect,
+        )
 
     @property
     def symbolic(self) -> bool:
@@ -89,7 +101,7 @@ class BatchTotals:
     def __call__(self, batch: int) -> int:
         if self.shape is None:
             changed = override_workload(self.spec, self.spec.name or "<spec>", batch_size=batch)
-            return estimate(changed, hopper_or_newer=self.hopper_or_newer).total_bytes
+            return estimate(changed, hopper_or_newer=self.hopper_or_newer, interconnect=self.interconnect).total_bytes
         wl, one, reserve = self.spec.workload, self.tokens, self.reserve
         assert one is not None and reserve is not None  # prepared with the shape
         tk = act.Tokens(batch, one.seq, one.target)  # the step's tokens at this batch size

@@ -5,7 +5,8 @@
   nominal capacity) minus the reserve (``target.reserve`` or ``--reserve``): headroom the user wants
   kept free, a share of the usable memory or a size.
 * :func:`fit_of` is the verdict. For a training or plain inference step it compares the estimate's
-  ``total_bytes`` (allocated peak + CUDA context + allocator reserve) with ``available_bytes``.
+  ``total_bytes`` (allocated peak + CUDA context + allocator reserve, and NCCL buffers across GPUs) with
+  ``available_bytes``.
 * A vLLM serving spec (a generation whose runtime is vLLM) is judged the way vLLM decides it: vLLM
   takes ``memory_utilization`` x the memory it may use, keeps what its profiling step needed outside
   the KV cache (weights and the activation peak of one forward over ``context`` tokens, which does not
@@ -46,6 +47,7 @@ class Budget:
     count: int = 1
     bf16: bool = True  # the card has bf16 tensor cores (bf16 precisions are suggested)
     sharded: bool = False  # ``count`` is the GPU count of the spec's parallel section (figures per GPU)
+    interconnect: str = "nvswitch"  # how several of these cards talk (NCCL's buffers, vramcalc/parallel/nccl.py)
 
     @property
     def card(self) -> vllm.Card:
@@ -66,13 +68,22 @@ class Budget:
 def budget_for(gpu: GPU, reserve: Reserve = NO_RESERVE, count: int = 1, sharded: bool = False) -> Budget:
     """The budget of a card."""
     return Budget(
-        gpu.id, gpu.name, gpu.usable_bytes, gpu.usable_basis, gpu.hopper_or_newer, reserve, count, gpu.has_bf16, sharded
+        gpu.id,
+        gpu.name,
+        gpu.usable_bytes,
+        gpu.usable_basis,
+        gpu.hopper_or_newer,
+        reserve,
+        count,
+        gpu.has_bf16,
+        sharded,
+        gpu.interconnect,
     )
 
 
 def estimate_on(spec: Spec, budget: Budget) -> Estimate:
-    """The estimate for the card's generation (its cuBLAS workspace size)."""
-    return estimate(spec, hopper_or_newer=budget.hopper_or_newer, card=budget.card)
+    """The estimate for the card's generation (its cuBLAS workspace size) and interconnect (NCCL's buffers)."""
+    return estimate(spec, hopper_or_newer=budget.hopper_or_newer, card=budget.card, interconnect=budget.interconnect)
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,7 @@ def compare(
                 f"({measured.peak_reserved_bytes}); take it on this run's card, after the peak"
             )
         context = nvidia_smi_used_bytes - measured.peak_reserved_bytes
-        rows.append(Row("cuda_context", estimate.overhead.get("cuda_context", 0), context))
+        outside = sum(bytes_ for key, bytes_ in estimate.overhead.items() if key != "allocator_reserve")
+        rows.append(Row("cuda_context", outside, context))  # with several GPUs NCCL's buffers too
         rows.append(Row("total", estimate.total_bytes, nvidia_smi_used_bytes))
     return Comparison(name=estimate.name, tolerance=tolerance, rows=tuple(rows), counters=dict(measured.counters))

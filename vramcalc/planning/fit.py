@@ -32,9 +32,17 @@ from vramcalc.errors import SpecError
 from vramcalc.hardware.catalog import GPU
 from vramcalc.llm.vllm import Card
 from vramcalc.parallel.rules import LLM_KEYS, check_supported
-from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, fit_of, fit_on
+from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, estimate_on, fit_of, fit_on
 from vramcalc.planning.limits import with_workload
-from vramcalc.planning.plan_search import MAX_SEARCH_GPUS, TP_LIMIT, Candidate, _order, _Search, combinations
+from vramcalc.planning.plan_search import (
+    MAX_SEARCH_GPUS,
+    TP_LIMIT,
+    Candidate,
+    _order,
+    _Search,
+    combinations,
+    fewest_degree,
+)
 from vramcalc.planning.suggest import Suggestion, best_first, suggestions, tried
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import FsdpStrategy, ParallelSpec
@@ -99,19 +107,21 @@ def fit_cards(
     search = search or ShardSearch(spec)
     count = plan_gpus(spec.parallel) if spec.parallel is not None else 1
     budgets = [budget_for(gpu, reserve, count, spec.parallel is not None) for gpu in gpus]
-    results: dict[tuple[bool, Card | None], Estimate] = {
-        (flag, None): estimate(spec, hopper_or_newer=flag) for flag in {b.hopper_or_newer for b in budgets}
+    kinds = {(b.hopper_or_newer, b.interconnect) for b in budgets}
+    results: dict[tuple[bool, str, Card | None], Estimate] = {
+        (flag, link, None): estimate(spec, hopper_or_newer=flag, interconnect=link) for flag, link in kinds
     }
     for b in budgets:  # a vLLM serving spec: vLLM's default batch sizes depend on the card
-        plain = results[(b.hopper_or_newer, None)]
-        if plain.llm is not None and plain.llm.kv_pool is not None and (b.hopper_or_newer, b.card) not in results:
-            results[(b.hopper_or_newer, b.card)] = estimate(spec, hopper_or_newer=b.hopper_or_newer, card=b.card)
+        plain = results[(b.hopper_or_newer, b.interconnect, None)]
+        key = (b.hopper_or_newer, b.interconnect, b.card)
+        if plain.llm is not None and plain.llm.kv_pool is not None and key not in results:
+            results[key] = estimate_on(spec, b)
     # smallest first, older generations first: what one card's search finds bounds the next's (ShardSearch)
     budgets.sort(key=lambda b: (b.hopper_or_newer, b.available_bytes))
-    rows = [
-        _card(b, fit_of(results.get((b.hopper_or_newer, b.card), results[(b.hopper_or_newer, None)]), b), search)
-        for b in budgets
-    ]
+    rows = []
+    for b in budgets:
+        result = results.get((b.hopper_or_newer, b.interconnect, b.card))
+        rows.append(_card(b, fit_of(result or results[(b.hopper_or_newer, b.interconnect, None)], b), search))
     return sorted(rows, key=lambda r: (not r.fits, r.budget.available_bytes * (1 if r.fits else -1), r.budget.gpu_id))
 
 
@@ -157,7 +167,7 @@ class _SharedSearch(_Search):
         self.shared = shared
 
     def _estimate(self, parallel: dict[str, Any]) -> Candidate | None:
-        key = (repr(sorted(parallel.items())), self.budget.hopper_or_newer)
+        key = (repr(sorted(parallel.items())), self.budget.hopper_or_newer, self.budget.interconnect)
         if key not in self.shared:
             self.shared[key] = super()._estimate(parallel)
         found = self.shared[key]
@@ -199,7 +209,7 @@ class ShardSearch:
         self.reason = unsearchable(spec)
         self.base = spec if self.reason else _layout_only(spec)
         self._estimates: dict[Any, Candidate | None] = {}
-        self._smallest: dict[tuple[int, bool], Candidate | None] = {}
+        self._smallest: dict[tuple[int, bool, str], Candidate | None] = {}
         self._combinations: list[dict[str, Any]] | None = None
 
     def combinations(self) -> list[dict[str, Any]]:
@@ -218,21 +228,24 @@ class ShardSearch:
         """The plan `vramcalc plan` would list first for this card (of two or more GPUs for a one-GPU spec)."""
         if self.reason:
             return None
-        key = (budget.available_bytes, budget.hopper_or_newer)
+        key = (budget.available_bytes, budget.hopper_or_newer, budget.interconnect)
         if key not in self._smallest:
             self._smallest[key] = None if self._none_fits(*key) else self._first_plan(budget)
         return self._smallest[key]
 
-    def _none_fits(self, available: int, hopper: bool) -> bool:
-        """Known without a search: no plan fit a card at least as large of the same generation, or of an
-        older one (a Hopper-or-newer card needs more: its cuBLAS workspaces are larger)."""
+    def _none_fits(self, available: int, hopper: bool, link: str) -> bool:
+        """Known without a search: no plan fit a card at least as large that needs no more (a Hopper-or-newer
+        card needs more than an older one: larger cuBLAS workspaces; NVSwitch boards more than PCIe: NCCL)."""
         return any(
-            plan is None and cap >= available and (h == hopper or hopper) for (cap, h), plan in self._smallest.items()
+            plan is None and cap >= available and (h == hopper or hopper) and (lk == link or link == "nvswitch")
+            for (cap, h, lk), plan in self._smallest.items()
         )
 
     def _seed(self, search: _SharedSearch, budget: Budget) -> Candidate | None:
         """The plan of the largest smaller card searched so far, re-estimated here, if it fits this card."""
-        smaller = [(cap, plan) for (cap, _), plan in self._smallest.items() if plan and cap <= budget.available_bytes]
+        smaller = [
+            (cap, plan) for (cap, _, _), plan in self._smallest.items() if plan and cap <= budget.available_bytes
+        ]
         for _, plan in sorted(smaller, key=lambda item: -item[0]):
             fitted = search.try_plan(plan.parallel, plan.parallel["data"])
             if fitted is not None and fitted.fits:
@@ -273,19 +286,13 @@ class ShardSearch:
     def _smallest_in(self, search: _SharedSearch, base: dict[str, Any]) -> Candidate | None:
         """plan_search's smallest data degree for ``base``; for a one-GPU spec at least two GPUs (one GPU
         is the spec itself, which the plain estimate already found too big; the per-rank model at one GPU
-        can differ from it slightly). Per-GPU bytes do not grow with the data degree from two on."""
+        can differ from it slightly)."""
         cand = search.smallest(base)
         if self.spec.parallel is not None or cand is None or cand.gpus > 1:
             return cand
-        lo, hi = 1, search.max_gpus // _ranks(base)  # one rank fits, but is not sharding
-        last = search.try_plan(base, hi)
-        if hi < 2 or last is None or not last.fits:
-            return None
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            trial = search.try_plan(base, mid)
-            lo, hi = (lo, mid) if trial is not None and trial.fits else (mid, hi)
-        return search.try_plan(base, hi)
+        top = search.max_gpus // _ranks(base)  # one rank fits, but is not sharding
+        data = fewest_degree(search, base, 2, top) if top >= 2 else None
+        return None if data is None else search.try_plan(base, data)
 
     def note(self, budget: Budget, plan: Candidate | None) -> str:
         """What more cards of this kind would do (one line): the plan, or why there is none."""
@@ -308,7 +315,7 @@ class ShardSearch:
         for t in [budget.count] if budget.count > 1 else range(2, min(TP_LIMIT, self.max_gpus) + 1):
             changed = spec.model_copy(update={"parallel": ParallelSpec(tensor=t)})
             try:
-                verdict = fit_of(estimate(changed, hopper_or_newer=budget.hopper_or_newer), budget)
+                verdict = fit_of(estimate_on(changed, budget), budget)
             except SpecError:  # a degree the shape does not allow (heads, kv_heads, ffn_size), or a ResNet
                 continue
             if verdict.fits:

@@ -96,7 +96,8 @@ def needed_along(spec: Spec, budget: Budget, key: str) -> tuple[Callable[[int], 
     the verdict per value (a sequence length can change the model itself: the default position table)."""
     probe = fit_on(spec, budget)
     if key == "batch_size" and probe.kv_pool is None:
-        return BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer), probe.available_bytes
+        totals = BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer, interconnect=budget.interconnect)
+        return totals, probe.available_bytes
     return (lambda n: fit_on(with_workload(spec, **{key: n}), budget).needed_bytes), probe.available_bytes
 
 

@@ -38,7 +38,7 @@ from vramcalc.core.resolve import resolve_model
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_cost import CRITERION, step_cost
-from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations
+from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations, fewest_degree
 from vramcalc.spec.models import Spec
 
 
@@ -168,33 +168,19 @@ class _LayoutSearch:
         frugal = [(v, s) for v, s in pairs if v.frugal]
         # one rank on its own too: plain data parallelism adds its all-reduce bucket only from two ranks on
         degrees = {lo, hi} if lo == 1 else {hi}
-        screened = [s.try_plan(_with_steps(combo, v), d) for v, s in frugal for d in sorted(degrees)]
+        found = [d for d in (fewest_degree(s, _with_steps(combo, v), lo, hi) for v, s in frugal) if d is not None]
+        screened = [s.try_plan(_with_steps(combo, v), d) for v, s in frugal for d in sorted(degrees)]  # cached
         self.tried += [c for c in screened if c is not None]
-        if not any(c is not None and c.fits for c in screened):
+        if not found:
             return []
-        floor = min(d for d in (_smallest(s, _with_steps(combo, v), lo, hi) for v, s in frugal) if d is not None)
+        floor = min(found)
         out = []
         for v, s in pairs:
-            data = _smallest(s, _with_steps(combo, v), floor, hi)
+            data = fewest_degree(s, _with_steps(combo, v), floor, hi)
             cand = None if data is None else s.try_plan(_with_steps(combo, v), data)
             if cand is not None:
                 out.append((cand, v))
         return out
-
-
-def _smallest(search: _Search, base: dict[str, Any], lo: int, hi: int) -> int | None:
-    """The smallest data degree in ``lo..hi`` that fits (per-GPU bytes do not grow with it from two on)."""
-    first = search.try_plan(base, lo)
-    if first is not None and first.fits:
-        return lo
-    last = search.try_plan(base, hi)
-    if hi == lo or last is None or not last.fits:
-        return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        cand = search.try_plan(base, mid)
-        lo, hi = (lo, mid) if cand is not None and cand.fits else (mid, hi)
-    return hi
 
 
 def _with_steps(combo: dict[str, Any], variant: Variant) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from vramcalc.core.estimate import Estimate
 from vramcalc.core.resolve import resolve_model
 from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.parallel.layout import DEFAULT_GPUS_PER_NODE
 from vramcalc.planning.budget import Budget
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
@@ -58,6 +59,7 @@ class Candidate:
     micro_batch: int | None = None
     grad_accumulation: int | None = None
     cost: StepCost | None = None
+    nccl_bytes: int = 0  # NCCL's buffers among needed_bytes (vramcalc/parallel/nccl.py)
 
     @property
     def relative_cost(self) -> float | None:
@@ -114,12 +116,12 @@ def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
     if spec.workload.mode is Mode.train and zeroes_gradients_in_place(spec.workload.versions):
         torch = (spec.workload.versions or {})["torch"]
         raise SpecError(f"workload.versions.torch: {torch} is modelled on one GPU; plan searches multi-GPU layouts")
-    estimate(spec, hopper_or_newer=budget.hopper_or_newer)
+    estimate(spec, hopper_or_newer=budget.hopper_or_newer, interconnect=budget.interconnect)
     smallest = combinations(spec, gpus)[:1]  # no tensor or pipeline split: what the spec itself refuses
     try:
         for base in smallest:
             one_gpu = spec.model_copy(update={"parallel": ParallelSpec.model_validate({**base, "data": 1})})
-            estimate(one_gpu, hopper_or_newer=budget.hopper_or_newer)
+            estimate(one_gpu, hopper_or_newer=budget.hopper_or_newer, interconnect=budget.interconnect)
     except SpecError as exc:  # runtime: litgpt, llama.cpp, experts, one-GPU techniques, ...
         raise SpecError(f"{exc}; plan searches multi-GPU layouts") from None
 
@@ -168,7 +170,7 @@ def _kept(spec: Spec) -> dict[str, Any]:
     """Keys of the spec's own parallel section that the search does not vary."""
     if spec.parallel is None:
         return {}
-    keep = ("offload", "buckets", "gpus_per_node", "fp32_grads", "micro_batches", "uneven_pipeline")
+    keep = ("offload", "buckets", "gpus_per_node", "fp32_grads", "micro_batches", "uneven_pipeline", "interconnect")
     data = spec.parallel.model_dump(include=set(keep), exclude_none=True, mode="json")
     return {k: v for k, v in data.items() if k in spec.parallel.model_fields_set}
 
@@ -193,14 +195,8 @@ class _Search:
         last = self.try_plan(base, top)
         if last is not None:
             self.largest.append(last)
-        if last is None or not last.fits:
-            return None
-        lo, hi = 1, top  # per-GPU bytes are non-increasing in the data degree from 2 on; hi always fits
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            cand = self.try_plan(base, mid)
-            lo, hi = (lo, mid) if cand is not None and cand.fits else (mid, hi)
-        return self.try_plan(base, hi)
+        data = fewest_degree(self, base, 2, top)
+        return None if data is None else self.try_plan(base, data)
 
     def largest_tried(self) -> list[Candidate]:
         return self.largest
@@ -215,11 +211,44 @@ class _Search:
     def _estimate(self, parallel: dict[str, Any]) -> Candidate | None:
         changed = self.spec.model_copy(update={"parallel": ParallelSpec.model_validate(parallel)})
         try:
-            result = estimate(changed, hopper_or_newer=self.budget.hopper_or_newer)
+            result = estimate(
+                changed, hopper_or_newer=self.budget.hopper_or_newer, interconnect=self.budget.interconnect
+            )
         except SpecError:  # a combination the spec's other keys rule out
             return None
         self.count += 1
         return _candidate(parallel, result, self.budget)
+
+
+def fewest_degree(search: _Search, base: dict[str, Any], lo: int, hi: int) -> int | None:
+    """The smallest data degree from ``lo`` to ``hi`` whose plan of ``base`` fits (None when none does).
+
+    Without NCCL's buffers per-GPU bytes do not grow with the data degree (ZeRO/FSDP shard more, plain data
+    parallelism is flat); NCCL's grow with it up to a node's GPUs (trees, NVLS: vramcalc/parallel/nccl.py)
+    and are flat beyond. So: when ``hi`` minus its NCCL bytes plus ``lo``'s is still too much, nothing fits;
+    else the degrees up to a node are tried one by one, and from a node on bisection finds the smallest."""
+    if lo > hi:
+        return None
+    first, last = search.try_plan(base, lo), search.try_plan(base, hi)
+    if first is not None and first.fits:
+        return lo
+    if last is None or lo == hi:
+        return None
+    least_nccl = first.nccl_bytes if first is not None else 0
+    if last.needed_bytes - last.nccl_bytes + least_nccl > last.available_bytes:
+        return None
+    node = min(hi, max(lo, base.get("gpus_per_node", DEFAULT_GPUS_PER_NODE)))
+    for data in range(lo + 1, node + 1):
+        cand = search.try_plan(base, data)
+        if cand is not None and cand.fits:
+            return data
+    if not last.fits:
+        return None
+    while hi - node > 1:  # node does not fit, hi does
+        mid = (node + hi) // 2
+        cand = search.try_plan(base, mid)
+        node, hi = (node, mid) if cand is not None and cand.fits else (mid, hi)
+    return hi
 
 
 def _candidate(parallel: dict[str, Any], result: Estimate, budget: Budget) -> Candidate:
@@ -232,4 +261,5 @@ def _candidate(parallel: dict[str, Any], result: Estimate, budget: Budget) -> Ca
         peak_allocated_bytes=result.peak_allocated_bytes,
         host_bytes=details.host_bytes,
         available_bytes=budget.available_bytes,
+        nccl_bytes=result.overhead.get("nccl", 0),
     )

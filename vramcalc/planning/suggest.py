@@ -208,6 +208,5 @@ def accumulation_total(result: Estimate, spec: Spec) -> int:
     totals = [result.phases[name] - comps["gradients"] + grads for name, comps in result.phase_components.items()]
     peak = totals.index(max(totals))  # the first of equals, as estimate picks its peak phase
     _, reserve = overhead_terms(spec, [])
-    return (
-        totals[peak] + result.overhead["cuda_context"] + reserve.of_base(reserve.base_of(moments[peak], totals[peak]))
-    )
+    outside = sum(bytes_ for key, bytes_ in result.overhead.items() if key != "allocator_reserve")
+    return totals[peak] + outside + reserve.of_base(reserve.base_of(moments[peak], totals[peak]))

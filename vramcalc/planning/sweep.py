@@ -49,7 +49,12 @@ def parse_values(text: str, what: str) -> list[int]:
 
 
 def grid_totals(
-    spec: Spec, batch_sizes: Sequence[int], seqs: Sequence[int | None], *, hopper_or_newer: bool
+    spec: Spec,
+    batch_sizes: Sequence[int],
+    seqs: Sequence[int | None],
+    *,
+    hopper_or_newer: bool,
+    interconnect: str = "nvswitch",
 ) -> list[int]:
     """``total_bytes`` at every (batch, seq) pair, batch outer; a ``None`` seq keeps the spec's.
 
@@ -60,7 +65,7 @@ def grid_totals(
     columns = []
     for seq in seqs:
         at_seq = spec if seq is None else with_workload(spec, seq_len=seq)
-        total_at = BatchTotals.of(at_seq, hopper_or_newer=hopper_or_newer)
+        total_at = BatchTotals.of(at_seq, hopper_or_newer=hopper_or_newer, interconnect=interconnect)
         columns.append([total_at(batch) for batch in batch_sizes])
     return [column[i] for i in range(len(batch_sizes)) for column in columns]
 
@@ -72,8 +77,8 @@ def sweep(spec: Spec, batch_sizes: list[int], seq_lens: list[int] | None, budget
     seqs: list[int | None] = list(seq_lens) if seq_lens else [None]
     if len(batch_sizes) * len(seqs) > MAX_SWEEP_POINTS:
         raise SpecError(f"sweep: {len(batch_sizes) * len(seqs):,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
-    hopper = budget.hopper_or_newer if budget else True
-    totals = grid_totals(spec, batch_sizes, seqs, hopper_or_newer=hopper)
+    hopper, link = (budget.hopper_or_newer, budget.interconnect) if budget else (True, "nvswitch")
+    totals = grid_totals(spec, batch_sizes, seqs, hopper_or_newer=hopper, interconnect=link)
     return Sweep(
         spec.name or "unnamed", batch_sizes, seqs, totals, budget, grid_fits(spec, batch_sizes, seqs, totals, budget)
     )

@@ -35,7 +35,10 @@ from vramcalc.units import GiB, MiB
 if TYPE_CHECKING:
     from rich.table import Table
 
-NEEDED = "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve"
+NEEDED = (
+    "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve "
+    "(+ NCCL buffers across GPUs)"
+)
 AVAILABLE = "available = the card's usable memory (below) minus the reserve"
 #: How a vLLM serving spec is judged (added to the notes when one is shown).
 SERVING = (

@@ -22,7 +22,10 @@ SOURCES = (
     f"measured: peak allocated = {ALLOCATED_PEAK}; peak reserved = {RESERVED_PEAK}; "
     "fragmentation = reserved - allocated"
 )
-SMI_SOURCES = "CUDA context = nvidia-smi memory.used - reserved peak; total = nvidia-smi memory.used"
+SMI_SOURCES = (
+    "CUDA context = nvidia-smi memory.used - reserved peak (with several GPUs also NCCL's buffers); "
+    "total = nvidia-smi memory.used"
+)
 COUNTER_NOTES = {
     "num_alloc_retries": "times the allocator freed its cache and retried cudaMalloc (memory pressure)",
     "num_ooms": "out-of-memory errors during the run",

@@ -99,7 +99,7 @@ SCHEMES = {
 
 
 def _footer(search: PlanSearch) -> list[str]:
-    totals = "per-GPU totals include the CUDA context and allocator reserve"
+    totals = "per-GPU totals include the CUDA context, allocator reserve and NCCL buffers"
     if search.plans[0].cost is None:
         return [f"smallest: {search.min_gpus} GPUs ({search.n_estimates} plans estimated; {totals})"]
     n = search.batch_per_rank or 0

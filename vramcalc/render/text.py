@@ -36,6 +36,7 @@ LABELS = {
     "communication_buffers": "communication buffers",
     "cuda_context": "CUDA context",
     "allocator_reserve": "allocator reserve",
+    "nccl": "NCCL buffers",
 }
 
 #: Width of text output when neither COLUMNS nor a terminal gives one (a pipe, a file).

@@ -169,7 +169,8 @@ class EstimateResult(Result):
         description="Allocated peak, bytes: the sum of components (what torch.cuda.max_memory_allocated() reports)."
     )
     overhead: dict[str, int] = Field(
-        description="Bytes outside PyTorch's allocated peak: cuda_context and allocator_reserve."
+        description="Bytes outside PyTorch's allocated peak: cuda_context and allocator_reserve; with several GPUs in "
+        "training also nccl (NCCL's buffers per GPU)."
     )
     total_bytes: int = Field(description="peak_allocated_bytes + the overhead, bytes: what the card must hold.")
     phases: dict[str, int] = Field(description="Allocated bytes at each phase's own peak.")

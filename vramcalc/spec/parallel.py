@@ -113,6 +113,9 @@ class ParallelSpec(SpecSection):
     buckets: Buckets = Buckets()
     zero3: Zero3 = Zero3()
     gpus_per_node: Degree | None = None
+    #: How the GPUs of a node talk, which sets NCCL's channels (vramcalc/parallel/nccl.py): ``nvswitch``, an
+    #: HGX/DGX board where every GPU pair has NVLink; ``pcie``, GPUs without NVLink.
+    interconnect: Literal["nvswitch", "pcie"] | None = None  # None: the card's (nvswitch without one)
 
     @field_validator("fsdp", mode="before")
     @classmethod

@@ -1,5 +1,5 @@
 """Release numbers of the libraries a workload pins in ``versions:`` (bitsandbytes, vLLM, transformers, PEFT,
-PyTorch, DeepSpeed), and what a pinned PyTorch release changes in the spec's defaults and rules."""
+PyTorch, DeepSpeed, NCCL), and what a pinned PyTorch release changes in the spec's defaults and rules."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def release_key(text: str, library: str, example: str) -> tuple[int, int, int]:
 
 
 #: Libraries whose release a workload may pin in ``versions:`` (where their allocations changed over time).
-VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch", "deepspeed")
+VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch", "deepspeed", "nccl")
 
 #: PyTorch 2.0 made ``zero_grad()`` free the gradients (``set_to_none=True``), made the optimizers default to
 #: their ``foreach`` implementation on CUDA and added ``scaled_dot_product_attention``.
@@ -63,6 +63,12 @@ def deepspeed_release(versions: dict[str, str] | None) -> tuple[int, int, int] |
     return None if text is None else release_key(text, "deepspeed", "0.8.3")
 
 
+def nccl_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
+    """The pinned NCCL release (``workload.versions.nccl``), or None (the one PyTorch brings)."""
+    text = (versions or {}).get("nccl")
+    return None if text is None else release_key(text, "nccl", "2.21.5")
+
+
 def zeroes_gradients_in_place(versions: dict[str, str] | None) -> bool:
     """Before PyTorch 2.0 ``zero_grad()`` zeroed the gradients in place (``set_to_none=False``), so they stay
     allocated from one step to the next, through the forward pass."""
@@ -100,9 +106,14 @@ def torch_defaults(data: object) -> object:
 
 
 def torch_rules(wl: Any) -> None:
-    """What a pinned PyTorch release cannot run (raises ValueError("versions.torch: ...") naming the key)."""
+    """What a pinned PyTorch release cannot run, and pinned PyTorch and NCCL releases that are not release
+    numbers (raises ValueError("versions.torch: ...") naming the key)."""
     try:
         release = torch_release(wl.versions)
+    except SpecError as exc:
+        raise ValueError(str(exc).removeprefix("workload.")) from None
+    try:
+        nccl_release(wl.versions)
     except SpecError as exc:
         raise ValueError(str(exc).removeprefix("workload.")) from None
     if release is None:
