@@ -54,6 +54,11 @@ def test_nvls_of_nccl_2_20_on_eight_hopper_gpus_is_vllms_logged_size() -> None:
     assert with_nvls - communicator_bytes(8, (2, 20), "nvswitch", 8, nvls=False) == 2_415_919_104
 
 
+def test_nvls_needs_nccl_2_17() -> None:
+    # PyTorch 2.0's NCCL 2.14 predates NVLS: eight Hopper GPUs hold the ring and the eager pool only
+    assert communicator_bytes(8, (2, 14), "nvswitch", 8, nvls=True) == (288 + 256 + 288) * MiB  # ring, pool, tree
+
+
 def test_todays_nccl_by_interconnect() -> None:
     # lazy connection (2.22+): ring 288 MiB + cuMem channel structures 3 x 2 MiB x 32 = 192 MiB
     assert communicator_bytes(2, (2, 29), "nvswitch", 8, nvls=False) == 480 * MiB

@@ -19,9 +19,10 @@ GPU and communicator, read from NCCL's source (github.com/NVIDIA/nccl, tags v2.1
   gives its middle ranks two connections per channel beyond the ring's (its ends one: NVIDIA/nccl#964's
   688 MB on rank 0 of a 4-GPU group is 544 + 24 x 6 MiB). NCCL 2.22 connects lazily, at the first
   collective of each algorithm (``NCCL_RUNTIME_CONNECT``);
-* **NVLS** (NVLink SHARP, Hopper and later on an NVSwitch board, a communicator of three or more GPUs of a
-  node): ``channels x 2 x 6 MiB`` per local rank up to NCCL 2.20 (vLLM's log in vllm-project/vllm#9699 prints
-  2,304 MiB for 8 GPUs), half that in 2.21, 32 MiB per local rank from 2.22 (src/transport/nvls.cc).
+* **NVLS** (NVLink SHARP, NCCL 2.17 and later, Hopper and later on an NVSwitch board, a communicator of three
+  or more GPUs of a node): ``channels x 2 x 6 MiB`` per local rank up to NCCL 2.20 (vLLM's log in
+  vllm-project/vllm#9699 prints 2,304 MiB for 8 GPUs), half that in 2.21, 32 MiB per local rank from 2.22
+  (src/transport/nvls.cc).
 
 So one communicator holds 480 MiB per GPU on an NVSwitch board with today's NCCL, 736 MiB with NCCL
 2.19-2.21 and 544 MiB with 2.18 (NVIDIA/nccl#964 measured 544 MB for a two-GPU group on A100s with 2023's
@@ -57,6 +58,7 @@ P2P_CHUNK = {"nvswitch": 512 * 1024, "pcie": 128 * 1024}
 #: NCCL releases where the allocation changed: cuMem on by default, lazy connection, smaller NVLS buffers.
 CUMEM_DEFAULT = (2, 19)
 LAZY_CONNECT = (2, 22)
+NVLS_FIRST = (2, 17)
 NVLS_HALVED = (2, 21)
 #: NVLS buffers per local rank from NCCL 2.22 on (nvls channels 16 x 2 x 1 MiB).
 NVLS_PER_RANK_LAZY = 32 * MiB
@@ -118,7 +120,7 @@ def communicator_bytes(size: int, nccl: tuple[int, int], interconnect: str, gpus
         if size > 2:  # a middle rank of the tree's chain: its own two connections per channel
             total += channels * RING_CHANNEL_BYTES
     local = min(size, gpus_per_node)
-    if nvls and interconnect == "nvswitch" and local >= 3:
+    if nvls and interconnect == "nvswitch" and local >= 3 and nccl >= NVLS_FIRST:
         if nccl >= LAZY_CONNECT:
             total += local * NVLS_PER_RANK_LAZY
         else:
@@ -132,12 +134,13 @@ def nccl_bytes(plan: Plan, nccl: tuple[int, int], interconnect: str, hopper_or_n
     if not sizes:
         return 0, ""
     total = sum(communicator_bytes(s, nccl, interconnect, plan.gpus_per_node, hopper_or_newer) for s in sizes)
-    nvls_groups = [s for s in sizes if min(s, plan.gpus_per_node) >= 3]
+    nvls = hopper_or_newer and interconnect == "nvswitch" and nccl >= NVLS_FIRST
+    nvls = nvls and any(min(s, plan.gpus_per_node) >= 3 for s in sizes)
     release = f"{nccl[0]}.{nccl[1]}"
     return total, (
         f"NCCL buffers {total // MiB:,} MiB per GPU (outside PyTorch's allocator): {len(sizes)} communicator(s) "
         f"of {', '.join(map(str, sizes))} GPUs, NCCL {release}, {interconnect}"
-        + (", NVLS (Hopper or newer)" if hopper_or_newer and interconnect == "nvswitch" and nvls_groups else "")
+        + (", NVLS (Hopper or newer)" if nvls else "")
         + "; set overhead.nccl or parallel.interconnect"
     )
 
