@@ -98,8 +98,6 @@ WHOLE_RUN_RESERVED = "reserved peak of a whole run (evaluation included) with va
 
 NOT_EXPRESSIBLE = {
     "peft-readme-sd14-": "latent diffusion (a UNet, a VAE and a text encoder) is not a model family",
-    "peft-mc-osf--": "OSF under PEFT 0.19 (this run) rebuilds each whole weight every forward; vramcalc models the "
-    "factored forward of PEFT 0.21, and no key pins the PEFT release",
     "hf-perf-bert-large-load-context-only": "the CUDA context alone: the context the V100 cases use as input",
     "-longprompt-": "the prompt length is not stated (only the eager/flash difference is usable)",
     "accelerate-bmi-GPT-NeoX-20B-float32": "weights also offloaded to disk, by an amount the source does not state",
@@ -430,6 +428,8 @@ def _peft_method_comparison(record: dict[str, Any]) -> Case:
     if "peft" in w:
         workload["adapter"], more = _peft_adapter(w["peft"], record["model"]["hidden_size"])
         inferred += more
+    if "adapter" in workload:  # the release the runs name (w["framework"]): OSF rebuilt each weight then
+        workload["versions"] = {"peft": "0.19.2.dev0"}
     spec = {"name": record["id"], "model": {"preset": "llama-3.2-3b"}, "workload": workload}
     return Case(spec, RESERVED, inferred, bound=WHOLE_RUN_RESERVED)
 
@@ -466,6 +466,14 @@ def _peft_adapter(peft: dict[str, Any], hidden: int) -> tuple[dict[str, Any], li
         return {"type": "ia3", "targets": peft["targets"], "feedforward_modules": ff}, []
     if method == "ln_tuning":
         return {"type": "ln_tuning"}, []
+    if method == "osf":
+        # the trained rank from the trainable count (194,535,936 / OSF_PER_RANK = 128); the run's
+        # experiments/osf/llama-3.2-3B-rank128/training_params.json sets autocast_adapter_dtype false
+        rank = trainable // OSF_PER_RANK
+        adapter = {"type": "osf", "rank": rank, "targets": "all-linear", "autocast_adapter_dtype": False}
+        return adapter, [
+            f"rank {rank} (trainable {trainable:,} / {OSF_PER_RANK:,}); adapters at bf16 (the run's config)"
+        ]
     if method == "boft":
         # the run's adapter_config.json: boft_block_size 4; its script loads the model onto the GPU
         # (device_map) and never moves it after get_peft_model, so the permutations stay on the host

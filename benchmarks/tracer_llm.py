@@ -30,6 +30,9 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   whose batch it shares: ``input_ids`` and ``labels``), with ``use_cache`` off unless ``--config-cache`` keeps
   the configs' default (on: a training forward then builds its KV cache, as the checkpoints' configs make it).
 
+Another PEFT release runs with its source first on the path (``PYTHONPATH=<peft checkout>/src``); the cases
+that did so carry a ``peft`` field, and their workloads pin ``versions.peft``.
+
 Needs the tracer's venv with peft installed (``/tmp/tracer-venv/bin/pip install peft``)::
 
     /tmp/tracer-venv/bin/python benchmarks/tracer_llm.py --arch llama --layers 2 ... --lora 16:q_proj,v_proj --json

@@ -20,6 +20,7 @@ from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
 from vramcalc.llm import peft_boft
 from vramcalc.spec.load import parse_spec
+from vramcalc.spec.versions import peft_release
 
 TINY = {
     "architecture": "decoder", "layers": 2, "hidden_size": 512, "heads": 8, "kv_heads": 2, "ffn_size": 1408,
@@ -29,15 +30,22 @@ LLAMA_3B = {"preset": "llama-3.2-3b"}
 QV = ["q_proj", "v_proj"]
 
 
-def spec(model: Any, adapter: dict[str, Any], precision: str = "bf16", batch: int = 4, seq: int = 768) -> Any:
+def spec(
+    model: Any, adapter: dict[str, Any], precision: str = "bf16", batch: int = 4, seq: int = 768, peft: str = ""
+) -> Any:
     wl = {"mode": "train", "batch_size": batch, "seq_len": seq, "precision": precision, "optimizer": "adamw"}
+    wl |= {"versions": {"peft": peft}} if peft else {}
     return parse_spec({"name": "t", "model": model, "workload": {**wl, "adapter": {"type": "boft", **adapter}}})
 
 
-def method(model: Any, adapter: dict[str, Any], precision: str = "bf16", batch: int = 4, seq: int = 768) -> Any:
-    s = spec(model, adapter, precision, batch, seq)
+def method(
+    model: Any, adapter: dict[str, Any], precision: str = "bf16", batch: int = 4, seq: int = 768, peft: str = ""
+) -> Any:
+    s = spec(model, adapter, precision, batch, seq, peft)
     work = resolve_workload(s)
-    return peft_boft.boft(work.shape, s.workload.adapter, work.tokens, work.dtypes, 4, [])
+    release = peft_release(s.workload.versions)
+    old = release is not None and release < peft_boft.BOFT_INPUT_ROTATION
+    return peft_boft.boft(work.shape, s.workload.adapter, work.tokens, work.dtypes, 4, [], old)
 
 
 def test_trainable_count_of_the_peft_method_comparison() -> None:
@@ -116,3 +124,27 @@ def test_cli_block_size_not_dividing_is_one_error_line_exit_2(tmp_path: Path) ->
         "  adapter: {type: boft, block_size: 5, targets: [q_proj]}}\n",
     )
     assert "workload.adapter.block_size: 5 does not divide" in line
+
+
+def test_before_peft_0_19_2_the_weight_is_rotated() -> None:
+    # PEFT 0.19.1's forward: R W^T (in x out, kept by the scale's product) and the scaled weight (kept by
+    # F.linear where the input needs a gradient); no base output kept. Llama-3.2-3B q/v, bf16, 3,072 tokens.
+    old = method(LLAMA_3B, {"targets": QV}, peft="0.19.1")
+    new = method(LLAMA_3B, {"targets": QV})
+    square, q_weight, v_weight = 3072 * 3072 * 2, 3072 * 3072 * 2, 3072 * 1024 * 2
+    rotated = 28 * (q_weight + v_weight) + (28 - 1) * (q_weight + v_weight)  # R W^T; the scaled weight from layer 1
+    rotations = (28 * 2 - 2) * square  # the new forward keeps R where the input needs a gradient
+    base_outputs = 28 * 3072 * (3072 + 1024) * 2  # the new forward keeps the base output of q and v
+    assert old.saved - new.saved == rotated - rotations - base_outputs
+    assert (
+        estimate(spec(LLAMA_3B, {"targets": QV}, peft="0.19.2.dev0")).peak_allocated_bytes
+        == estimate(spec(LLAMA_3B, {"targets": QV})).peak_allocated_bytes
+    )  # the release of PEFT's method comparison already rotates the input
+
+
+def test_a_peft_release_needs_a_peft_adapter() -> None:
+    wl = {"mode": "train", "batch_size": 1, "seq_len": 64, "precision": "bf16", "versions": {"peft": "0.19.1"}}
+    with pytest.raises(SpecError, match="versions.peft: 0.19.1 names a PEFT release, but the workload has no PEFT"):
+        parse_spec({"name": "t", "model": TINY, "workload": wl})
+    with pytest.raises(SpecError, match="versions.peft: 'x' is not a release number"):
+        spec(TINY, {"targets": QV}, peft="x")

@@ -25,6 +25,10 @@ features, with ``b`` the block size (``in / block_num`` when the block count is 
   tensors), ``x @ R``'s gradients (two ``tokens x in``) beside the rotation's (``in x in``), and the
   rotation's tail (an ``in x in`` zeros and its cast to fp32).
 
+Before PEFT 0.19.2 (``versions: {peft: ...}``) the forward rotated the weight instead: ``R @ W^T`` (``in x
+out``, kept for the scale's gradient), scaled by ``boft_s`` in the adapter dtype, cast back (kept where the
+input needs a gradient) and applied with ``F.linear``: no base output is kept, two ``in x out`` tensors are.
+
 One butterfly factor: PEFT's default, and what PEFT falls back to when its CUDA extension (``fbd_cuda``)
 does not build, which it does not against recent PyTorch.
 """
@@ -36,12 +40,21 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import adapters
 from vramcalc.llm.adapters import MLP_TARGETS
-from vramcalc.llm.peft_more import FP32, Method, adapted_linears, inputs_needing_grad, kept_input_bytes
+from vramcalc.llm.peft_more import (
+    FP32,
+    Method,
+    adapted_linears,
+    inputs_needing_grad,
+    kept_after,
+    kept_input_bytes,
+)
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.units import allocation_bytes
 
 #: PEFT's default block size (``BOFTConfig.boft_block_size``; ``boft_block_num`` 0).
 BOFT_BLOCK_SIZE = 4
+#: The first PEFT release whose forward rotates the input, not the weight (peft#3117).
+BOFT_INPUT_ROTATION = (0, 19, 2)
 #: ``torch.linalg.solve``'s pivots: int32.
 PIVOT = 4
 
@@ -60,8 +73,17 @@ def block_size(adapter: AdapterSpec, inp: int, name: str) -> int:
     return size
 
 
-def boft(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """BOFT's trained blocks and scales, the permutation buffers and what every forward keeps."""
+def boft(
+    shape: ModelShape,
+    adapter: AdapterSpec,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    a: int,
+    notes: list[str],
+    rotates_weight: bool = False,
+) -> Method:
+    """BOFT's trained blocks and scales, the permutation buffers and what every forward keeps; with
+    ``rotates_weight`` the forward of PEFT before 0.19.2."""
     matrices = adapted_linears(shape, adapter, notes)
     if any(m.count != m.passes or m.stack for m in matrices):
         raise SpecError("workload.adapter.type: boft is modelled on the linears of decoder-only dense models")
@@ -73,6 +95,8 @@ def boft(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     product = max(a, x)  # base output x the adapter-dtype scale
     tensors: list[tuple[int, int, int]] = []
     buffers = per_forward = mlp_forward = 0
+    out = 0 if rotates_weight else x  # the base output, for boft_s's gradient (rotating the input only)
+    block: dict[str, int] = {}  # what each target keeps in one block
     for m in matrices:
         i, o, b = m.inp, m.out, block_size(adapter, m.inp, m.name)
         square = allocation_bytes(i * i * x)
@@ -84,33 +108,50 @@ def boft(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
         # the permutation in the input's dtype (the fp32 buffer itself for an fp32 input on the GPU, else a
         # copy) and the identity in every call; R where the input needs a gradient
         permutation = 0 if on_gpu and x == FP32 else square
-        kept = m.count * (permutation + square + cayley + dropout + scales) + inputs_needing_grad(m, layers) * square
+        kept = m.count * (permutation + square + cayley + dropout + scales)
+        if rotates_weight:  # R W^T kept, and the scaled weight where the input needs a gradient
+            weight = allocation_bytes(i * o * x)
+            kept += m.count * weight + inputs_needing_grad(m, layers) * weight
+        else:
+            kept += inputs_needing_grad(m, layers) * square
         per_forward += kept
         mlp_forward += kept if m.name in MLP_TARGETS else 0
+        block[m.name] = kept // layers + n * o * out
     mlp_targets = [m for m in matrices if m.name in MLP_TARGETS]
-    per_token = sum(m.passes * m.out * x for m in matrices) + kept_input_bytes(matrices, x, dt)  # base output; x
-    mlp_tokens = sum(m.passes * m.out * x for m in mlp_targets) + kept_input_bytes(mlp_targets, x, dt)
+    per_token = sum(m.passes * m.out * out for m in matrices) + kept_input_bytes(matrices, x, dt)  # and x
+    mlp_tokens = sum(m.passes * m.out * out for m in mlp_targets) + kept_input_bytes(mlp_targets, x, dt)
     mlp = (n * mlp_tokens + mlp_forward) // layers
     # an attention target runs before its block's MLP half is saved, and back through after it is freed
     mlp_half = adapters.frozen_mlp_bytes(shape, n, dt) + mlp
     forward = backward = 0
     for m in matrices:
         i, o = m.inp, m.out
-        square, earlier = allocation_bytes(i * i * x), 0 if m.name in MLP_TARGETS else mlp_half
+        square = allocation_bytes(i * i * x)
+        # not there yet forward, freed again backward: the targets after this one, the MLP half for attention
+        earlier = kept_after(block, m.name) + (0 if m.name in MLP_TARGETS else mlp_half)
         cast = n * o * x if product != x else 0
-        # at the output: the block_diag's cast, the second bmm, x @ R, the scaled output and its cast (the
-        # earlier moments, the fp32 block_diag beside its cast or three bmm results, come before R and the
-        # base output exist, which are kept: they are no higher)
-        forward = max(forward, 2 * square + n * (i * x + o * product) + cast - earlier)
-        # the scaled output's gradient (three in the adapter dtype); x @ R's two gradients and the rotation's
-        # once the base output is freed; the rotation's gradient through the product with the identity
-        moments = (3 * n * o * product, 2 * n * i * x + square - n * o * x, 2 * square + n * (i - o) * x)
+        if rotates_weight:
+            # the block_diag's cast, the second bmm and R beside the scaled weight in the adapter dtype;
+            # backward: the scaled weight's gradient (three in the adapter dtype) beside the input's
+            forward = max(forward, 3 * square + i * o * product - earlier)
+            # backward: the scaled weight's gradient in the adapter dtype, that times the rotated weight and
+            # the rotated weight's gradient (the scaled weight itself freed), beside the input's gradient
+            moments: tuple[int, ...] = (n * i * x + 3 * i * o * product - i * o * x - n * o * x, 2 * square)
+        else:
+            # at the output: the block_diag's cast, the second bmm, x @ R, the scaled output and its cast (the
+            # earlier moments, the fp32 block_diag beside its cast or three bmm results, come before R and the
+            # base output exist, which are kept: they are no higher)
+            forward = max(forward, 2 * square + n * (i * x + o * product) + cast - earlier)
+            # the scaled output's gradient (three in the adapter dtype); x @ R's two gradients and the
+            # rotation's once the base output is freed; the rotation's gradient through the identity product
+            moments = (3 * n * o * product, 2 * n * i * x + square - n * o * x, 2 * square + n * (i - o) * x)
         backward = max(backward, max(moments) - earlier)
     params = sum(k * rows * cols for k, rows, cols in tensors)
     where = "on the GPU" if on_gpu else "on the host"
+    rotated = "the weight rotated (PEFT before 0.19.2)" if rotates_weight else "the input rotated"
     note = (
         f"BOFT on {', '.join(sorted({m.name for m in matrices}))} ({params:,} trained; one butterfly factor; "
-        f"each linear's in x in permutation {where}, and an in x in rotation built every forward)"
+        f"each linear's in x in permutation {where}, and an in x in rotation built every forward; {rotated})"
     )
     saved = n * per_token + per_forward
     return Method(

@@ -42,11 +42,16 @@ from vramcalc.llm import lora_targets, peft_boft, peft_more
 from vramcalc.llm.adapters import MLP_TARGETS
 from vramcalc.llm.peft_more import FIRST_INPUTS, Method
 from vramcalc.spec.llm import AdapterSpec
-from vramcalc.spec.versions import zeroes_gradients_in_place
+from vramcalc.spec.versions import peft_release, zeroes_gradients_in_place
 
 FP32 = 4
 #: Rounding of the CUDA caching allocator (small vectors are whole blocks).
 BLOCK = 512
+#: What a pinned PEFT release changes (the note of every adapter estimate that pins one).
+PEFT_PINNED = (
+    "peft {} (workload.versions.peft): OSF's and BOFT's forward follow that release (OSF rebuilt each weight "
+    "before 0.21, BOFT rotated the weight before 0.19.2); the other methods are the same in every release modelled"
+)
 #: PEFT's IA3 targets for decoders with separate projections (its Llama/Mistral mapping).
 IA3_DEFAULT = ("k", "v", "down")
 
@@ -202,13 +207,24 @@ def _ln(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> Method:
 
 
 def method(
-    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, attention: Attention, notes: list[str]
+    shape: ModelShape,
+    adapter: AdapterSpec,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    attention: Attention,
+    notes: list[str],
+    peft: tuple[int, int, int] | None = None,
 ) -> Method:
-    """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora)."""
+    """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora) under the PEFT
+    release ``peft`` (None: today's)."""
+    a = _adapter_bytes(adapter, dt)
+    if adapter.type is AdapterType.osf and peft is not None and peft < peft_more.OSF_FACTORED:
+        return peft_more.osf_rebuilt(shape, adapter, tk, dt, a, notes)
     if adapter.type in (AdapterType.vera, AdapterType.loha, AdapterType.adalora, AdapterType.tinylora, AdapterType.osf):
-        return peft_more.method(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
+        return peft_more.method(shape, adapter, tk, dt, a, notes)
     if adapter.type is AdapterType.boft:
-        return peft_boft.boft(shape, adapter, tk, dt, _adapter_bytes(adapter, dt), notes)
+        rotates_weight = peft is not None and peft < peft_boft.BOFT_INPUT_ROTATION
+        return peft_boft.boft(shape, adapter, tk, dt, a, notes, rotates_weight)
     if adapter.type is AdapterType.ia3:
         return _ia3(shape, adapter, tk, dt, notes)
     if adapter.type is AdapterType.prompt_tuning:
@@ -244,7 +260,8 @@ def method_phases(
     wl = spec.workload  # type: ignore[attr-defined]
     adapter = wl.adapter
     check(spec, shape)
-    m = method(shape, adapter, tk, dt, wl.attention, notes)
+    peft = peft_release(wl.versions)
+    m = method(shape, adapter, tk, dt, wl.attention, notes, peft)
     if m.attention_shape is not None:
         shape = m.attention_shape
     notes.append(m.note)

@@ -43,6 +43,8 @@ the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tu
   (``out < in``), all in the adapter dtype. The factored forward builds ``A = [U_low S_low, -U_low_init
   S_low_init]`` and ``B = [V_low; V_low_init]`` every time and keeps them, the input cast to the adapter dtype and
   ``x B^T`` (``2 r``); gradient hooks project ``U_low``'s and ``V_low``'s gradients (traced: ``llm-peft-osf-*``).
+  Before 0.21 (``versions: {peft: ...}``, :func:`osf_rebuilt`) every forward rebuilt each weight from its SVD,
+  with ``U_high``, ``S_high``, ``V_high`` as the frozen buffers (traced: ``llm-peft-osf-rebuilt-*``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from vramcalc.choices import AdapterType
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.llm import lora_targets
+from vramcalc.llm import adapters, lora_targets
 from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix, lora_matrices, lora_saved_per_token
 from vramcalc.spec.llm import ADALORA_INIT_R, AdapterSpec
 from vramcalc.units import allocation_bytes
@@ -61,6 +63,16 @@ from vramcalc.units import allocation_bytes
 FP32 = 4
 #: Targets whose input is layer 0's first norm output: their input needs no gradient in block 0.
 FIRST_INPUTS = ("q", "k", "v", "qkv", "q_a", "kv_a")
+#: The order a block runs its linears in (forward; backward runs them in reverse).
+FORWARD_ORDER = ("q_a", "q_b", "q", "kv_a", "kv_b", "k", "v", "qkv", "o", "gate", "up", "gate_up", "down")
+
+
+def kept_after(kept: dict[str, int], name: str) -> int:
+    """What the adapted linears after ``name`` in a block keep (``kept``: bytes per block, by target): not
+    there yet while ``name`` runs forward, freed again when backward reaches it."""
+    order = {target: i for i, target in enumerate(FORWARD_ORDER)}
+    rank = order.get(name, len(order))
+    return sum(b for other, b in kept.items() if order.get(other, len(order)) > rank)
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,9 @@ class Method:
 #: PEFT's default VeRA rank (``VeraConfig.r``) and LoHa rank (``LoHaConfig.r``).
 VERA_RANK = 256
 LOHA_RANK = 8
+#: The first PEFT release whose OSF forward is factored (``base(x) + B(A(x))``); before, every forward
+#: rebuilt each target's weight (:func:`osf_rebuilt`).
+OSF_FACTORED = (0, 21, 0)
 #: PEFT's TinyLoRA defaults (``TinyLoraConfig.r``, ``TinyLoraConfig.u``).
 TINYLORA_RANK = 2
 TINYLORA_U = 64
@@ -185,14 +200,19 @@ def tinylora(
     )  # fmt: skip
 
 
-def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """OSF's trained low singular subspace, its frozen copies and high subspace (``buffers``), kept tensors."""
+def _osf_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
     matrices = adapted_linears(shape, adapter, notes)
     smallest = min(min(m.out, m.inp) for m in matrices)
     if adapter.rank is not None and adapter.rank >= smallest:
         raise SpecError(f"workload.adapter.rank: OSF trains fewer than the {smallest} singular directions a target has")
     if adapter.rank is None:
         notes.append("adapter.rank not given: half of each target's smaller dimension (PEFT's OSF default)")
+    return matrices
+
+
+def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
+    """OSF's trained low singular subspace, its frozen copies and high subspace (``buffers``), kept tensors."""
+    matrices = _osf_targets(shape, adapter, notes)
     n, c = tk.encoder, dt.compute
     tensors: list[tuple[int, int, int]] = []
     buffers = per_forward = mlp_forward = 0
@@ -219,6 +239,50 @@ def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes,
     params = sum(k * rows * cols for k, rows, cols in tensors)
     note = f"OSF on {', '.join(sorted(ranks))} ({params:,} trained: the low singular subspace of each target)"
     saved, layers = n * per_token + per_forward, shape.layers
+    mlp = (n * mlp_tokens + mlp_forward) // layers
+    return Method(
+        params, tensors, a, tk, saved, saved // layers, note, mlp, backward, buffers=buffers, forward_transient=forward
+    )
+
+
+def osf_rebuilt(
+    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]
+) -> Method:
+    """OSF as PEFT ran it before 0.21: every forward rebuilds the weight, ``U_high S_high V_high + U_low S_low
+    V_low``, and applies it with ``F.linear`` to the input cast to the adapter dtype."""
+    matrices = _osf_targets(shape, adapter, notes)
+    n, c, layers = tk.encoder, dt.compute, shape.layers
+    tensors: list[tuple[int, int, int]] = []
+    buffers = per_forward = mlp_forward = 0
+    block: dict[str, int] = {}  # what each target keeps in one block
+    for m in matrices:
+        i, o, low = m.inp, m.out, min(m.out, m.inp)
+        r = adapter.rank or low - low // 2
+        tensors += [(m.count, o, r), (m.count, r, 1), (m.count, r, i)]
+        # U_high, S_high, V_high of the preserved rank, buffers PEFT casts to the adapter dtype too
+        buffers += m.count * sum(allocation_bytes(e * a) for e in (o * (low - r), low - r, (low - r) * i))
+        # U_low S_low (kept by the product with V_low) and, where the input needs a gradient, the rebuilt weight
+        kept = m.count * allocation_bytes(o * r * a) + inputs_needing_grad(m, layers) * allocation_bytes(o * i * a)
+        per_forward += kept
+        mlp_forward += kept if m.name in MLP_TARGETS else 0
+        block[m.name] = kept // layers + (n * i * a if a != c else 0)
+    per_token = kept_input_bytes(matrices, a, dt)  # x cast to the adapter dtype, for the weight's gradient
+    mlp_tokens = kept_input_bytes([m for m in matrices if m.name in MLP_TARGETS], a, dt)
+    mlp_half = adapters.frozen_mlp_bytes(shape, n, dt) + (n * mlp_tokens + mlp_forward) // layers
+    forward = backward = 0
+    for m in matrices:
+        i, o = m.inp, m.out
+        earlier = kept_after(block, m.name) + (0 if m.name in MLP_TARGETS else mlp_half)
+        # the high part and the low part beside their sum; F.linear's output and its cast
+        forward = max(forward, max(2 * o * i * a, n * o * (a + c)) - earlier)
+        # the output's gradient in the adapter dtype, the input's and the weight's gradients
+        backward = max(backward, n * (o + i) * a + o * i * a - earlier)
+    params = sum(k * rows * cols for k, rows, cols in tensors)
+    note = (
+        f"OSF on {', '.join(sorted({m.name for m in matrices}))} ({params:,} trained), as PEFT before 0.21 ran it: "
+        "each target's weight rebuilt from its SVD in every forward"
+    )
+    saved = n * per_token + per_forward
     mlp = (n * mlp_tokens + mlp_forward) // layers
     return Method(
         params, tensors, a, tk, saved, saved // layers, note, mlp, backward, buffers=buffers, forward_transient=forward

@@ -313,6 +313,8 @@ def adapter_phases(
     adapter = wl.adapter
     assert adapter is not None
     adapters.check_supported(shape, adapter)
+    if wl.versions and "peft" in wl.versions:
+        notes.append(peft_methods.PEFT_PINNED.format(wl.versions["peft"]))
     encdec = shape.architecture is Architecture.encoder_decoder
     if encdec and adapter.type is not AdapterType.lora:
         raise SpecError(f"workload.adapter.type: {adapter.type.value} is modelled for decoder models; use lora")

@@ -63,6 +63,12 @@ def deepspeed_release(versions: dict[str, str] | None) -> tuple[int, int, int] |
     return None if text is None else release_key(text, "deepspeed", "0.8.3")
 
 
+def peft_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
+    """The pinned PEFT release (``workload.versions.peft``), or None (today's behaviour)."""
+    text = (versions or {}).get("peft")
+    return None if text is None else release_key(text, "peft", "0.19.1")
+
+
 def nccl_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
     """The pinned NCCL release (``workload.versions.nccl``), or None (the one PyTorch brings)."""
     text = (versions or {}).get("nccl")
@@ -114,8 +120,12 @@ def torch_rules(wl: Any) -> None:
         raise ValueError(str(exc).removeprefix("workload.")) from None
     try:
         nccl_release(wl.versions)
+        peft_release(wl.versions)
     except SpecError as exc:
         raise ValueError(str(exc).removeprefix("workload.")) from None
+    peft = (wl.versions or {}).get("peft")
+    if peft is not None and (wl.adapter is None or wl.adapter.framework != "peft"):
+        raise ValueError(f"versions.peft: {peft} names a PEFT release, but the workload has no PEFT adapter")
     if release is None:
         return
     text = wl.versions["torch"]
