@@ -51,28 +51,31 @@ def known_libraries(value: Any) -> Any:
     return value
 
 
+#: A release of each library, for error messages.
+RELEASE_EXAMPLES = {"torch": "1.13.1", "deepspeed": "0.8.3", "peft": "0.19.1", "nccl": "2.21.5"}
+
+
+def pinned_release(versions: dict[str, str] | None, library: str) -> tuple[int, int, int] | None:
+    """The release ``workload.versions.<library>`` pins, or None (today's behaviour; for NCCL, the one
+    PyTorch brings)."""
+    text = (versions or {}).get(library)
+    return None if text is None else release_key(text, library, RELEASE_EXAMPLES[library])
+
+
 def torch_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
-    """The pinned PyTorch release (``workload.versions.torch``), or None (today's behaviour)."""
-    text = (versions or {}).get("torch")
-    return None if text is None else release_key(text, "torch", "1.13.1")
+    return pinned_release(versions, "torch")
 
 
 def deepspeed_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
-    """The pinned DeepSpeed release (``workload.versions.deepspeed``), or None (today's behaviour)."""
-    text = (versions or {}).get("deepspeed")
-    return None if text is None else release_key(text, "deepspeed", "0.8.3")
+    return pinned_release(versions, "deepspeed")
 
 
 def peft_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
-    """The pinned PEFT release (``workload.versions.peft``), or None (today's behaviour)."""
-    text = (versions or {}).get("peft")
-    return None if text is None else release_key(text, "peft", "0.19.1")
+    return pinned_release(versions, "peft")
 
 
 def nccl_release(versions: dict[str, str] | None) -> tuple[int, int, int] | None:
-    """The pinned NCCL release (``workload.versions.nccl``), or None (the one PyTorch brings)."""
-    text = (versions or {}).get("nccl")
-    return None if text is None else release_key(text, "nccl", "2.21.5")
+    return pinned_release(versions, "nccl")
 
 
 def zeroes_gradients_in_place(versions: dict[str, str] | None) -> bool:
@@ -101,7 +104,7 @@ def torch_defaults(data: object) -> object:
     if not isinstance(text, str):
         return data
     try:
-        old = release_key(text, "torch", "1.13.1") < TORCH_2
+        old = release_key(text, "torch", RELEASE_EXAMPLES["torch"]) < TORCH_2
     except SpecError:
         return data
     if not old:
