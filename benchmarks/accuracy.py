@@ -27,7 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc.engine import estimate  # noqa: E402
+from vramcalc.families import estimate  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from vramcalc.api import estimate as estimate_on_card
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -20,8 +20,8 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc.engine import estimate  # noqa: E402
-from vramcalc.llm.phases import kvcache  # noqa: E402
+from vramcalc.families import estimate  # noqa: E402
+from vramcalc.families.llm import kvcache  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import measured_cases as mc  # noqa: E402
 
 from vramcalc.api import estimate as estimate_on_card  # noqa: E402
-from vramcalc.engine import estimate  # noqa: E402
 from vramcalc.errors import VramcalcError  # noqa: E402
-from vramcalc.llm.phases import kvcache  # noqa: E402
+from vramcalc.families import estimate  # noqa: E402
+from vramcalc.families.llm import kvcache  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 DEFAULT_CALIBRATION = ROOT.parent / "shared" / "calibration"

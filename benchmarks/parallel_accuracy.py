@@ -31,7 +31,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc.engine import estimate  # noqa: E402
+from vramcalc.families import estimate  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 CASES = ROOT / "benchmarks" / "data" / "measured_multi_gpu.yaml"

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vramcalc.engine import estimate  # noqa: E402
+from vramcalc.families import estimate  # noqa: E402
 from vramcalc.hardware.lookup import get_gpu  # noqa: E402
 from vramcalc.planning.budget import budget_for  # noqa: E402
 from vramcalc.planning.limits import max_batch, with_workload  # noqa: E402

@@ -47,8 +47,8 @@ import measured_cases as mc  # noqa: E402
 import measured_score as ms  # noqa: E402
 
 from vramcalc.core.estimate import LONG_LIVED, Estimate  # noqa: E402
-from vramcalc.engine import estimate  # noqa: E402
 from vramcalc.errors import VramcalcError  # noqa: E402
+from vramcalc.families import estimate  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 Rule = Callable[[Estimate], int]

@@ -164,7 +164,7 @@ def regenerate() -> None:
 
 def score() -> None:
     """vramcalc against every stored case (no torch needed)."""
-    from vramcalc.engine import estimate
+    from vramcalc.families import estimate
     from vramcalc.spec.load import parse_spec
 
     print(f"{'case':50s} {'tracer B':>14s} {'vramcalc B':>14s} {'error':>8s}")

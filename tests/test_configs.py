@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import load_spec
 
 CONFIGS = sorted((Path(__file__).resolve().parent.parent / "configs").glob("*.yaml"))

@@ -119,7 +119,7 @@ def estimate(
     (usable memory minus the reserve), ``headroom_bytes``. Without a card there is no verdict (the spec's
     ``target.gpu`` is not used, as on the command line) and ``reserve`` is an error. ``timeline`` adds the step
     timeline."""
-    from vramcalc.engine import estimate as run_estimate
+    from vramcalc.families import estimate as run_estimate
     from vramcalc.planning.budget import estimate_on
     from vramcalc.results.estimate import EstimateResult
 
@@ -137,7 +137,7 @@ def estimate(
         fit = fit_of(result, budget)
     steps = None
     if timeline:
-        from vramcalc.core.timeline import build_timeline
+        from vramcalc.families.timeline import build_timeline
 
         steps = build_timeline(loaded, result)
     return EstimateResult.of(result, budget, fit, steps)

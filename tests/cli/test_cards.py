@@ -36,7 +36,7 @@ def spec(tmp_path: Path) -> str:
 def measured(tmp_path: Path, hopper_or_newer: bool) -> str:
     """A "measured" run equal to the estimate on such a card (compare then exits 0: within tolerance). A
     custom card takes the 32 MiB cuBLAS workspace of Hopper and newer; the made-up lab card does not."""
-    from vramcalc.engine import estimate
+    from vramcalc.families import estimate
     from vramcalc.spec.load import parse_spec
 
     peak = estimate(parse_spec(yaml.safe_load(TINY_SPEC), "tiny"), hopper_or_newer=hopper_or_newer)

@@ -16,7 +16,7 @@ from vramcalc.core.optimizer import optimizer_state_bytes
 from vramcalc.core.params import linear_weight_params
 from vramcalc.core.resolve import resolve_model
 from vramcalc.core.workload import DTYPES
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 MiB = 2**20

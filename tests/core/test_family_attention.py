@@ -16,7 +16,7 @@ import pytest
 
 from vramcalc.core import activations as act
 from vramcalc.core.resolve import resolve_model
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]

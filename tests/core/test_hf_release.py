@@ -17,8 +17,8 @@ from vramcalc.choices import CrossEntropy
 from vramcalc.core import activations as act
 from vramcalc.core import hf_release, techniques
 from vramcalc.core.workload import resolve_workload
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm.generation import release_head_bytes
 from vramcalc.spec.load import parse_spec
 

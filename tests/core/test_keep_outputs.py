@@ -17,8 +17,8 @@ import pytest
 
 from vramcalc.core import techniques
 from vramcalc.core.workload import resolve_workload
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 from vramcalc.spec.models import Spec
 

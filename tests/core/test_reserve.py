@@ -19,7 +19,7 @@ from vramcalc.core.estimate import (
     ReserveRule,
     serves_vllm,
 )
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from vramcalc.core.resolve import resolve_model
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.hf_import import model_from_config
 from vramcalc.spec.load import parse_spec
 

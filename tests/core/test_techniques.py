@@ -16,8 +16,8 @@ import pytest
 
 from vramcalc.core import activations as act
 from vramcalc.core.workload import resolve_workload
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.models import Spec
 
 N_PARAMS = 10_034_176

@@ -1,5 +1,5 @@
 """Step timeline: its anchors are the estimator's phases, its peak is the estimate's peak, its
-in-between points follow the formulas documented in vramcalc/core/timeline.py, and its per-phase maxima
+in-between points follow the formulas documented in vramcalc/families/timeline.py, and its per-phase maxima
 agree with the allocator-level tracer's measured phase peaks."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.core.timeline import Timeline, block_groups, build_timeline
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
+from vramcalc.families.timeline import Timeline, block_groups, build_timeline
 from vramcalc.spec.load import load_spec, override_workload, parse_spec
 from vramcalc.spec.models import Spec
 

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli.app import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.models import Spec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ import pytest
 from vramcalc.core.params import count_params
 from vramcalc.core.resolve import resolve_model
 from vramcalc.core.vision import resnet_params, stages
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 

@@ -66,8 +66,8 @@ def yaml_documents(draw: st.DrawFn) -> bytes:
 
 def check_yaml_library(data: bytes) -> None:
     """load_spec raises only SpecError (each line naming the file); an accepted spec estimates sanely."""
-    from vramcalc.engine import estimate
     from vramcalc.errors import SpecError
+    from vramcalc.families import estimate
     from vramcalc.spec.load import load_spec
 
     path = workspace().spec_file(data)

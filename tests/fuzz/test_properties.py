@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.core.workload import resolve_workload
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 PROPERTY = settings(

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from spec_texts import TINY_DECODER
 
-from vramcalc.engine import estimate
 from vramcalc.errors import UnitError, UnknownGPUError
+from vramcalc.families import estimate
 from vramcalc.hardware.bandwidth import (
     DEFAULT_HOST_EFFICIENCY,
     DEFAULT_MEMORY_EFFICIENCY,

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data"

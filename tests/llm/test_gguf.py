@@ -14,8 +14,8 @@ import pytest
 
 from vramcalc.core.params import count_params
 from vramcalc.core.resolve import resolve_model
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm import gguf
 from vramcalc.spec.load import parse_spec
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from vramcalc.choices import KvCacheDtype
 from vramcalc.cli import app
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm import kvcache
 from vramcalc.spec.load import parse_spec
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 #: falcon-7b's LM head, 65,024 x 4,544 (litgpt's padded vocabulary; its own head, never tied)

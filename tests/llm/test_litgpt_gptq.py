@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

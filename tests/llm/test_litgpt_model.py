@@ -11,7 +11,7 @@ from typing import Any
 from vramcalc.core import activations as act
 from vramcalc.core.resolve import resolve_model
 from vramcalc.core.techniques import litgpt_loss_bytes
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 ADAPTER = {"rank": 8, "alpha": 16, "targets": ["q", "v"], "framework": "litgpt"}

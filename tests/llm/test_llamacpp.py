@@ -27,7 +27,7 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.llm import llamacpp
 from vramcalc.spec.load import parse_spec
 from vramcalc.units import MiB

@@ -12,8 +12,8 @@ import pytest
 
 from vramcalc.choices import Attention
 from vramcalc.core import activations as act
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm import adapters, lora_encdec
 from vramcalc.spec.load import parse_spec
 

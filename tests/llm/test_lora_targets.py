@@ -19,8 +19,8 @@ import pytest
 
 from vramcalc.choices import Architecture, Mlp
 from vramcalc.core import activations as act
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm import adapters, lora_targets
 from vramcalc.spec.load import parse_spec
 

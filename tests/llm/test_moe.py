@@ -9,8 +9,8 @@ import pytest
 from vramcalc.core.params import active_params, moe_param_delta
 from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import MoeShape, moe_layers, routed_rows
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 MIXTRAL = {

@@ -15,8 +15,8 @@ from vramcalc.choices import Attention
 from vramcalc.cli import app
 from vramcalc.core import activations as act
 from vramcalc.core.resolve import resolve_model
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm import adapters, peft_methods
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.load import parse_spec

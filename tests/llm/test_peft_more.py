@@ -13,8 +13,8 @@ from spec_texts import LLAMA32_3B, TINY_LLAMA
 
 from vramcalc.core import activations as act
 from vramcalc.core.resolve import resolve_model
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm import peft_more
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.load import parse_spec

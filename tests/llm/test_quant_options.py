@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 from vramcalc.units import GiB
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm.quantization import matrix_bytes, weight_bytes
 from vramcalc.spec.llm import QuantizationSpec as Q
 from vramcalc.spec.load import parse_spec

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 TINY = {

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from vramcalc.choices import QuantMethod
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.llm.quantization import Matrix, torchao_int8_call_bytes
 from vramcalc.spec.load import parse_spec
 

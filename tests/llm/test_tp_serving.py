@@ -17,8 +17,8 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import budget_for, fit_of
 from vramcalc.planning.stream import weights_from_spec

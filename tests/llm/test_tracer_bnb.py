@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "tracer_bnb.json"

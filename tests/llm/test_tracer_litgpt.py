@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"

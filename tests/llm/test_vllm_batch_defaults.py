@@ -21,7 +21,7 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.llm import vllm
 from vramcalc.planning.budget import budget_for, estimate_on

@@ -1,4 +1,4 @@
-"""LoRA / QLoRA training across GPUs (vramcalc/parallel/lora.py): one rank's share of a tiny 4-bit model,
+"""LoRA / QLoRA training across GPUs (vramcalc/families/lora_ranks.py): one rank's share of a tiny 4-bit model,
 bytes derived by hand in the comments, and the combinations that are refused."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 #: A Llama-shaped decoder: hidden 64, one head (head_dim 64), ffn 128, SwiGLU, vocabulary 32, 2 layers,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from cli_errors import estimate_error_line
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.parallel.nccl import communicator_bytes, groups, nccl_of_torch
 from vramcalc.planning.budget import budget_for, estimate_on

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import parse_spec
 
 ONE = 8 * 128 * 768 * 2  # one block input, fp16

@@ -19,8 +19,8 @@ from vramcalc.choices import Attention, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.resolve import resolve_model
 from vramcalc.core.workload import DTYPES
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.parallel.activations import stage_activations
 from vramcalc.parallel.layout import deepspeed_model_states_estimate, resolve_plan, tp_local
 from vramcalc.spec.load import parse_spec

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from spec_texts import ROUND_MODEL
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.parallel.zero3 import Coordinator, Module, Segment, gathered_peaks, trace
 from vramcalc.spec.load import parse_spec
 

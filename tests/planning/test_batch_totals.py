@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from spec_texts import TINY_MODEL  # the model of tests/core/test_dense.py's hand-derived cases
 
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.planning.batch_totals import BatchTotals
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.sweep import grid_totals

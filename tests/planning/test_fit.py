@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.hardware.catalog import load_catalog
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import Budget, budget_for

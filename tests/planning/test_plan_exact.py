@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import Budget, budget_for
 from vramcalc.planning.plan_cost import step_cost

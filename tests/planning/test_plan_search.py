@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.plan_search import combinations, search_plans
 from vramcalc.spec.load import parse_spec
@@ -175,7 +175,7 @@ def test_estimate_table_says_per_gpu_and_host_memory(write_spec: Any) -> None:
 
 def test_core_modules_do_not_import_cli_libraries() -> None:
     modules = (
-        "vramcalc.parallel.layout, vramcalc.parallel.phases, vramcalc.parallel.activations, "
+        "vramcalc.parallel.layout, vramcalc.families.per_rank, vramcalc.parallel.activations, "
         "vramcalc.planning.plan_search"
     )
     code = (

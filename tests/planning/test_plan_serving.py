@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import budget_for
 from vramcalc.planning.plan_layouts import best_plans

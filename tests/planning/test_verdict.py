@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.hardware.catalog import load_catalog
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import budget_for, fit_of

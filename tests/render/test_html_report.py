@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.core.timeline import build_timeline
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
+from vramcalc.families.timeline import build_timeline
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import budget_for, fit_of
 from vramcalc.render.html_report import COLOURS, ReportEntry, axis_max_bytes, render_report, tick_step_gib

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.hardware import bandwidth as bw
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import budget_for, estimate_on, fit_of

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.model_flag import spec_with_model
 from vramcalc.spec.presets import catalog, find_model, normalise
 

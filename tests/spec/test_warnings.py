@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.spec.load import override_workload, parse_spec
 
 LLAMA_LIKE = {"architecture": "decoder", "layers": 2, "hidden_size": 256, "heads": 8, "vocab_size": 1000}

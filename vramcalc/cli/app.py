@@ -172,7 +172,7 @@ def estimate(
         if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config", "model")
     }
     from vramcalc.cli.inputs import load_for_estimate
-    from vramcalc.engine import estimate as run_estimate
+    from vramcalc.families import estimate as run_estimate
     from vramcalc.planning.budget import estimate_on
     from vramcalc.render.estimate import render_estimate
 
@@ -193,7 +193,7 @@ def estimate(
 
         steps = None
         if timeline:
-            from vramcalc.core.timeline import build_timeline
+            from vramcalc.families.timeline import build_timeline
 
             steps = build_timeline(loaded, result)
         print_json(EstimateResult.of(result, budget, fit, steps).to_dict())

@@ -33,7 +33,7 @@ def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tup
     """Load one spec (errors name the file), the card ``--gpu`` names with the spec's reserve (or
     ``--reserve``), and the estimate for that card's workspace size."""
     from vramcalc.cli._common import card_budget, load_spec_file, user_errors
-    from vramcalc.engine import estimate
+    from vramcalc.families import estimate
     from vramcalc.planning.budget import estimate_on
 
     with user_errors(str(path)):
@@ -43,7 +43,7 @@ def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tup
 
 
 def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntry:
-    from vramcalc.core.timeline import build_timeline
+    from vramcalc.families.timeline import build_timeline
     from vramcalc.planning.budget import fit_of
     from vramcalc.render.html_report import ReportEntry
 
@@ -153,7 +153,7 @@ compare.__doc__ = (compare.__doc__ or "").replace("{snippet}", SNIPPET.replace("
 def print_timeline(spec: Spec, result: Estimate, budget: Budget | None) -> None:
     """``estimate --timeline``: the terminal timeline, with the card's allocation budget when given."""
     from vramcalc.cli._common import stdout
-    from vramcalc.core.timeline import allocation_budget_bytes, build_timeline
+    from vramcalc.families.timeline import allocation_budget_bytes, build_timeline
     from vramcalc.render.timeline import render_timeline
 
     tensors = allocation_budget_bytes(budget.available_bytes, result) if budget is not None else None

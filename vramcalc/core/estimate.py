@@ -60,7 +60,7 @@ COMPONENTS = (
     "temporaries",
     "workspace",
     "kv_cache",
-    # several GPUs (vramcalc/parallel/phases.py): ZeRO-3/FSDP unsharded working set, DeepSpeed buckets
+    # several GPUs (vramcalc/families/per_rank.py): ZeRO-3/FSDP unsharded working set, DeepSpeed buckets
     "gathered_parameters",
     "communication_buffers",
 )
@@ -80,8 +80,8 @@ class Estimate:
     phase_components: dict[str, dict[str, int]]
     overhead: dict[str, int]
     assumptions: list[str] = field(default_factory=list)
-    llm: Any = None  # vramcalc.llm.phases.LlmDetails: KV cache, adapter, experts, quantization
-    parallel: Any = None  # vramcalc.parallel.phases.ParallelDetails: plan, stage, host memory
+    llm: Any = None  # vramcalc.families.llm.LlmDetails: KV cache, adapter, experts, quantization
+    parallel: Any = None  # vramcalc.families.per_rank.ParallelDetails: plan, stage, host memory
     host_bytes: int = 0  # one GPU: host memory of optimizer_offload / activation_offloading (core/techniques.py)
 
     @property

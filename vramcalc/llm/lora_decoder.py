@@ -1,5 +1,6 @@
 """A decoder's LoRA / QLoRA step: PEFT's k-bit preparation, what bitsandbytes keeps, the frozen decoder's
-saved activations (:mod:`vramcalc.llm.adapters`) and its transients, for :func:`vramcalc.llm.phases.adapter_phases`."""
+saved activations (:mod:`vramcalc.llm.adapters`) and its transients, for
+:func:`vramcalc.families.llm.adapter_phases`."""
 
 from __future__ import annotations
 

@@ -251,7 +251,7 @@ def method_phases(
     spec: object, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], notes: list[str]
 ) -> tuple[dict[str, dict[str, int]], int, int]:
     """Training step of a frozen base with the method's trainable parameters (forward, backward, optimizer),
-    as :func:`vramcalc.llm.phases.adapter_phases` assembles LoRA's; with the trainable and the frozen
+    as :func:`vramcalc.families.llm.adapter_phases` assembles LoRA's; with the trainable and the frozen
     parameters the method adds."""
     from vramcalc.core import optimizer as optimizer_mod
     from vramcalc.core.workload import default_optimizer

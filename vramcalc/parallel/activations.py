@@ -1,4 +1,4 @@
-"""Saved activations of one rank of one pipeline stage, for :mod:`vramcalc.parallel.phases`.
+"""Saved activations of one rank of one pipeline stage, for :mod:`vramcalc.families.per_rank`.
 
 Pure. Per rank: one micro-batch of ``batch_size`` sequences of ``seq_len / context`` tokens; one TP
 rank's share of each block (:func:`vramcalc.core.activations.layer_saved_split`: the split part divided by

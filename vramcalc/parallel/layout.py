@@ -1,7 +1,7 @@
 """Multi-GPU plans: validation and the per-rank layout of parameters, gradients and optimizer states.
 
 Pure (no I/O, neither typer nor rich). Every figure is per GPU ("rank"), never a sum over cards.
-:mod:`vramcalc.parallel.phases` turns these figures and the per-rank activations into the step's phases.
+:mod:`vramcalc.families.per_rank` turns these figures and the per-rank activations into the step's phases.
 
 Bytes per parameter before sharding (``Layout``), by precision and framework:
 

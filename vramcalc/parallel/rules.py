@@ -30,9 +30,9 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
     if model.experts is not None:
         raise SpecError(f"{key}: not modelled for mixture-of-experts models (no expert parallelism)")
     given = [name for name in LLM_KEYS if getattr(wl, name) is not None]
-    if spec.parallel is not None and wl.adapter is not None:  # LoRA / QLoRA: vramcalc/parallel/lora.py
+    if spec.parallel is not None and wl.adapter is not None:  # LoRA / QLoRA: vramcalc/families/lora_ranks.py
         given = [name for name in given if name not in ("adapter", "quantization")]
-    if given and wl.mode is Mode.train:  # serving (mode: inference) is vramcalc/parallel/serving.py
+    if given and wl.mode is Mode.train:  # serving (mode: inference) is vramcalc/families/serving.py
         raise SpecError(f"{key}: not modelled together with workload.{given[0]} in training (an LLM workload key)")
     if wl.mode is Mode.train and zeroes_gradients_in_place(wl.versions):  # gradients zeroed in place: one GPU only
         raise SpecError(

@@ -35,7 +35,7 @@ from vramcalc.core.workload import (
     resolve_workload,
     workspace_bytes,
 )
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.spec.load import override_workload
 from vramcalc.spec.models import Spec, uses_llm_keys
 from vramcalc.spec.techniques import given_techniques

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 
 from vramcalc.core.estimate import Estimate
-from vramcalc.engine import estimate
+from vramcalc.families import estimate
 from vramcalc.hardware.catalog import GPU
 from vramcalc.llm import kvcache, vllm
 from vramcalc.spec.models import Spec

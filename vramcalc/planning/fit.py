@@ -27,8 +27,8 @@ from typing import Any
 
 from vramcalc.choices import Mode, Precision
 from vramcalc.core.estimate import Estimate
-from vramcalc.engine import estimate
 from vramcalc.errors import SpecError
+from vramcalc.families import estimate
 from vramcalc.hardware.catalog import GPU
 from vramcalc.llm.vllm import Card
 from vramcalc.parallel.rules import LLM_KEYS, check_supported
@@ -308,7 +308,7 @@ class ShardSearch:
     def tensor_parallel(self, budget: Budget) -> Suggestion | None:
         """For an inference or serving spec without a parallel section: the fewest GPUs of tensor
         parallelism that fit (up to 8, one node), or when the run is planned for several GPUs exactly those.
-        A serving spec is estimated per GPU as vLLM shards it (vramcalc/parallel/serving.py)."""
+        A serving spec is estimated per GPU as vLLM shards it (vramcalc/families/serving.py)."""
         spec, wl = self.spec, self.spec.workload
         if wl.mode is Mode.train or spec.parallel is not None:
             return None

@@ -48,7 +48,7 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     from vramcalc.core.params import active_params
     from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
-    from vramcalc.engine import estimate
+    from vramcalc.families import estimate
     from vramcalc.llm.kvcache import self_attention_layers
     from vramcalc.llm.llamacpp import bytes_per_token
     from vramcalc.spec.load import load_spec_arg
@@ -165,9 +165,9 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     from vramcalc.choices import KvCacheDtype, Mode
     from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
-    from vramcalc.engine import estimate
+    from vramcalc.families import estimate
+    from vramcalc.families.serving import rank_shape
     from vramcalc.llm.kvcache import shape_bytes_per_token
-    from vramcalc.parallel.serving import rank_shape
     from vramcalc.spec.models import is_generation
 
     result = estimate(spec)

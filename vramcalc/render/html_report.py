@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramcalc.core.estimate import COMPONENTS, Estimate
-from vramcalc.core.timeline import Timeline, allocation_budget_bytes
+from vramcalc.families.timeline import Timeline, allocation_budget_bytes
 from vramcalc.planning.budget import Budget, Fit
 from vramcalc.render.escape import html_text
 from vramcalc.render.text import LABELS, gib

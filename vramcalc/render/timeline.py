@@ -1,7 +1,7 @@
 """Terminal timeline (``vramcalc estimate SPEC --timeline``; its JSON form is
 :class:`vramcalc.results.timeline.TimelineResult`).
 
-One row per point of :mod:`vramcalc.core.timeline`, time running down the page; each bar is stacked by
+One row per point of :mod:`vramcalc.families.timeline`, time running down the page; each bar is stacked by
 component (a glyph and a colour each, so it reads without colour too), the peak row is marked with
 its phase and reason, and with ``--gpu`` a ``│`` marks the allocation budget (usable - overhead).
 """
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vramcalc.core.timeline import Timeline
+from vramcalc.families.timeline import Timeline
 from vramcalc.render.text import LABELS, gib, print_wrapped
 
 #: Widest bar; narrower when the terminal is (never under MIN_BAR_WIDTH).

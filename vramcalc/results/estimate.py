@@ -16,7 +16,7 @@ from vramcalc.results.timeline import TimelineResult
 
 if TYPE_CHECKING:
     from vramcalc.core.estimate import Estimate
-    from vramcalc.core.timeline import Timeline
+    from vramcalc.families.timeline import Timeline
     from vramcalc.parallel.layout import ParallelDetails
     from vramcalc.planning.budget import Budget, Fit
 

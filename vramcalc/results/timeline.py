@@ -9,7 +9,7 @@ from pydantic import Field
 from vramcalc.results.base import Result
 
 if TYPE_CHECKING:
-    from vramcalc.core.timeline import Point, Timeline
+    from vramcalc.families.timeline import Point, Timeline
 
 
 class TimelinePoint(Result):

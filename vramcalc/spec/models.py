@@ -387,7 +387,7 @@ def is_generation(wl: Workload) -> bool:
 
 def uses_llm_keys(spec: Spec) -> bool:
     """Whether the spec uses any of the LLM keys (quantization, adapter, experts, KV cache, generation):
-    then vramcalc/llm/phases.py estimates it, else the estimator's own paths run (without importing it)."""
+    then vramcalc/families/llm.py estimates it, else the estimator's own paths run (without importing it)."""
     wl, m = spec.workload, spec.model
     generation = wl.mode is Mode.inference and is_generation(wl)
     return (

@@ -37,7 +37,7 @@ def workload_rules(wl: Any) -> None:
     if wl.optimizer_in_backward and wl.optimizer_offload == "cpu":
         raise ValueError("optimizer_offload: not modelled together with optimizer_in_backward")
     if wl.adapter is not None:
-        for key in TECHNIQUE_KEYS[:-1]:  # keep_outputs: LoRA and DoRA (vramcalc/llm/phases.py)
+        for key in TECHNIQUE_KEYS[:-1]:  # keep_outputs: LoRA and DoRA (vramcalc/families/llm.py)
             if key in given:
                 raise ValueError(f"{key}: only modelled for full fine-tuning (not with adapter)")
 

@@ -1,8 +1,8 @@
 """LoRA and QLoRA training across GPUs: one data-parallel rank under DDP, DeepSpeed ZeRO or FSDP. Pure.
 
-Every rank runs the single-GPU LoRA step on its own micro-batch (:func:`vramcalc.llm.phases.adapter_phases`:
+Every rank runs the single-GPU LoRA step on its own micro-batch (:func:`vramcalc.families.llm.adapter_phases`:
 the same activations, gradient checkpointing, bitsandbytes release rules and dequantization buffers) and
-holds its share of the model states, divided as for dense training (:mod:`vramcalc.parallel.phases`):
+holds its share of the model states, divided as for dense training (:mod:`vramcalc.families.per_rank`):
 
 * **frozen base**: whole on every rank under DDP and ZeRO-1/2; divided over the shard group under ZeRO-3
   and FSDP (full_shard, hybrid; shard_grad_op at rest). A bitsandbytes 4-bit base is divided as its packed
@@ -52,11 +52,11 @@ from vramcalc.core.params import layer_params
 from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
 from vramcalc.errors import SpecError
+from vramcalc.families import llm
+from vramcalc.families.per_rank import params_sharded, shard_div
 from vramcalc.llm import adapters, quantization
-from vramcalc.llm import phases as llm
 from vramcalc.parallel import zero3
 from vramcalc.parallel.layout import FP32, MIXED, ParallelDetails, Plan, resolve_plan
-from vramcalc.parallel.phases import params_sharded, shard_div
 from vramcalc.spec.llm import BNB_4BIT
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy

@@ -40,7 +40,7 @@ from vramcalc.core.params import embedding_params, head_params, layer_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
 from vramcalc.errors import SpecError
-from vramcalc.llm import phases as llm
+from vramcalc.families import llm
 from vramcalc.parallel.layout import ParallelDetails, Plan, resolve_plan
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec

@@ -32,19 +32,19 @@ def estimate(
     one is named (vLLM's default batch sizes depend on it, vramcalc/llm/vllm.py); ``interconnect``: how that
     card's GPUs talk, unless the spec's ``parallel.interconnect`` says (NCCL's buffers across GPUs)."""
     if spec.parallel is not None and spec.workload.mode is Mode.inference and uses_llm_keys(spec):
-        from vramcalc.parallel.serving import serving_estimate  # serving across GPUs: per rank
+        from vramcalc.families.serving import serving_estimate  # serving across GPUs: per rank
 
         phases, n_params, assumptions, ranked, details = serving_estimate(spec, hopper_or_newer=hopper_or_newer)
         return dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
     wl = spec.workload
     if spec.parallel is not None and wl.mode is Mode.train and (wl.adapter or wl.quantization) is not None:
-        from vramcalc.parallel.lora import adapter_rank_estimate  # LoRA / QLoRA across GPUs: per rank
+        from vramcalc.families.lora_ranks import adapter_rank_estimate  # LoRA / QLoRA across GPUs: per rank
 
         phases, n_params, assumptions, ranked, details = adapter_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
         result = dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked, llm=details)
         return _with_nccl(result, spec, hopper_or_newer, interconnect)
     if spec.parallel is not None or wl.precision in (Precision.mixed_fp16, Precision.mixed_bf16):
-        from vramcalc.parallel.phases import per_rank_estimate  # several GPUs: every figure per rank
+        from vramcalc.families.per_rank import per_rank_estimate  # several GPUs: every figure per rank
 
         phases, n_params, assumptions, ranked = per_rank_estimate(spec, hopper_or_newer=hopper_or_newer)
         result = dataclasses.replace(assemble(spec, n_params, phases, assumptions), parallel=ranked)
@@ -67,7 +67,7 @@ def estimate(
     if not hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
     if uses_llm_keys(spec):
-        from vramcalc.llm import phases as llm
+        from vramcalc.families import llm
 
         phases, details = llm.llm_phases(work, base, assumptions, card)
         result = assemble(spec, work.n_params + details.frozen_adapter_params, phases, assumptions)
