@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from vramcalc.core.allocator import load_rounding_bytes, weights_rounding_bytes  # noqa: E402
 from vramcalc.core.params import count_params  # noqa: E402
-from vramcalc.core.workload import resolve_workload  # noqa: E402
+from vramcalc.families.resolve import resolve_workload  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 BF16 = 2

@@ -130,6 +130,41 @@ def _child(args: list[str], out_fd: int, err_fd: int) -> None:
     os._exit(code)
 
 
+#: Modules every child would import again: imported once in the parent, so a child starts warm.
+WARM = (
+    "vramcalc.cli.app",
+    "vramcalc.spec.load",
+    "vramcalc.spec.presets",
+    "vramcalc.hardware.lookup",
+    "vramcalc.hardware.bandwidth",
+    "vramcalc.families",
+    "vramcalc.families.llm",
+    "vramcalc.families.per_rank",
+    "vramcalc.planning.check",
+    "vramcalc.planning.fit",
+    "vramcalc.planning.limits",
+    "vramcalc.planning.sweep",
+    "vramcalc.planning.plan_layouts",
+    "vramcalc.render.estimate",
+    "vramcalc.render.check",
+    "vramcalc.render.planning",
+    "vramcalc.render.html_report",
+    "vramcalc.results.estimate",
+    "rich.console",
+    "rich.table",
+)
+
+
+def _warm() -> None:
+    import importlib
+
+    for name in WARM:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a build without that module
+            pass
+
+
 def record(args: list[str]) -> dict[str, object]:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         pid = os.fork()
@@ -151,6 +186,7 @@ def compare(old_path: Path, new_path: Path) -> int:
         return {json.dumps(r["args"]): r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines())}
 
     old, new = load(old_path), load(new_path)
+    old = {key: record for key, record in old.items() if key in new} if len(new) < len(old) else old
     differing = [key for key in old if key in new and old[key] != new[key]]
     for key in differing:
         fields = [f for f in ("exit", "stdout", "stderr") if old[key][f] != new[key][f]]
@@ -173,6 +209,7 @@ def main() -> int:
     parser.add_argument("out", nargs="?", type=Path)
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("OLD", "NEW"))
+    parser.add_argument("--sample", type=int, default=1, metavar="K", help="record every K-th invocation only")
     args = parser.parse_args()
     if args.compare:
         return compare(*args.compare)
@@ -180,9 +217,9 @@ def main() -> int:
         parser.error("give OUT.jsonl or --compare OLD NEW")
     _set_terminal()
     os.chdir(ROOT)
-    import vramcalc.cli.app  # noqa: F401  # imported once; every child starts from here
+    _warm()
 
-    runs = invocations()
+    runs = invocations()[:: args.sample]
     with ThreadPoolExecutor(args.jobs) as pool, args.out.open("w", encoding="utf-8") as out:
         for done in pool.map(record, runs):
             out.write(json.dumps(done, sort_keys=True) + "\n")

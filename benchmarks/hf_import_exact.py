@@ -57,7 +57,7 @@ def transformers_count(path: Path) -> int:
 def vramcalc_count(path: Path) -> int:
     """vramcalc's parameter count of the spec ``vramcalc import`` makes of the config."""
     from vramcalc.core.params import count_params
-    from vramcalc.core.resolve import resolve_model
+    from vramcalc.families.resolve import resolve_model
     from vramcalc.spec.hf_import import count_workload, model_from_config, read_config, validated_spec
 
     config = read_config(path)

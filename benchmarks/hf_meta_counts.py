@@ -390,7 +390,7 @@ def transformers_count(case: str) -> int:
 def vramcalc_count(case: str) -> int:
     """vramcalc's exact count of the case's spec."""
     from vramcalc.core.params import count_params
-    from vramcalc.core.resolve import resolve_model
+    from vramcalc.families.resolve import resolve_model
     from vramcalc.spec.models import ModelSpec, Workload
 
     model = {k: v for k, v in CASES[case][3].items() if v is not None}

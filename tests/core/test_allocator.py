@@ -18,8 +18,8 @@ import pytest
 
 from vramcalc.core.allocator import load_rounding_bytes, weights_rounding_bytes
 from vramcalc.core.params import count_params, load_order
-from vramcalc.core.workload import resolve_workload
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.load import load_spec, parse_spec
 from vramcalc.units import MiB
 

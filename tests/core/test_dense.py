@@ -14,9 +14,9 @@ from vramcalc.core import activations as act
 from vramcalc.core.estimate import COMPONENTS
 from vramcalc.core.optimizer import optimizer_state_bytes
 from vramcalc.core.params import linear_weight_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.workload import DTYPES
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
 
 MiB = 2**20

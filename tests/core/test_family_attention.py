@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from vramcalc.core import activations as act
-from vramcalc.core.resolve import resolve_model
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]

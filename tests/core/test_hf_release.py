@@ -1,7 +1,7 @@
 """What older transformers releases allocated (``workload.versions.transformers``), on tiny models.
 
 Every expected figure is derived by hand from the released wheels' source (cited in
-vramcalc/core/hf_release.py): ``transformers/models/opt/modeling_opt.py`` (the ``torch.max`` clamp up to
+vramcalc/stacks/transformers.py): ``transformers/models/opt/modeling_opt.py`` (the ``torch.max`` clamp up to
 4.48.x), the ``register_buffer("bias", torch.tril(torch.ones((max_positions, max_positions),
 dtype=torch.bool)) ...)`` of GPT-J (up to 4.44.x), GPT-NeoX (up to 4.48.x) and GPT-2 (still in 5.0.0), and
 ``transformers/generation/utils.py`` (``outputs.logits.clone()[:, -1, :].float()`` in 4.45 and 4.46).
@@ -15,12 +15,13 @@ import pytest
 
 from vramcalc.choices import CrossEntropy
 from vramcalc.core import activations as act
-from vramcalc.core import hf_release, techniques
-from vramcalc.core.workload import resolve_workload
+from vramcalc.core import techniques
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.llm.generation import release_head_bytes
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import transformers as hf_release
 
 LAYERS, HIDDEN, HEADS, VOCAB, POSITIONS = 2, 64, 4, 1000, 64
 TINY_OPT = {
@@ -101,7 +102,7 @@ def test_gpt2_buffer_defaults_to_1024_positions_in_every_release_checked() -> No
     # GPT2Attention registers bias of n_positions (1,024 by default) squared in 4.40 and 5.0.0 alike
     for version in ("4.40.0", "5.0.0"):
         release = hf_release.resolve(version, "gpt2", layers=12, positions=0, fp16_scores=True, llama_like=False)
-        assert release is not None and release.causal_mask_bytes == 12 * 1024 * 1024
+        assert release.buffer_bytes == 12 * 1024 * 1024
 
 
 def prefill_head(model: dict[str, Any], version: str) -> int:
@@ -144,7 +145,7 @@ def test_default_model_type_only_changes_opt_eager_scores() -> None:
     assert delta == 8_192
     for workload in ({"attention": "sdpa"}, {"mode": "inference"}):
         assert estimate(spec(plain, **workload)).phases == estimate(spec(TINY_OPT, **workload)).phases
-    assert resolve_workload(spec(TINY_OPT)).shape.hf_release is None
+    assert not resolve_workload(spec(TINY_OPT)).shape.code.pinned
 
 
 def test_dev_suffix_is_the_release_it_became() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from vramcalc.core import techniques
-from vramcalc.core.workload import resolve_workload
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.load import parse_spec
 from vramcalc.spec.models import Spec
 

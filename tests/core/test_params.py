@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from vramcalc.core.params import count_params
-from vramcalc.core.resolve import resolve_model
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.models import ModelSpec, Workload
 
 

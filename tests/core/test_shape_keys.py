@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from vramcalc.core.params import active_params, count_params, linear_weight_params, param_tensors
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.models import ModelSpec, Workload
 
 LLAMA = {

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.core.resolve import resolve_model
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.hf_import import model_from_config
 from vramcalc.spec.load import parse_spec
 

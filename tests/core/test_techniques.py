@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from vramcalc.core import activations as act
-from vramcalc.core.workload import resolve_workload
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.models import Spec
 
 N_PARAMS = 10_034_176

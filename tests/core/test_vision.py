@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from vramcalc.core.params import count_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.vision import resnet_params, stages
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
 
 

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import COMPONENTS, Estimate
-from vramcalc.core.workload import resolve_workload
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model, resolve_workload
 from vramcalc.spec.load import parse_spec
 
 PROPERTY = settings(
@@ -192,7 +192,6 @@ def test_inference_never_exceeds_training(doc: dict[str, Any]) -> None:
 def eager_upcast(doc: dict[str, Any]) -> tuple[bool, bool]:
     """(eager attention whose softmax runs in fp32 as in Llama and T5, with attention dropout)."""
     from vramcalc.choices import Norm
-    from vramcalc.core.resolve import resolve_model
 
     spec = parse_spec(doc)
     shape, _ = resolve_model(spec.model, spec.workload)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vramcalc.core.params import active_params, expert_params
-from vramcalc.core.resolve import resolve_model
+from vramcalc.families.resolve import resolve_model
 from vramcalc.hardware.bandwidth import analyse
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.hardware.weights import expected_experts

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from cli_errors import estimate_error_line
 
-from vramcalc.core.workload import resolve_workload
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.llm import peft_boft
 from vramcalc.spec.load import parse_spec
 from vramcalc.spec.versions import peft_release

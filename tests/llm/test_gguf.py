@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from vramcalc.core.params import count_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.llm import gguf
 from vramcalc.spec.load import parse_spec
 

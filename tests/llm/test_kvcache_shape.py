@@ -6,8 +6,8 @@ from typing import Any
 
 from vramcalc.choices import KvCacheDtype
 from vramcalc.core.params import active_params, count_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import ModelShape
+from vramcalc.families.resolve import resolve_model
 from vramcalc.llm import kvcache
 from vramcalc.spec.models import ModelSpec, Workload
 

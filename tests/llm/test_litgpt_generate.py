@@ -1,5 +1,5 @@
 """``runtime: litgpt``: litgpt's ``generate/base.py`` through Lightning's ``BitsandbytesPrecision``
-(vramcalc/llm/generation.py, vramcalc/llm/litgpt.py), by hand from litgpt's source at 982abcbc
+(vramcalc/llm/generation.py, vramcalc/stacks/litgpt.py), by hand from litgpt's source at 982abcbc
 (generate/base.py, lit_gpt/model.py ``set_kv_cache``) and Lightning's plugin (``_quantize_weight``,
 ``_quantize_on_load_hook``), and against litgpt's published falcon-7b figures (tutorials/quantize.md at
 982abcbc, A100 40GB, ``torch.cuda.max_memory_allocated() / 1e9``)."""

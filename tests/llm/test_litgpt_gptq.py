@@ -1,4 +1,4 @@
-"""``runtime: litgpt`` with ``quantization: gptq``: litgpt's own ``gptq.int4`` (vramcalc/llm/litgpt.py).
+"""``runtime: litgpt`` with ``quantization: gptq``: litgpt's own ``gptq.int4`` (vramcalc/stacks/litgpt.py).
 
 Expected values are worked out by hand from litgpt's source at commit 8641822 (quantize/gptq.py:
 ``ColBlockQuantizedLinear`` lines 226-255 and ``qlinear_4bit_weight`` lines 177-222; generate/base.py lines

@@ -1,4 +1,4 @@
-"""litgpt's own model code under ``adapter.framework: litgpt`` (vramcalc/core/hf_release.py ``litgpt_model``,
+"""litgpt's own model code under ``adapter.framework: litgpt`` (vramcalc/stacks/transformers.py ``litgpt_model``,
 vramcalc/core/techniques.py ``litgpt_loss_bytes``, vramcalc/llm/bnb.py ``lightning_load_copy``), by hand from
 litgpt's source at commit 8641822 (lit_gpt/model.py, lit_gpt/lora.py, lit_gpt/utils.py, finetune/lora.py) and
 Lightning's ``BitsandbytesPrecision`` (lightning/fabric/plugins/precision/bitsandbytes.py). The whole steps
@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from vramcalc.core import activations as act
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.techniques import litgpt_loss_bytes
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
 
 ADAPTER = {"rank": 8, "alpha": 16, "targets": ["q", "v"], "framework": "litgpt"}
@@ -37,7 +37,7 @@ def test_gelu_is_one_kernel_and_the_model_is_litgpts() -> None:
     # phi-1.5 in transformers uses the Python gelu_new; litgpt's GptNeoxMLP calls F.gelu(approximate="tanh")
     s = spec({"preset": "phi-1.5"})
     shape, notes = resolve_model(s.model, s.workload)
-    assert (shape.model_type, shape.mlp.value, shape.fused_qkv) == ("litgpt", "gelu", True)
+    assert (shape.code.attention_output_copied, shape.mlp.value, shape.fused_qkv) == (True, "gelu", True)
     assert any(n.startswith("adapter.framework litgpt: litgpt's own model code") for n in notes)
 
 

@@ -34,7 +34,7 @@ def _spec(model: dict[str, Any], adapter: dict[str, Any], **workload: Any) -> An
 
 
 def _shape_and_matrices(targets: tuple[str, ...]) -> tuple[Any, list[adapters.LoraMatrix]]:
-    from vramcalc.core.resolve import resolve_model
+    from vramcalc.families.resolve import resolve_model
 
     spec = _spec(TINY, {"rank": 2, "targets": list(targets)})
     shape, _ = resolve_model(spec.model, spec.workload)

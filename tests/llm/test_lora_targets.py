@@ -143,7 +143,7 @@ def test_saved_activations_per_token() -> None:
     PEFT: one c_attn adapter per layer, fp32 (a = 4): the dropped input 768 x (4 + 1 mask) + lora_A's
     output 8 x 4 = 3,872 B; x 12 = 46,464 B a token. litgpt: bf16 (a = 2), one dropout of the input
     768 x (2 + 1) + after_A of 2 x 8 x 2 = 2,336 B; x 12 = 28,032 B a token."""
-    from vramcalc.core.resolve import resolve_model
+    from vramcalc.families.resolve import resolve_model
 
     parsed = parse_spec({"model": GPT2, "workload": {"batch_size": 1, "seq_len": 8}})
     shape, _ = resolve_model(parsed.model, parsed.workload)

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from vramcalc.core.params import active_params, moe_param_delta
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import MoeShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
 
 MIXTRAL = {

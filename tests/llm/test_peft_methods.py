@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from vramcalc.choices import Attention
 from vramcalc.cli import app
 from vramcalc.core import activations as act
-from vramcalc.core.resolve import resolve_model
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.llm import adapters, peft_methods
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.load import parse_spec

@@ -12,9 +12,9 @@ from cli_errors import estimate_error_line
 from spec_texts import LLAMA32_3B, TINY_LLAMA
 
 from vramcalc.core import activations as act
-from vramcalc.core.resolve import resolve_model
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.llm import peft_more
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.load import parse_spec

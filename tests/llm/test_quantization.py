@@ -63,7 +63,7 @@ def spec(**workload: Any) -> Any:
 def test_embeddings_head_and_norms_stay_16_bit() -> None:
     # Llama-2-7B: 6,738,415,616 params; linear weights per layer 4 x 4096^2 + 3 x 4096 x 11008 = 202,375,168
     # x 32 = 6,476,005,376 quantized; the rest (2 x 32000 x 4096 embeddings/head + norms) = 262,410,240 fp16
-    from vramcalc.core.resolve import resolve_model
+    from vramcalc.families.resolve import resolve_model
 
     s = spec(quantization="nf4")
     shape, _ = resolve_model(s.model, s.workload)

@@ -17,10 +17,10 @@ from spec_texts import ROUND_MODEL, TINY_MODEL
 
 from vramcalc.choices import Attention, Precision
 from vramcalc.core import activations as act
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.workload import DTYPES
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.parallel.activations import stage_activations
 from vramcalc.parallel.layout import deepspeed_model_states_estimate, resolve_plan, tp_local
 from vramcalc.spec.load import parse_spec
@@ -501,7 +501,7 @@ def test_more_data_parallel_shards_never_increase_per_gpu_bytes(
 ) -> None:
     lo, hi = sorted((d1, d2))
 
-    def total(data: int) -> tuple[int, int]:
+    def peak(data: int) -> int:
         par = {
             **scheme,
             "data": data,
@@ -512,9 +512,13 @@ def test_more_data_parallel_shards_never_increase_per_gpu_bytes(
         result = estimate(
             spec({**LLAMA, "layers": 4}, par, seq_len=256, precision=precision, gradient_checkpointing=checkpointing)
         )
-        return result.total_bytes, result.peak_allocated_bytes
+        return result.peak_allocated_bytes
 
-    assert total(hi) <= total(lo)
+    # What sharding divides is the allocated peak. The total is not monotone: the allocator reserve is a
+    # quarter of the peak moment's transient bytes, and a peak that moves to another moment as the shards
+    # shrink can carry more of them (FSDP full_shard, fp32, full checkpointing, data 35 -> 64: the peak falls
+    # by 178 MB while the reserve grows by 186 MB).
+    assert peak(hi) <= peak(lo)
 
 
 @settings(max_examples=40, deadline=None)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vramcalc.core.params import count_params
-from vramcalc.core.resolve import resolve_model
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.hf_import import count_workload, model_from_config, read_config, validated_spec
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf_configs"

@@ -99,7 +99,7 @@ def test_flan_t5_with_an_untied_head_counts_it() -> None:
     Tied, transformers 5.24 counts 60,511,616 on the meta device (tests/data/hf_configs/meta_counts.json);
     the separate head adds vocab x d_model = 32,128 x 512 = 16,449,536, so 76,961,152: the model card's 77M."""
     from vramcalc.core.params import count_params
-    from vramcalc.core.resolve import resolve_model
+    from vramcalc.families.resolve import resolve_model
     from vramcalc.spec.hf_import import validated_spec
 
     config = json.loads((CONFIGS / "flan-t5-small.json").read_text(encoding="utf-8"))

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from vramcalc.cli import app
 from vramcalc.core.params import count_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.errors import SpecError
+from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.hf_import import model_from_config, read_config, spec_from_config
 from vramcalc.spec.load import parse_spec
 

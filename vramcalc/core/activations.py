@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
 from vramcalc.core import t5
-from vramcalc.core.hf_release import SHARED_EAGER_FAMILIES, clamped_score_bytes, head_major_query, rotary_cat_saved
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import ModelCode
 from vramcalc.core.symbolic import maximum
 
 #: Bytes of fp32, the dtype of norm statistics, softmax under autocast, logsumexp and upcast losses.
@@ -90,14 +90,14 @@ def _softmax_upcast(shape: ModelShape) -> bool:
     return (
         (shape.norm is Norm.rmsnorm and not t5.is_t5(shape))
         or shape.architecture is Architecture.vit
-        or shape.model_type in SHARED_EAGER_FAMILIES
+        or shape.code.shared_eager_attention
     )
 
 
 def attention_dropout(shape: ModelShape) -> float:
     """Dropout on the attention probabilities: the model's dropout, except for the families whose
-    ``attention_dropout`` is 0.0 while their hidden dropout is not (:data:`SHARED_EAGER_FAMILIES`)."""
-    return 0.0 if shape.model_type in SHARED_EAGER_FAMILIES else shape.dropout
+    ``attention_dropout`` is 0.0 while their hidden dropout is not (``ModelCode.shared_eager_attention``)."""
+    return 0.0 if shape.code.shared_eager_attention else shape.dropout
 
 
 #: Largest head dimension of PyTorch's flash-attention kernel.
@@ -118,9 +118,9 @@ def sdpa_kernel(shape: ModelShape, dt: Dtypes) -> str:
 
 def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> int:
     """Eager attention: bytes saved per element of the heads x seq_q x seq_kv score matrix."""
-    release = shape.hf_release
-    if release is not None and release.eager_clamp:
-        return clamped_score_bytes(release.eager_softmax_fp32, release.attention_dropout, dt.compute, dt.amp, training)
+    code = shape.code
+    if code.eager_clamp:
+        return clamped_score_bytes(code.eager_softmax_fp32, code.clamp_attention_dropout, dt.compute, dt.amp, training)
     dropout = training and attention_dropout(shape) > 0
     if dt.amp:
         # softmax runs in fp32 (autocast fp32 list); the matmul with V saves a 16-bit copy
@@ -130,6 +130,32 @@ def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> in
         # (dropout keeps its mask, and its own output goes to the matmul)
         return FP32 + ((dt.compute + MASK) if dropout else dt.compute)
     return dt.compute + ((dt.compute + MASK) if dropout else 0)
+
+
+def clamped_score_bytes(softmax_fp32: bool, attention_dropout: float, compute: int, amp: bool, training: bool) -> int:
+    """Eager attention that clamps the masked scores (``ModelCode.eager_clamp``; OPT before transformers 4.49):
+    ``torch.max`` saves the masked scores (compute dtype); the softmax saves its output (fp32 when it upcasts
+    fp16 scores or runs under autocast); the matmul with V saves the probabilities at the compute dtype (the
+    softmax output itself when nothing casts or drops it); dropout, when its p > 0, adds its mask."""
+    c = compute
+    upcast = softmax_fp32 or amp
+    dropout = training and attention_dropout > 0
+    probs = c if upcast or dropout else 0
+    return c + (FP32 if upcast else c) + probs + (MASK if dropout else 0)
+
+
+def returned_cache_bytes(
+    code: ModelCode, fused_qkv: bool, rotary: bool, q_width: int, kv_width: int, compute: int
+) -> tuple[int, int]:
+    """Per token and layer, code that caches the attention's own K/V (``ModelCode.cache_copied`` false;
+    transformers before 4.56): the bytes the cache keeps alive, and the part of them that is a tensor of its
+    own (not among those saved for backward). V is a view of the fused QKV output (all of it kept) or its own
+    projection's; K a view of that output too, unless the rotary embedding made a new tensor (fp32 where
+    ``fp32_rotary_key``, whose 16-bit cast is what the attention saves)."""
+    value = (q_width + 2 * kv_width) * compute if fused_qkv else kv_width * compute
+    if code.fp32_rotary_key:
+        return value + kv_width * FP32, kv_width * FP32
+    return value + (kv_width * compute if rotary or not fused_qkv else 0), 0
 
 
 def attention_saved_bytes(
@@ -151,11 +177,11 @@ def attention_saved_bytes(
     else:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1 if shape.fused_qkv else 3, dt)
     output = q_tokens * shape.q_width * dt.compute
-    if kernel == "flash" and head_major_query(shape.model_type, shape.hf_release):
+    if kernel == "flash" and shape.code.head_major_query:
         output *= 2  # the head-major kernel output, and its copy for the output projection
     if not cross:
         qkv += _attention_extra_saved(shape, q_tokens, dt)
-        if rotary_cat_saved(shape.model_type, shape.hf_release, kernel != "eager", shape.position is Position.rotary):
+        if shape.code.rotary_cat_saved(sdpa=kernel != "eager"):
             qkv += q_tokens * (shape.q_width + shape.kv_width) * dt.compute
     scores = tk.batch * shape.heads * seq_q * seq_kv
     if kernel in ("flash", "efficient"):

@@ -239,7 +239,7 @@ def load_order(shape: ModelShape) -> tuple[tuple[tuple[int, ...], int], ...]:
         attn = [(1, qkv, h), (1, qkv * bias, 1), (1, h, shape.q_width), (1, h * shape.has_o_bias, 1)]
     norms = [(2 if shape.norm is Norm.layernorm else 1, h, 1)] * shape.norms_per_layer
     block = attn + _attention_norm_tensors(shape) + norms
-    per_expert = shape.hf_release is not None and shape.hf_release.experts_per_module
+    per_expert = shape.code.experts_per_module
     layers = [
         (block + _load_mlp(shape), shape.layers - moe_layers(shape)),
         (block + _moe_layer_tensors(shape, per_expert), moe_layers(shape)),

@@ -8,8 +8,7 @@ import functools
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision, QuantMethod, Runtime
-from vramcalc.core import hf_release
+from vramcalc.choices import Architecture, Head, Mlp, Mode, Norm, Optimizer, Position, Precision
 from vramcalc.core.details import DEFAULT_QK_NOPE_HEAD_DIM, DEFAULT_QK_ROPE_HEAD_DIM, resolve_details
 from vramcalc.core.params import count_params
 from vramcalc.core.shape import (
@@ -45,8 +44,9 @@ def _default_architecture(spec: ModelSpec, assumptions: list[str]) -> Architectu
     return _pick(spec.architecture, Architecture.decoder, "architecture not given: {}", assumptions)
 
 
-def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
-    """Fill omitted model keys with documented defaults; return the shape and the assumptions made.
+def resolve_shape(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
+    """Fill omitted model keys with documented defaults; return the shape and the assumptions made. The
+    shape's code facts are today's (a stack module replaces them: vramcalc/stacks/).
 
     Memoised on the inputs it reads (the model section and the workload's sequence/image size), so
     sweeps over batch size do not redo it; a fresh notes list is returned each time."""
@@ -54,31 +54,7 @@ def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
         shape, notes = _resolve_cached(spec, workload.seq_len, workload.image_size, workload.channels)
     except TypeError:  # an unhashable model section (not produced by the current spec models)
         shape, notes = _resolve(spec, workload.seq_len, workload.image_size, workload.channels)
-    shape, said = _with_release(shape, spec, workload)
-    return shape, list(notes) + said + workload_notes(workload)
-
-
-def _with_release(shape: ModelShape, spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
-    """The allocations of a pinned transformers release (``workload.versions.transformers``), or of
-    litgpt's own model code (``adapter.framework: litgpt``, :func:`vramcalc.core.hf_release.litgpt_model`)."""
-    by_adapter = workload.adapter is not None and workload.adapter.framework == "litgpt"
-    if by_adapter or workload.runtime is Runtime.litgpt:
-        q = workload.quantization
-        why = "adapter.framework litgpt" if by_adapter else "runtime litgpt"
-        quantizer = ""
-        if q is not None and q.lm_head:
-            gptq = q.method is QuantMethod.gptq
-            quantizer = "litgpt's gptq.int4" if gptq else "Lightning's bitsandbytes plugin"
-        return hf_release.litgpt_model(shape, quantizer, why)
-    given = (workload.versions or {}).get("transformers")
-    model_type = spec.model_type or ""
-    if given is None:
-        return (replace(shape, model_type=model_type) if model_type else shape), []
-    fp16 = workload.precision in (Precision.fp16, Precision.amp_fp16, Precision.mixed_fp16)
-    release = hf_release.resolve(
-        given, model_type, shape.layers, spec.max_position_embeddings or 0, fp16, shape.norm is Norm.rmsnorm
-    )
-    return replace(shape, model_type=model_type, hf_release=release), hf_release.notes(release, model_type)
+    return shape, list(notes)
 
 
 #: Workload keys whose default fills a gap worth stating (optimizer: stated where it is chosen).

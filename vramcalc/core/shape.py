@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Head, Mlp, Norm, Position, QkNorm
-from vramcalc.core.hf_release import HfRelease
+from vramcalc.core.stack import TODAY, ModelCode
 
 #: Head dimension assumed when only hidden_size is given (BERT, GPT-2, Llama all use 64 at base size).
 DEFAULT_HEAD_DIM = 64
@@ -75,8 +75,8 @@ class ModelShape:
     sliding_window: int = 0  # 0: global attention in every layer
     sliding_window_pattern: int = 0  # N: layers N, 2N, ... are global; 0: every layer slides
     mla: MlaShape | None = None  # multi-head latent attention (DeepSeek V2/V3)
-    model_type: str = ""  # the transformers model_type of the config it came from ("": not stated)
-    hf_release: HfRelease | None = None  # a pinned older transformers release (None: today's formulas)
+    #: How the code that runs the model allocates beyond its shape (a library release's facts; vramcalc/stacks/)
+    code: ModelCode = TODAY
 
     @property
     def q_width(self) -> int:

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl, Position
 from vramcalc.core import activations as act
 from vramcalc.core.estimate import Phase
-from vramcalc.core.hf_release import returned_cache_bytes
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
@@ -263,7 +262,7 @@ class HeldOutputs:
 
 
 def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointing: bool) -> HeldOutputs:
-    """The outputs ``keep_outputs`` holds (:mod:`vramcalc.core.hf_release` for the cache by release).
+    """The outputs ``keep_outputs`` holds (the cache by the model code's release: ``ModelCode``).
 
     Logits: every position at the compute dtype (fp32 under the Llama-derived classes' ``logits.float()`` of
     releases before 4.47). Cache: decoder LMs only, and none under gradient checkpointing (transformers turns
@@ -273,16 +272,16 @@ def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointin
     fp32 in GPT-NeoX before 4.49, which saves its 16-bit cast instead, so that key is fresh)."""
     if shape.head is not Head.lm:
         return HeldOutputs(0, 0, 0)
-    release, c = shape.hf_release, dt.compute
+    code, c = shape.code, dt.compute
     n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
-    upcast = release is not None and release.logits_upcast
+    upcast = code.logits_upcast
     logits = n_tokens * shape.vocab * (act.FP32 if upcast else c)
     if shape.architecture is not Architecture.decoder or checkpointing:
         return HeldOutputs(logits, 0, 0)
     token_layers = shape.layers * n_tokens
-    if release is None or release.cache_copied:
+    if code.cache_copied:
         # the attention reads K and V back from the cache it updates: the copies are the saved tensors
         return HeldOutputs(logits, token_layers * 2 * shape.kv_width * c, 0)
     rotary = shape.position is Position.rotary
-    kept, fresh = returned_cache_bytes(release, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, c)
+    kept, fresh = act.returned_cache_bytes(code, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, c)
     return HeldOutputs(logits, token_layers * kept, token_layers * fresh)

@@ -13,8 +13,8 @@ from vramcalc.choices import Architecture, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
 from vramcalc.core import sac
 from vramcalc.core.params import count_params
-from vramcalc.core.resolve import resolve_model
 from vramcalc.core.shape import DEFAULT_CHANNELS, ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.spec.models import Spec
 from vramcalc.units import MiB, allocation_bytes, ceil_div
 
@@ -112,6 +112,7 @@ class ResolvedWorkload:
     n_params: int  # what the weights are sized by: the spec's params, else the exact count
     optimizer: Optimizer  # the spec's, else AdamW for training and none for inference
     notes: tuple[str, ...]  # the defaults the resolution filled, in order
+    stack: Stack  # the software stack the step runs on (vramcalc/stacks/)
 
     @property
     def mode(self) -> Mode:
@@ -126,12 +127,12 @@ class ResolvedWorkload:
         return tokens_for(self.spec, self.shape, self.tokens.batch, context_parallel)
 
 
-def resolve_workload(spec: Spec) -> ResolvedWorkload:
-    """Resolve ``spec`` (not ResNet, which has no transformer shape): the model shape with its
-    defaults, the dtypes, the step's tokens, the weight count and the optimizer."""
-    shape, notes = resolve_model(spec.model, spec.workload)
+def build_workload(spec: Spec, shape: ModelShape, notes: list[str], stack: Stack) -> ResolvedWorkload:
+    """The resolved workload of ``spec`` (not ResNet, which has no transformer shape) on ``stack``, from its
+    resolved ``shape`` and the ``notes`` its resolution made: the dtypes, the step's tokens, the weight count
+    and the optimizer."""
     sac.check(spec, shape)
     n_params = weight_count(shape, notes)
     dtypes = DTYPES[spec.workload.precision]
     tokens = tokens_for(spec, shape, spec.workload.batch_size)
-    return ResolvedWorkload(spec, shape, dtypes, tokens, n_params, default_optimizer(spec), tuple(notes))
+    return ResolvedWorkload(spec, shape, dtypes, tokens, n_params, default_optimizer(spec), tuple(notes), stack)

@@ -11,14 +11,9 @@ from vramcalc.choices import Architecture, Mode, Precision
 from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
 from vramcalc.core.dense import host_bytes, phase_candidates
 from vramcalc.core.estimate import Estimate, assemble, select_phases
-from vramcalc.core.hf_release import buffer_bytes
 from vramcalc.core.techniques import notes as technique_notes
-from vramcalc.core.workload import (
-    image_elements,
-    input_bytes,
-    resolve_workload,
-    workspace_bytes,
-)
+from vramcalc.core.workload import image_elements, input_bytes, workspace_bytes
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.models import Spec, uses_llm_keys
 
 if TYPE_CHECKING:
@@ -57,8 +52,8 @@ def estimate(
     work = resolve_workload(spec)
     assumptions = [*work.notes, *technique_notes(spec.workload)]
     base = {
-        # a pinned older transformers release may add per-layer buffers (vramcalc/core/hf_release.py)
-        "parameters": work.n_params * work.dtypes.param + buffer_bytes(work.shape.hf_release),
+        # a pinned older transformers release may add per-layer buffers (vramcalc/stacks/transformers.py)
+        "parameters": work.n_params * work.dtypes.param + work.shape.code.buffer_bytes,
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
         # the whole allocator blocks the weights take as they load (vramcalc/core/allocator.py)
@@ -67,7 +62,7 @@ def estimate(
     if not hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
     if uses_llm_keys(spec):
-        from vramcalc.families import llm
+        import vramcalc.families.llm as llm
 
         phases, details = llm.llm_phases(work, base, assumptions, card)
         result = assemble(spec, work.n_params + details.frozen_adapter_params, phases, assumptions)

@@ -26,7 +26,6 @@ from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core import techniques
 from vramcalc.core.dense import training_phases
-from vramcalc.core.hf_release import buffer_bytes
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
@@ -36,7 +35,6 @@ from vramcalc.llm import (
     bnb,
     generation,
     kvcache,
-    litgpt,
     llamacpp,
     lora_decoder,
     lora_encdec,
@@ -50,6 +48,7 @@ from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
 from vramcalc.spec.versions import zeroes_gradients_in_place
+from vramcalc.stacks import litgpt
 
 Phases = dict[str, dict[str, int]]
 #: Adapters with LoRA's A and B matrices, estimated here (the others in :mod:`vramcalc.llm.peft_methods`).
@@ -115,8 +114,8 @@ def llm_phases(
     spec, shape, tk, dt, n_params = work.spec, work.shape, work.tokens, work.dtypes, work.n_params
     wl = spec.workload
     weights, qinfo = _weights(spec, shape, dt, n_params, notes)
-    # a pinned older transformers release's per-layer buffers load with the weights (vramcalc/core/hf_release.py)
-    base = {**base, "parameters": weights + buffer_bytes(shape.hf_release)}
+    # a pinned older transformers release's per-layer buffers load with the weights (vramcalc/stacks/transformers.py)
+    base = {**base, "parameters": weights + shape.code.buffer_bytes}
     active = active_params(shape, n_params) if shape.moe is not None else None
     details = LlmDetails(quantization=qinfo, active_params=active)
     if wl.mode is Mode.train:

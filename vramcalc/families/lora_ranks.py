@@ -46,14 +46,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import vramcalc.families.llm as llm
 from vramcalc.choices import AdapterType, Checkpointing
 from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
 from vramcalc.core.params import layer_params
 from vramcalc.core.techniques import notes as technique_notes
-from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
+from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
-from vramcalc.families import llm
 from vramcalc.families.per_rank import params_sharded, shard_div
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.llm import adapters, quantization
 from vramcalc.parallel import zero3
 from vramcalc.parallel.layout import FP32, MIXED, ParallelDetails, Plan, resolve_plan

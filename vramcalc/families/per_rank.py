@@ -38,7 +38,8 @@ from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
 from vramcalc.core.sac import recomputes_blocks
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.workload import DTYPES, image_elements, input_bytes, resolve_workload, workspace_bytes
+from vramcalc.core.workload import DTYPES, image_elements, input_bytes, workspace_bytes
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.parallel import zero3
 from vramcalc.parallel.activations import in_flight, rank_tokens, stage_activations
 from vramcalc.parallel.layout import (

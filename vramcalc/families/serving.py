@@ -35,12 +35,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+import vramcalc.families.llm as llm
 from vramcalc.choices import Architecture, Head, Mode
 from vramcalc.core.params import embedding_params, head_params, layer_params
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.workload import ResolvedWorkload, input_bytes, resolve_workload, workspace_bytes
+from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
-from vramcalc.families import llm
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.parallel.layout import ParallelDetails, Plan, resolve_plan
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec

@@ -62,7 +62,7 @@ from vramcalc.core.dense import (
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
 from vramcalc.core.sac import block_backward_steps, has_block_moments, kept_per_block_bytes, recomputes_blocks
-from vramcalc.core.workload import resolve_workload
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.models import Spec
 from vramcalc.spec.techniques import given_techniques
 

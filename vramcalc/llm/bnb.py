@@ -45,7 +45,6 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
 from vramcalc.core import activations as act
-from vramcalc.core.hf_release import LITGPT
 from vramcalc.core.shape import ModelShape, moe_layers
 from vramcalc.llm import quantization
 from vramcalc.spec.llm import BNB_4BIT
@@ -190,7 +189,7 @@ def block_inputs(shape: ModelShape, dt: act.Dtypes, norm_out: int, attention: At
     ctx_dtype = dt.compute if dt.amp else norm_out
     # litgpt's output projection reads a copy (``y.transpose(1, 2).reshape(B, T, C)`` of a head-major
     # output; traced: benchmarks/tracer_litgpt.py), not the tensor the kernel saved
-    copied = shape.model_type == LITGPT
+    copied = shape.code.attention_output_copied
     ctx_kept = kernel in ("flash", "efficient") and ctx_dtype == dt.compute and not copied
     qkv_calls = 1 if shape.fused_qkv else 3
     up_calls = 2 if shape.gated else 1

@@ -22,7 +22,7 @@ GQA models expand K/V to all heads in the attention call (``repeat_kv``) during 
 after the forward returns, so decode holds two caches; prefill returns fp32 logits for all positions
 (``logits.float()``). This is what the 2023 blog measurements in shared/calibration ran.
 With ``versions: {transformers: ...}`` the ``hf``/``hf-legacy`` prefill logits follow that release and the
-model's family instead (:func:`release_head_bytes`, :mod:`vramcalc.core.hf_release`); so does the cache:
+model's family instead (:func:`release_head_bytes`, :mod:`vramcalc.stacks.transformers`); so does the cache:
 before 4.56 the prefill keeps the attention's own K/V tensors (all of a fused QKV output that V is a view of;
 GPT-NeoX's fp32 rotary keys before 4.49), and decode's ``torch.cat`` makes compact copies (fp32 keys where
 the rotary made them). Under ``hf-legacy`` the first decode step holds the prefill's cache until its forward
@@ -39,7 +39,6 @@ from dataclasses import dataclass, replace
 
 from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position, Runtime
 from vramcalc.core import activations as act
-from vramcalc.core.hf_release import returned_cache_bytes
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache, moe
@@ -90,15 +89,15 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str
     util = wl.memory_utilization if wl.memory_utilization is not None else kvcache.DEFAULT_MEMORY_UTILIZATION
     per_token = kvcache.shape_bytes_per_token(shape, kv_dtype, compute_bytes)
     prefill_per_token = 0
-    release = shape.hf_release
+    code = shape.code
     plain = shape.mla is None and not shape.sliding_window and kv_dtype is KvCacheDtype.auto
-    if runtime is not Runtime.vllm and release is not None and not release.cache_copied and plain:
-        # the release's own K/V tensors (vramcalc/core/hf_release.py): the prefill keeps them as the attention
+    if runtime is not Runtime.vllm and not code.cache_copied and plain:
+        # the release's own K/V tensors (ModelCode.cache_copied): the prefill keeps them as the attention
         # made them; each decode step's torch.cat makes compact copies, fp32 keys where the rotary made them
         layers = kvcache.self_attention_layers(shape)
         rotary = shape.position is Position.rotary
-        kept, _ = returned_cache_bytes(release, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, compute_bytes)
-        key = FP32 if release.fp32_rotary_key else compute_bytes
+        kept, _ = act.returned_cache_bytes(code, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, compute_bytes)
+        key = FP32 if code.fp32_rotary_key else compute_bytes
         per_token = layers * shape.kv_width * (key + compute_bytes)
         prefill_per_token = layers * kept
     return Generation(
@@ -141,16 +140,16 @@ def head_bytes(shape: ModelShape, out_tokens: int, logit_rows: int, dt: act.Dtyp
 
 
 def release_head_bytes(shape: ModelShape, out_tokens: int, batch: int, dt: act.Dtypes) -> int:
-    """The prefill's output under a pinned transformers release (:mod:`vramcalc.core.hf_release`): logits
+    """The prefill's output under a pinned transformers release (:mod:`vramcalc.stacks.transformers`): logits
     of every prompt position where ``generate`` did not pass ``num_logits_to_keep`` (else of the last),
     plus their fp32 upcast where ``forward`` made one and a whole copy where ``_sample`` cloned them
     (4.45, 4.46); the sampled last position's fp32 copy; the final hidden states in and out of the last
     norm."""
-    release = shape.hf_release
-    if shape.head is not Head.lm or release is None:
+    code = shape.code
+    if shape.head is not Head.lm or not code.pinned:
         return 0
-    rows = out_tokens if release.all_prompt_logits else batch
-    per_row = dt.compute + (FP32 if release.logits_upcast else 0) + (dt.compute if release.logits_clone else 0)
+    rows = out_tokens if code.all_prompt_logits else batch
+    per_row = dt.compute + (FP32 if code.logits_upcast else 0) + (dt.compute if code.logits_clone else 0)
     logits = rows * shape.vocab * per_row + batch * shape.vocab * FP32
     return logits + 2 * out_tokens * shape.hidden * max(dt.compute, dt.residual)
 
@@ -175,7 +174,7 @@ def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention:
     legacy = gen.runtime is Runtime.hf_legacy
     rows = tk.encoder if legacy else gen.batch
     head = head_bytes(shape, tk.encoder, rows, dt, fp32_copy=True)
-    if shape.hf_release is not None and gen.runtime is not Runtime.vllm:
+    if shape.code.pinned and gen.runtime is not Runtime.vllm:
         head = release_head_bytes(shape, tk.encoder, gen.batch, dt)
     if gen.runtime is Runtime.litgpt:  # every prompt position's logits, no fp32 copy; the cache set up front
         head = head_bytes(shape, tk.encoder, tk.encoder, dt, fp32_copy=False)

@@ -6,7 +6,7 @@ generated token but the last (``prompt_len + max_new_tokens - 1`` positions; a m
 pad position to predict, one more), with
 
 * the step's logits as ``generate`` asks for them: the last position's where the model's ``forward``
-  takes ``logits_to_keep`` (today's releases; a pinned one follows :mod:`vramcalc.core.hf_release`),
+  takes ``logits_to_keep`` (today's releases; a pinned one follows :mod:`vramcalc.stacks.transformers`),
   else every position's, and the sampled position's fp32 copy;
 * the previous step's logits as well where the pinned release's ``_sample`` kept a step's outputs until
   the next forward returned (up to 4.41);
@@ -43,8 +43,7 @@ def check(shape: ModelShape, wl: Workload) -> None:
     if shape.architecture is Architecture.encoder_decoder:
         raise SpecError("workload.use_cache: false generation of an encoder-decoder model is not modelled")
     if shape.architecture is Architecture.encoder:
-        release = shape.hf_release
-        if shape.head is not Head.lm or release is None or not release.masked_lm_generates:
+        if shape.head is not Head.lm or not shape.code.masked_lm_generates:
             raise SpecError(
                 "workload.prompt_len: an encoder-only model generates only as a masked LM (head: lm) under "
                 "transformers before 4.50 (versions: {transformers: ...})"
@@ -67,15 +66,15 @@ def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> 
         raise SpecError("workload.prompt_len: generation needs a prompt of at least one token")
     tk = act.Tokens(batch=batch, seq=tokens, target=tokens)
     out = batch * tokens
-    release = shape.hf_release
-    legacy = release is None and wl.runtime is Runtime.hf_legacy  # every position's logits, upcast to fp32
-    if release is None:
+    code = shape.code
+    legacy = not code.pinned and wl.runtime is Runtime.hf_legacy  # every position's logits, upcast to fp32
+    if not code.pinned:
         head = generation.head_bytes(shape, out, out if legacy else batch, dt, fp32_copy=True)
         kept, every, returned = legacy, legacy, act.FP32
     else:
         head = generation.release_head_bytes(shape, out, batch, dt)
-        kept, every = release.step_outputs_kept, release.all_prompt_logits
-        returned = act.FP32 if release.logits_upcast else dt.compute
+        kept, every = code.step_outputs_kept, code.all_prompt_logits
+        returned = act.FP32 if code.logits_upcast else dt.compute
     held = 0
     if kept and shape.head is Head.lm:
         held = (batch * (tokens - 1) if every else batch) * shape.vocab * returned

@@ -27,15 +27,9 @@ from vramcalc.core.dense import phase_candidates
 from vramcalc.core.estimate import ReserveRule, overhead_terms, phase_total
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
-from vramcalc.core.workload import (
-    DTYPES,
-    ResolvedWorkload,
-    image_elements,
-    input_bytes,
-    resolve_workload,
-    workspace_bytes,
-)
+from vramcalc.core.workload import DTYPES, ResolvedWorkload, image_elements, input_bytes, workspace_bytes
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.load import override_workload
 from vramcalc.spec.models import Spec, uses_llm_keys
 from vramcalc.spec.techniques import given_techniques

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, Mode
-from vramcalc.core.resolve import resolve_model
+from vramcalc.families.resolve import resolve_model
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_cost import CRITERION, step_cost

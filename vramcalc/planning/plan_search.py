@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from vramcalc.choices import Architecture, Mode
 from vramcalc.core.estimate import Estimate
-from vramcalc.core.resolve import resolve_model
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.resolve import resolve_model
 from vramcalc.parallel.layout import DEFAULT_GPUS_PER_NODE
 from vramcalc.planning.budget import Budget
 from vramcalc.spec.models import Spec

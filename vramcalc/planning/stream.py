@@ -46,9 +46,9 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     (:func:`_per_gpu`)."""
     from vramcalc.choices import Architecture, Mode
     from vramcalc.core.params import active_params
-    from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
     from vramcalc.families import estimate
+    from vramcalc.families.resolve import resolve_model
     from vramcalc.llm.kvcache import self_attention_layers
     from vramcalc.llm.llamacpp import bytes_per_token
     from vramcalc.spec.load import load_spec_arg
@@ -163,9 +163,9 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     through the pipeline stages in turn, so its weights are one tensor-parallel rank's share of every
     stage: the most loaded stage's times ``pipeline``."""
     from vramcalc.choices import KvCacheDtype, Mode
-    from vramcalc.core.resolve import resolve_model
     from vramcalc.core.workload import DTYPES
     from vramcalc.families import estimate
+    from vramcalc.families.resolve import resolve_model
     from vramcalc.families.serving import rank_shape
     from vramcalc.llm.kvcache import shape_bytes_per_token
     from vramcalc.spec.models import is_generation

@@ -242,7 +242,7 @@ def name_to_mapping(value: Any, key: str) -> Any:
 #: The quantizations litgpt runs through Lightning's ``BitsandbytesPrecision`` (its ``bnb.*`` modes).
 LITGPT_QUANTIZATIONS = ("nf4", "fp4", "int8")
 #: What litgpt's ``generate`` also runs: its own ``gptq.int4`` (``ColBlockQuantizedLinear``, litgpt 2023;
-#: vramcalc/llm/litgpt.py), which replaces every ``nn.Linear`` too.
+#: vramcalc/stacks/litgpt.py), which replaces every ``nn.Linear`` too.
 LITGPT_GENERATE_QUANTIZATIONS = (*LITGPT_QUANTIZATIONS, "gptq")
 
 

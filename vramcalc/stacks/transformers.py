@@ -52,10 +52,10 @@ taken as the release it became).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
-
-from vramcalc.choices import Mlp
+from vramcalc.choices import Norm, Precision
+from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import TODAY, ModelCode
+from vramcalc.spec.models import ModelSpec, Workload
 from vramcalc.spec.versions import release_key
 
 #: The transformers release the formulas follow when ``versions: {transformers: ...}`` is not given.
@@ -104,51 +104,39 @@ def parse_version(text: str) -> tuple[int, int, int]:
     return release_key(text, "transformers", "4.42.0")
 
 
-@dataclass(frozen=True)
-class HfRelease:
-    """The release-specific allocations of one model family under one transformers release."""
+#: Families given by ``model_type`` whose transformers 5 attention is the shared ``eager_attention_forward``
+#: (fp32 softmax) with ``config.attention_dropout`` on the probabilities: 0.0 in every OPT checkpoint and
+#: GPT-NeoX's default (checked with ``benchmarks/tracer_llm.py --family opt|gpt_neox``).
+SHARED_EAGER_FAMILIES = ("opt", "gpt_neox")
 
-    version: str
-    #: OPT before 4.49: eager attention clamps the masked scores with ``torch.max`` (saves them).
-    eager_clamp: bool = False
-    #: The eager softmax runs in fp32 and its output is saved (OPT before 4.49: fp16 scores only).
-    eager_softmax_fp32: bool = False
-    #: Dropout probability of the attention probabilities (OPT: ``attention_dropout``, 0.0).
-    attention_dropout: float = 0.0
-    #: Bytes of the per-layer bool causal-mask buffers (GPT-2, GPT-Neo, GPT-J, GPT-NeoX of their releases).
-    causal_mask_bytes: int = 0
-    #: Generation: the prompt forward returns logits for every position (no ``num_logits_to_keep``).
-    all_prompt_logits: bool = False
-    #: Generation: ``forward`` upcasts the logits to fp32 (``logits.float()``), a copy next to them.
-    logits_upcast: bool = False
-    #: Generation: ``_sample`` clones the whole logits tensor (4.45, 4.46).
-    logits_clone: bool = False
-    #: SDPA receives a head-major (contiguous) query: the flash kernel's output needs a copy afterwards.
-    head_major_query: bool = False
-    #: The returned KV cache is a copy of K/V (4.56 on), not the attention's own tensors.
-    cache_copied: bool = True
-    #: GPT-NeoX before 4.49: the rotary embedding runs in fp32, so the key is an fp32 tensor.
-    fp32_rotary_key: bool = False
-    #: Generation up to 4.41: ``_sample`` keeps a step's outputs (its logits) until the next forward returns.
-    step_outputs_kept: bool = False
-    #: Before 4.50 a masked-LM head (BertForMaskedLM) can ``generate``, one whole forward per new token.
-    masked_lm_generates: bool = False
-    #: Before 5.0 every expert is a module of its own (one weight per expert and projection); 5.0 stores
-    #: a layer's experts as one 3-D tensor per projection.
-    experts_per_module: bool = False
+#: GPT-NeoX applies its partial rotary embedding by concatenating the rotated and the passed-through
+#: dimensions (``torch.cat``; fp32 before 4.49, then cast back): new, head-major Q and K tensors. Whether
+#: they are saved next to the whole fused QKV output (V a view of it), two tensors beyond the three the count
+#: of Q, K and V has (traced: 4.42, 5.24 with and without the cache): before 4.49 they are (the 16-bit casts
+#: of the fp32 rotary result, whatever the attention). Later, eager attention's matmul with V copies V, and a
+#: copying cache (4.56 on; ``use_cache`` is the configs' default in training) hands the attention its copies
+#: of K and V: then Q, K and V are three tensors of their own. Left: SDPA with the appended caches of
+#: 4.49-4.55. (Under gradient checkpointing transformers turns the cache off, so the recomputed block saves the
+#: two more; that one block is not counted.) SDPA receives GPT-NeoX's concatenated rotary output head-major
+#: in every release.
+CAT_ROTARY_FAMILY = "gpt_neox"
 
 
 def resolve(
     given: str | None, model_type: str, layers: int, positions: int, fp16_scores: bool, llama_like: bool
-) -> HfRelease | None:
-    """The allocations of ``model_type`` under release ``given``; None (today's formulas) when not given.
+) -> ModelCode:
+    """The allocations of ``model_type`` under release ``given`` (None: today's release).
 
     ``positions``: the model's ``max_position_embeddings`` (0: the family's config default);
     ``fp16_scores``: the attention scores are fp16 (fp16 weights or fp16 autocast); ``llama_like``: a
     Llama-derived ``ForCausalLM`` (RMSNorm families), whose forward upcast logits and took
     ``num_logits_to_keep`` from 4.45."""
+    neox = model_type == CAT_ROTARY_FAMILY
+    shared = model_type in SHARED_EAGER_FAMILIES
     if given is None:
-        return None
+        if not (neox or shared):
+            return TODAY
+        return ModelCode(shared_eager_attention=shared, head_major_query=neox)
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
     mask_bytes = 0
@@ -157,126 +145,51 @@ def resolve(
         n = positions or CAUSAL_MASK_DEFAULT_POSITIONS[model_type]
         mask_bytes = layers * n * n
     keeps_from = LOGITS_TO_KEEP if llama_like else LOGITS_TO_KEEP_FROM.get(model_type, LOGITS_TO_KEEP_OTHERS)
-    keeps_last = key >= keeps_from
-    return HfRelease(
-        version=given,
+    fp32_rotary_key = neox and key < GPT_NEOX_FP32_ROTARY_REMOVED
+    cache_copied = key >= CACHE_COPIED
+    return ModelCode(
+        release=given,
+        shared_eager_attention=shared,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
-        attention_dropout=0.0,
-        causal_mask_bytes=mask_bytes,
-        all_prompt_logits=not keeps_last,
+        clamp_attention_dropout=0.0,
+        head_major_query=neox
+        or SDPA_CONTIGUOUS[0] <= key < SDPA_CONTIGUOUS[1]
+        or key < OWN_HEAD_MAJOR_UNTIL.get(model_type, (0, 0, 0)),
+        rotary_cat_sdpa=neox and (fp32_rotary_key or not cache_copied),
+        rotary_cat_eager=fp32_rotary_key,
+        buffer_bytes=mask_bytes,
+        all_prompt_logits=key < keeps_from,
         logits_upcast=llama_like and key < LOGITS_UPCAST_REMOVED,
         logits_clone=FULL_LOGITS_CLONE[0] <= key < FULL_LOGITS_CLONE[1],
-        head_major_query=SDPA_CONTIGUOUS[0] <= key < SDPA_CONTIGUOUS[1]
-        or key < OWN_HEAD_MAJOR_UNTIL.get(model_type, (0, 0, 0)),
-        cache_copied=key >= CACHE_COPIED,
-        fp32_rotary_key=model_type == "gpt_neox" and key < GPT_NEOX_FP32_ROTARY_REMOVED,
+        cache_copied=cache_copied,
+        fp32_rotary_key=fp32_rotary_key,
         step_outputs_kept=key < STEP_OUTPUTS_DELETED,
         masked_lm_generates=key < MASKED_LM_GENERATE_REMOVED,
         experts_per_module=key < EXPERTS_FUSED,
     )
 
 
-#: GPT-NeoX applies its partial rotary embedding by concatenating the rotated and the passed-through
-#: dimensions (``torch.cat``; fp32 before 4.49, then cast back): new, head-major Q and K tensors.
-CAT_ROTARY_FAMILY = "gpt_neox"
+def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelCode, list[str]]:
+    """The code facts of the spec's model under the transformers release ``workload.versions.transformers``
+    pins (today's when none is), and what a pinned release changes, in words."""
+    given = (workload.versions or {}).get("transformers")
+    model_type = spec.model_type or ""
+    fp16 = workload.precision in (Precision.fp16, Precision.amp_fp16, Precision.mixed_fp16)
+    positions = spec.max_position_embeddings or 0
+    code = resolve(given, model_type, shape.layers, positions, fp16, shape.norm is Norm.rmsnorm)
+    return code, notes(code, model_type)
 
 
-#: The model type of litgpt's own ``GPT`` (``adapter.framework: litgpt``), one block code for every family.
-LITGPT = "litgpt"
-
-
-def litgpt_model(shape: Any, quantized_head: str = "", why: str = "adapter.framework litgpt") -> tuple[Any, list[str]]:
-    """The shape as litgpt's model code runs it (``litgpt/model.py``, ``CausalSelfAttention`` and the MLP
-    classes; traced with benchmarks/tracer_litgpt.py): one fused q/k/v projection whose output V stays a view
-    of, so the whole output is kept; RoPE's concatenated Q and K (:func:`rotary_cat_saved`); GELU as one
-    kernel (``F.gelu(x, approximate=...)``), which saves only its input; an LM head of its own, never tied
-    to the embedding (litgpt's checkpoint conversion copies a tied table into ``lm_head``). The
-    transformers release does not apply. ``quantized_head``: what quantized the LM head too (its default),
-    Lightning's bitsandbytes plugin or litgpt's ``gptq.int4``; empty where the head is not quantized."""
-    mlp = Mlp.gelu if shape.mlp is Mlp.gelu_tanh else shape.mlp
-    note = (
-        f"{why}: litgpt's own model code (its fused q/k/v output kept whole, RoPE's "
-        "concatenated Q and K, GELU as one kernel, an LM head not tied to the embedding)"
-    )
-    if quantized_head:
-        note += f"; {quantized_head} quantizes every linear, the LM head included"
-    litgpt = replace(shape, model_type=LITGPT, hf_release=None, fused_qkv=True, mlp=mlp, tie_embeddings=False)
-    return litgpt, [note]
-
-
-def rotary_cat_saved(model_type: str, release: HfRelease | None, sdpa: bool, rotary: bool = True) -> bool:
-    """Whether GPT-NeoX saves its concatenated Q and K next to the whole fused QKV output (V a view of it),
-    two tensors beyond the three the count of Q, K and V has (traced: 4.42, 5.24 with and without the cache).
-
-    Before 4.49 it does (the 16-bit casts of the fp32 rotary result, whatever the attention). Later, eager
-    attention's matmul with V copies V, and a copying cache (4.56 on; ``use_cache`` is the configs' default in
-    training) hands the attention its copies of K and V: then Q, K and V are three tensors of their own. Left:
-    SDPA with the appended caches of 4.49-4.55. (Under gradient checkpointing transformers turns the cache off,
-    so the recomputed block saves the two more; that one block is not counted.)"""
-    if model_type == LITGPT:  # apply_rope's torch.cat (``rotary``: the model has RoPE); V a view of q/k/v
-        return rotary
-    if model_type != CAT_ROTARY_FAMILY:
-        return False
-    if release is not None and release.fp32_rotary_key:
-        return True
-    return sdpa and release is not None and not release.cache_copied
-
-
-def head_major_query(model_type: str, release: HfRelease | None) -> bool:
-    """SDPA receives a contiguous head-major query: GPT-NeoX's concatenated rotary output in every release,
-    or what a pinned release's attention made contiguous."""
-    return model_type == CAT_ROTARY_FAMILY or (release is not None and release.head_major_query)
-
-
-def returned_cache_bytes(
-    release: HfRelease, fused_qkv: bool, rotary: bool, q_width: int, kv_width: int, compute: int
-) -> tuple[int, int]:
-    """Per token and layer, a release that caches the attention's own K/V (before 4.56): the bytes the cache
-    keeps alive, and the part of them that is a tensor of its own (not among those saved for backward).
-    V is a view of the fused QKV output (all of it kept) or its own projection's; K a view of that output too,
-    unless the rotary embedding made a new tensor (fp32 in GPT-NeoX before 4.49, whose 16-bit cast is what
-    the attention saves)."""
-    value = (q_width + 2 * kv_width) * compute if fused_qkv else kv_width * compute
-    if release.fp32_rotary_key:
-        return value + kv_width * FP32, kv_width * FP32
-    return value + (kv_width * compute if rotary or not fused_qkv else 0), 0
-
-
-def notes(release: HfRelease | None, model_type: str) -> list[str]:
+def notes(code: ModelCode, model_type: str) -> list[str]:
     """What a pinned release changes, in words (for the estimate's assumptions)."""
-    if release is None:
+    if code.release is None:
         return []
-    said = [f"transformers {release.version} (workload.versions.transformers)"]
-    if release.eager_clamp:
+    said = [f"transformers {code.release} (workload.versions.transformers)"]
+    if code.eager_clamp:
         said.append("OPT eager attention clamps the masked scores (torch.max) and saves them")
-    if release.causal_mask_bytes:
-        said.append(f"{model_type}: bool causal-mask buffer per layer ({release.causal_mask_bytes:,} B)")
-    if release.all_prompt_logits:
+    if code.buffer_bytes:
+        said.append(f"{model_type}: bool causal-mask buffer per layer ({code.buffer_bytes:,} B)")
+    if code.all_prompt_logits:
         said.append("generate: the prompt forward returns logits for every position")
     return ["; ".join(said)]
-
-
-def buffer_bytes(release: HfRelease | None) -> int:
-    """Buffers a release allocates with the model, beyond its parameters (the causal-mask buffers)."""
-    return release.causal_mask_bytes if release is not None else 0
-
-
-#: Families given by ``model_type`` whose transformers 5 attention is the shared ``eager_attention_forward``
-#: (fp32 softmax) with ``config.attention_dropout`` on the probabilities: 0.0 in every OPT checkpoint and
-#: GPT-NeoX's default (checked with ``benchmarks/tracer_llm.py --family opt|gpt_neox``).
-SHARED_EAGER_FAMILIES = ("opt", "gpt_neox")
-
-FP32, MASK = 4, 1
-
-
-def clamped_score_bytes(softmax_fp32: bool, attention_dropout: float, compute: int, amp: bool, training: bool) -> int:
-    """OPT's eager attention before transformers 4.49 (:mod:`vramcalc.core.hf_release`): ``torch.max``
-    saves the masked scores (compute dtype); the softmax saves its output (fp32 when it upcasts fp16
-    scores or runs under autocast); the matmul with V saves the probabilities at the compute dtype (the
-    softmax output itself when nothing casts or drops it); dropout, when its p > 0, adds its mask."""
-    c = compute
-    upcast = softmax_fp32 or amp
-    dropout = training and attention_dropout > 0
-    probs = c if upcast or dropout else 0
-    return c + (FP32 if upcast else c) + probs + (MASK if dropout else 0)

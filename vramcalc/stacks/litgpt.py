@@ -1,22 +1,59 @@
-"""What Lightning's ``BitsandbytesPrecision`` allocates under litgpt (``runtime: litgpt``, ``adapter.framework:
-litgpt``), beyond what litgpt's model code does (:func:`vramcalc.core.hf_release.litgpt_model`), and a
-quantized LM head's backward under any framework. Pure."""
+"""litgpt (``runtime: litgpt``, ``adapter.framework: litgpt``): its own model code (:func:`model_code`), what
+Lightning's ``BitsandbytesPrecision`` allocates under it beyond that code, and a quantized LM head's backward
+under any framework. Pure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from vramcalc.choices import QuantMethod
+from vramcalc.choices import Mlp, Position, QuantMethod, Runtime
 from vramcalc.core import allocator
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import ModelCode
 from vramcalc.core.workload import DTYPES
 from vramcalc.llm import bnb, quantization
 from vramcalc.llm.generation import prompt_and_context
 from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
-from vramcalc.spec.models import Spec
+from vramcalc.spec.models import Spec, Workload
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
+
+
+def runs_model(workload: Workload) -> bool:
+    """Whether litgpt's own model code runs the spec's model: ``adapter.framework: litgpt`` or ``runtime: litgpt``."""
+    by_adapter = workload.adapter is not None and workload.adapter.framework == "litgpt"
+    return by_adapter or workload.runtime is Runtime.litgpt
+
+
+def model_code(workload: Workload, shape: ModelShape) -> tuple[ModelShape, ModelCode, list[str]]:
+    """The shape as litgpt's model code runs it (``litgpt/model.py``, ``CausalSelfAttention`` and the MLP
+    classes; traced with benchmarks/tracer_litgpt.py), its code facts and a note: one fused q/k/v projection
+    whose output V stays a view of, so the whole output is kept; RoPE's concatenated Q and K, saved whenever
+    the model has rotary positions; an output projection that reads a copy of the attention output
+    (``y.transpose(1, 2).reshape(B, T, C)`` of a head-major output); GELU as one kernel (``F.gelu(x,
+    approximate=...)``), which saves only its input; an LM head of its own, never tied to the embedding
+    (litgpt's checkpoint conversion copies a tied table into ``lm_head``). The transformers release does not
+    apply. The note says what quantizes the LM head too (its default), Lightning's bitsandbytes plugin or
+    litgpt's ``gptq.int4``."""
+    by_adapter = workload.adapter is not None and workload.adapter.framework == "litgpt"
+    why = "adapter.framework litgpt" if by_adapter else "runtime litgpt"
+    q = workload.quantization
+    quantized_head = ""
+    if q is not None and q.lm_head:
+        quantized_head = "litgpt's gptq.int4" if q.method is QuantMethod.gptq else "Lightning's bitsandbytes plugin"
+    mlp = Mlp.gelu if shape.mlp is Mlp.gelu_tanh else shape.mlp
+    note = (
+        f"{why}: litgpt's own model code (its fused q/k/v output kept whole, RoPE's "
+        "concatenated Q and K, GELU as one kernel, an LM head not tied to the embedding)"
+    )
+    if quantized_head:
+        note += f"; {quantized_head} quantizes every linear, the LM head included"
+    rotary = shape.position is Position.rotary
+    code = ModelCode(rotary_cat_sdpa=rotary, rotary_cat_eager=rotary, attention_output_copied=True)
+    litgpt = replace(shape, code=code, fused_qkv=True, mlp=mlp, tie_embeddings=False)
+    return litgpt, code, [note]
 
 
 #: Triton's autotuner times every configuration of a matmul shape it has not seen with
