@@ -3,7 +3,7 @@ states reserved memory.
 
 vramcalc's default reserve is a quarter of the peak's transient bytes: everything but the weights, their
 whole blocks, gradients, optimizer states, cuBLAS workspaces and communication buffers, which are
-allocated once at sizes that do not change between steps (``vramcalc/core/estimate.py``, ``LONG_LIVED``).
+allocated once at sizes that do not change between steps (``vramcalc/core/reserve.py``, ``LONG_LIVED``).
 This script scores that rule, the same rule at other shares, and the flat 12 % of the whole peak that
 vramcalc used before, on:
 
@@ -46,7 +46,8 @@ import accuracy  # noqa: E402
 import measured_cases as mc  # noqa: E402
 import measured_score as ms  # noqa: E402
 
-from vramcalc.core.estimate import LONG_LIVED, Estimate  # noqa: E402
+from vramcalc.core.estimate import Estimate  # noqa: E402
+from vramcalc.core.reserve import LONG_LIVED  # noqa: E402
 from vramcalc.errors import VramcalcError  # noqa: E402
 from vramcalc.families import estimate  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402

@@ -104,7 +104,7 @@ class Runtime(StrEnum):
     vllm = "vllm"
     hf = "hf"
     hf_legacy = "hf-legacy"
-    llama_cpp = "llama.cpp"  # GGUF files: KV cache and compute buffer of vramcalc/llm/llamacpp.py
+    llama_cpp = "llama.cpp"  # GGUF files: KV cache and compute buffer of vramcalc/stacks/llamacpp.py
     litgpt = "litgpt"  # litgpt's generate: the whole context's KV cache set up front (vramcalc/llm/generation.py)
 
 

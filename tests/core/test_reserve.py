@@ -12,15 +12,12 @@ from typing import Any
 import pytest
 from spec_texts import TINY_MODEL
 
-from vramcalc.core.estimate import (
-    DEFAULT_CUDA_CONTEXT,
-    EAGER_LOADING_CUDA_CONTEXT,
-    TRANSIENT_RESERVE,
-    ReserveRule,
-    serves_vllm,
-)
+from vramcalc.choices import Runtime
+from vramcalc.core.reserve import DEFAULT_CUDA_CONTEXT, TRANSIENT_RESERVE, ReserveRule
 from vramcalc.families import estimate
+from vramcalc.families.resolve import stack_of
 from vramcalc.spec.load import load_spec, parse_spec
+from vramcalc.stacks.torch import EAGER_LOADING_CUDA_CONTEXT
 
 ROOT = Path(__file__).resolve().parents[2]
 MiB = 2**20
@@ -80,7 +77,8 @@ def test_llamacpp_keeps_no_reserve() -> None:
     assert estimate(spec).overhead["allocator_reserve"] == 0
     # a GGUF file type without a runtime runs in llama.cpp, never in vLLM
     unset = spec.model_copy(update={"workload": spec.workload.model_copy(update={"runtime": None})})
-    assert not serves_vllm(unset) and serves_vllm(load_spec(ROOT / "configs" / "llama-3-8b-inference.yaml"))
+    assert stack_of(unset).runtime is Runtime.llama_cpp
+    assert stack_of(load_spec(ROOT / "configs" / "llama-3-8b-inference.yaml")).runtime is Runtime.vllm
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""llama.cpp serving a GGUF file (vramcalc/llm/llamacpp.py): KV cache, compute buffer and weights on the GPU,
+"""llama.cpp serving a GGUF file (vramcalc/stacks/llamacpp.py): KV cache, compute buffer and weights on the GPU,
 checked against published llama.cpp start-up logs and against ggml's block sizes.
 
 The logs (all CUDA, one GPU, every layer offloaded, flash attention off):
@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 
 from vramcalc.cli import app
 from vramcalc.families import estimate
-from vramcalc.llm import llamacpp
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import llamacpp
 from vramcalc.units import MiB
 
 runner = CliRunner()

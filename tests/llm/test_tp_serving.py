@@ -58,7 +58,7 @@ def test_llama3_70b_fp8_tp2_weights_and_kv_per_rank() -> None:
 
 def test_llama3_70b_fp8_tp2_how_many_8k_sequences() -> None:
     """ "Llama-3-70B fp8 on 2 x H100, TP 2: how many 8k sequences?" By hand: vLLM sees the H100's 81,559 MiB
-    less 440 MiB = 81,119 MiB (vramcalc/llm/vllm.py, from published logs); 0.9 x that = 76,553,492,889 B;
+    less 440 MiB = 81,119 MiB (vramcalc/stacks/vllm.py, from published logs); 0.9 x that = 76,553,492,889 B;
     less the rank's weights 36,329,507,008 B and 256 MiB outside PyTorch (NCCL, custom all-reduce) leaves
     39,955,550,425 B = 37.21 GiB before the profile step's activation peak. An 8k sequence holds
     8,192 x 163,840 B = 1.25 GiB per rank, so 29 sequences for any profile peak up to 0.96 GiB

@@ -1,4 +1,4 @@
-"""vLLM's card-dependent batch defaults (vramcalc/llm/vllm.py ``batch_defaults``), hand-derived from
+"""vLLM's card-dependent batch defaults (vramcalc/stacks/vllm.py ``batch_defaults``), hand-derived from
 ``EngineArgs.get_batch_defaults`` in vllm/engine/arg_utils.py:
 
 * since vLLM 0.9.0 (vllm-project/vllm#17885, "Use small max_num_batched_tokens for A100", on top of #17073):
@@ -23,9 +23,9 @@ from typer.testing import CliRunner
 from vramcalc.cli import app
 from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.llm import vllm
 from vramcalc.planning.budget import budget_for, estimate_on
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import vllm
 from vramcalc.units import GiB
 
 runner = CliRunner()
@@ -60,8 +60,10 @@ def test_no_card_keeps_the_small_defaults() -> None:
 
 
 def test_catalog_card_total_is_what_pytorch_reports() -> None:
-    card = budget_for(get_gpu("h100")).card
-    # 81,559 MiB (nvidia-smi memory.total of the H100 SXM5) - 440 MiB = 81,119 MiB = 79.22 GiB
+    device = budget_for(get_gpu("h100")).card
+    # vLLM sees 81,559 MiB (nvidia-smi memory.total of the H100 SXM5) - 440 MiB = 81,119 MiB = 79.22 GiB
+    card = vllm.card_of(device.name, device.total_bytes)
+    assert device.total_bytes == 81_559 * 2**20
     assert card.total_bytes == (81_559 - 440) * 2**20
     assert card.name == "NVIDIA H100 SXM5 80GB"
 

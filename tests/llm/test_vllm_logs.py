@@ -19,9 +19,9 @@ from typer.testing import CliRunner
 from vramcalc.cli import app
 from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.llm import vllm
 from vramcalc.planning.budget import budget_for, fit_on
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import vllm
 from vramcalc.units import GiB, MiB
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -195,7 +195,7 @@ def test_serving_verdict_by_hand() -> None:
     budget = budget_for(get_gpu("t4"), parse_reserve("1GiB"))
     fits = {batch: fit_of(estimate(_serving(batch), hopper_or_newer=False), budget) for batch in (1, 2, 9)}
     # what vLLM manages: floor(0.5 x (usable - 1 GiB - 440 MiB)), whatever the batch (vLLM sees the driver
-    # total less 440 MiB: UNSEEN_BYTES in vramcalc/llm/vllm.py, from published start-up logs)
+    # total less 440 MiB: UNSEEN_BYTES in vramcalc/stacks/vllm.py, from published start-up logs)
     seen = budget.usable_bytes - 2**30 - 440 * 2**20
     assert {f.available_bytes for f in fits.values()} == {math.floor(0.5 * seen)}
     # needed grows by exactly one sequence's KV cache per sequence: the profile peak does not move

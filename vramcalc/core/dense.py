@@ -25,7 +25,6 @@ from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload
-from vramcalc.spec.versions import zeroes_gradients_in_place
 from vramcalc.units import allocation_bytes
 
 
@@ -122,7 +121,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
     candidates = _with_held_outputs(candidates, work, end_of_backward)
-    if zeroes_gradients_in_place(wl.versions):
+    if work.stack.zero_grad_in_place:
         incoming = shape.vocab * shape.embed_width * dt.param or techniques.largest_param_bytes(shape, dt.param)
         candidates = techniques.kept_gradients(candidates, param_bytes, allocation_bytes(incoming))
     if wl.optimizer_in_backward:

@@ -27,7 +27,6 @@ from vramcalc.core.shape import (
 )
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import ModelSpec, Workload
-from vramcalc.spec.versions import torch_note, zeroes_gradients_in_place
 
 T = TypeVar("T")
 
@@ -61,15 +60,15 @@ def resolve_shape(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list
 _STATED_DEFAULTS = ("mode", "precision", "attention")
 
 
-def workload_notes(wl: Workload) -> list[str]:
-    """The workload defaults used (each a stated assumption) and warnings on choices that run but
-    are likely not what was meant: a full fine-tune in pure 16-bit."""
+def workload_notes(wl: Workload, pinned: tuple[str, ...] = ()) -> list[str]:
+    """The workload defaults used (each a stated assumption), what the stack changes in them (``pinned``:
+    a pinned PyTorch's, :attr:`vramcalc.core.stack.Stack.workload_notes`) and warnings on choices that run
+    but are likely not what was meant: a full fine-tune in pure 16-bit."""
     notes = [f"{key} not given: {getattr(wl, key).value}" for key in _STATED_DEFAULTS if key not in wl.model_fields_set]
     train = wl.mode is Mode.train
     if train and "gradient_checkpointing" not in wl.model_fields_set:
         notes.append(f"gradient_checkpointing not given: {wl.gradient_checkpointing.value}")
-    if zeroes_gradients_in_place(wl.versions):
-        notes.append(torch_note(wl))
+    notes += pinned
     pure = {Precision.bf16: "bf16", Precision.fp16: "fp16"}.get(wl.precision)
     if train and pure and wl.adapter is None and wl.optimizer is not Optimizer.none:
         adam = wl.optimizer in (None, Optimizer.adam, Optimizer.adamw)

@@ -12,6 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramcalc.choices import Runtime
+from vramcalc.core.reserve import (
+    DEFAULT_CONTEXT_NOTE,
+    DEFAULT_CUDA_CONTEXT,
+    DEFAULT_RESERVE,
+    ReserveRule,
+    transient_reserve_note,
+)
+
 
 @dataclass(frozen=True)
 class ModelCode:
@@ -74,7 +83,30 @@ TODAY = ModelCode()
 
 @dataclass(frozen=True)
 class Stack:
-    """The resolved software stack of one run: what the formulas read instead of the spec's library keys."""
+    """The resolved software stack of one run: what the formulas read instead of the spec's library keys.
+    (How the model's own code allocates is on its shape: :class:`ModelCode`.)"""
 
-    #: How the model's code allocates (also on the shape, where the activation formulas read it).
-    code: ModelCode = TODAY
+    #: The runtime that serves a generation (None: the workload is not served by a runtime).
+    runtime: Runtime | None = None
+    #: ``zero_grad()`` zeroes the gradients in place, so they are allocated from the start of a step.
+    zero_grad_in_place: bool = False
+    #: The CUDA context when ``overhead.cuda_context`` is not given, and the assumption that says so.
+    cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT
+    cuda_context_note: str = DEFAULT_CONTEXT_NOTE
+    #: The caching allocator's reserve when ``overhead.allocator_reserve`` is not given, and its assumption.
+    reserve: ReserveRule = DEFAULT_RESERVE
+    reserve_note: str = transient_reserve_note()
+    #: What the stack changes in the workload's defaults, said after them (a pinned PyTorch's).
+    workload_notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Device:
+    """A card as the stacks read it: its name and the total memory its driver reports (bytes)."""
+
+    name: str
+    total_bytes: int
+
+
+#: Today's stack: nothing pinned, no serving runtime.
+TODAY_STACK = Stack()

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vramcalc.choices import Checkpointing, Mode, Optimizer
+from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, input_bytes_images, workspace_bytes
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Spec
-from vramcalc.spec.versions import zeroes_gradients_in_place
 
 #: Blocks per stage (He et al. 2016, Table 1).
 STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
@@ -129,7 +129,9 @@ def param_tensors(depth: int, channels: int, num_labels: int) -> list[tuple[int,
     return [*tensors, (1, num_labels, final_width(depth)), (1, num_labels, 1)]
 
 
-def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str, dict[str, int]], int, list[str]]:
+def resnet_phases(
+    spec: Spec, stack: Stack, *, hopper_or_newer: bool = True
+) -> tuple[dict[str, dict[str, int]], int, list[str]]:
     """Phases of a ResNet step (same conventions as :func:`vramcalc.core.dense.estimate`)."""
     from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 
@@ -164,7 +166,7 @@ def resnet_phases(spec: Spec, *, hopper_or_newer: bool = True) -> tuple[dict[str
     tensors = param_tensors(depth, channels, labels)
     states = optimizer_state_bytes_for(optimizer, tensors, dt.param)
     copies = n_params * dt.compute if dt.amp else 0
-    kept = zeroes_gradients_in_place(wl.versions)  # zero_grad() before PyTorch 2.0: allocated from the start
+    kept = stack.zero_grad_in_place  # allocated from the start of the step
     live = {**base, "optimizer_states": states, **({"gradients": n_params * dt.param} if kept else {})}
     stem = stem_saved_bytes(image, batch, dt.compute) + pixel_copy
     per_stage = [sum(block_saved_bytes(b, batch, dt.compute) for b in stage) for stage in all_stages]

@@ -25,30 +25,32 @@ from vramcalc.choices import (
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core import techniques
-from vramcalc.core.dense import training_phases
+from vramcalc.core.dense import host_bytes, training_phases
+from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
+from vramcalc.families.dense import base_components
+from vramcalc.families.resolve import resolve_workload
+from vramcalc.families.target import Target
 from vramcalc.llm import (
     adapters,
     bnb,
     generation,
     kvcache,
-    llamacpp,
     lora_decoder,
     lora_encdec,
     moe,
     peft_methods,
     quantization,
     recompute,
-    vllm,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
-from vramcalc.spec.versions import zeroes_gradients_in_place
-from vramcalc.stacks import litgpt
+from vramcalc.stacks import litgpt, llamacpp, vllm
 
 Phases = dict[str, dict[str, int]]
 #: Adapters with LoRA's A and B matrices, estimated here (the others in :mod:`vramcalc.llm.peft_methods`).
@@ -106,8 +108,17 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     return wb.total_bytes, info
 
 
+def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
+    """A step with LLM keys on one GPU: quantized weights, an adapter, experts, a KV cache."""
+    work = resolve_workload(spec, stack)
+    base, assumptions = base_components(work, target)
+    phases, details = llm_phases(work, base, assumptions, target.card)
+    result = assemble(spec, work.n_params + details.frozen_adapter_params, phases, assumptions, stack)
+    return replace(result, llm=details, host_bytes=host_bytes(work))
+
+
 def llm_phases(
-    work: ResolvedWorkload, base: dict[str, int], notes: list[str], card: vllm.Card | None = None
+    work: ResolvedWorkload, base: dict[str, int], notes: list[str], card: Device | None = None
 ) -> tuple[Phases, LlmDetails]:
     """Phases of one step of an LLM workload, and the details for the ``--json`` document; ``card`` is the
     GPU where one is named (vLLM's batch defaults depend on it)."""
@@ -120,7 +131,7 @@ def llm_phases(
     details = LlmDetails(quantization=qinfo, active_params=active)
     if wl.mode is Mode.train:
         if wl.adapter is not None:
-            phases, trainable, frozen = adapter_phases(spec, shape, tk, dt, base, notes, qinfo)
+            phases, trainable, frozen = adapter_phases(spec, shape, tk, dt, base, notes, qinfo, stack=work.stack)
             return phases, replace(details, trainable_params=trainable, frozen_adapter_params=frozen)
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
@@ -162,7 +173,7 @@ def inference_phases(
     base: dict[str, int],
     details: LlmDetails,
     notes: list[str],
-    card: vllm.Card | None = None,
+    card: Device | None = None,
 ) -> tuple[Phases, LlmDetails]:
     """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode."""
     wl = spec.workload
@@ -238,7 +249,7 @@ def inference_phases(
 def llamacpp_phases(
     spec: Spec, shape: ModelShape, n_params: int, base: dict[str, int], details: LlmDetails, notes: list[str]
 ) -> tuple[Phases, LlmDetails]:
-    """llama.cpp serving a GGUF file (:mod:`vramcalc.llm.llamacpp`): one phase, its buffers allocated once."""
+    """llama.cpp serving a GGUF file (:mod:`vramcalc.stacks.llamacpp`): one phase, its buffers allocated once."""
     if spec.parallel is not None:
         raise SpecError("workload.runtime: llama.cpp across several GPUs (parallel:) is not modelled")
     notes[:] = [n for n in notes if not n.startswith("cuBLAS workspace")]  # llama.cpp: no PyTorch cuBLAS handles
@@ -261,9 +272,9 @@ def profile_non_kv_bytes(
     dt: act.Dtypes,
     base: dict[str, int],
     notes: list[str],
-    card: vllm.Card | None = None,
+    card: Device | None = None,
 ) -> tuple[int, vllm.Profile, int]:
-    """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.llm.vllm`):
+    """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.stacks.vllm`):
     weights plus one forward of ``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` dummy
     requests (logits for each request's last token) plus memory outside PyTorch, whatever the number of
     requests the spec serves. Returns the bytes, the engine settings and the profile's activation peak."""
@@ -304,6 +315,8 @@ def adapter_phases(
     base: dict[str, int],
     notes: list[str],
     qinfo: dict[str, Any] | None = None,
+    *,
+    stack: Stack,
 ) -> tuple[Phases, int, int]:
     """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
     other PEFT methods in :mod:`vramcalc.llm.peft_methods`. With the trainable parameters and the frozen
@@ -320,7 +333,7 @@ def adapter_phases(
     if wl.keep_outputs and (encdec or adapter.type not in LORA_TYPES):
         raise SpecError("workload.keep_outputs: modelled with adapter.type lora, dora or lora_fa on decoder models")
     if adapter.type not in LORA_TYPES:
-        return peft_methods.method_phases(spec, shape, tk, dt, base, notes)
+        return peft_methods.method_phases(spec, shape, tk, dt, base, notes, stack)
     rank = adapter.rank or 0
     if encdec and wl.quantization is not None:
         raise SpecError(
@@ -348,7 +361,7 @@ def adapter_phases(
         ),
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
-    if zeroes_gradients_in_place(wl.versions):  # zero_grad() before PyTorch 2.0: allocated from the start
+    if stack.zero_grad_in_place:  # allocated from the start of the step
         live["gradients"] = trainable * a
     adt = kbit.dtypes
     loss = (

@@ -49,12 +49,15 @@ from typing import Any
 import vramcalc.families.llm as llm
 from vramcalc.choices import AdapterType, Checkpointing
 from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
+from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import layer_params
+from vramcalc.core.stack import Stack
 from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
-from vramcalc.families.per_rank import params_sharded, shard_div
+from vramcalc.families.per_rank import params_sharded, shard_div, with_nccl
 from vramcalc.families.resolve import resolve_workload
+from vramcalc.families.target import Target
 from vramcalc.llm import adapters, quantization
 from vramcalc.parallel import zero3
 from vramcalc.parallel.layout import FP32, MIXED, ParallelDetails, Plan, resolve_plan
@@ -99,7 +102,16 @@ class RankStates:
     host: int
 
 
-def adapter_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases, int, list[str], ParallelDetails, Any]:
+def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
+    """One rank of a LoRA / QLoRA training job across GPUs, NCCL's buffers among its overhead."""
+    phases, n_params, assumptions, ranked, details = adapter_rank_estimate(spec, stack, target.hopper_or_newer)
+    result = replace(assemble(spec, n_params, phases, assumptions, stack), parallel=ranked, llm=details)
+    return with_nccl(result, spec, target)
+
+
+def adapter_rank_estimate(
+    spec: Spec, stack: Stack, hopper_or_newer: bool
+) -> tuple[Phases, int, list[str], ParallelDetails, Any]:
     """Phases of one rank of a LoRA / QLoRA training job across GPUs, the model's parameter count,
     assumptions, plan details and the LLM details (trainable parameters, quantization)."""
     wl = spec.workload
@@ -110,7 +122,7 @@ def adapter_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases,
             f"workload.precision: {wl.precision.value} is not modelled with workload.adapter "
             "(LoRA keeps its own dtypes: use bf16, fp16 or amp-bf16)"
         )
-    work = resolve_workload(spec)
+    work = resolve_workload(spec, stack)
     plan, plan_notes = resolve_plan(spec, work.shape)
     check_adapter_plan(spec, plan)
     notes = [f"per GPU: {plan.summary}", *work.notes, *technique_notes(wl), *plan_notes]

@@ -27,19 +27,22 @@ The most loaded stage is reported: the first (embeddings, most micro-batches in 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Mode, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
 from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
 from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
+from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
 from vramcalc.core.sac import recomputes_blocks
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, image_elements, input_bytes, workspace_bytes
 from vramcalc.families.resolve import resolve_workload
+from vramcalc.families.target import Target
 from vramcalc.parallel import zero3
 from vramcalc.parallel.activations import in_flight, rank_tokens, stage_activations
 from vramcalc.parallel.layout import (
@@ -97,10 +100,31 @@ class RankParts:
     n_stage: int = 0
 
 
-def per_rank_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases, int, list[str], ParallelDetails]:
+def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
+    """The most loaded rank of a plan across GPUs (or of a ``mixed-*`` step on one), NCCL's buffers among its
+    overhead."""
+    phases, n_params, assumptions, ranked = per_rank_estimate(spec, stack, target.hopper_or_newer)
+    return with_nccl(replace(assemble(spec, n_params, phases, assumptions, stack), parallel=ranked), spec, target)
+
+
+def with_nccl(result: Estimate, spec: Spec, target: Target) -> Estimate:
+    """A training estimate across GPUs with NCCL's buffers among its overhead (vramcalc/parallel/nccl.py)."""
+    from vramcalc.parallel.nccl import nccl_overhead
+
+    assert result.parallel is not None  # the per-rank paths
+    nccl, note = nccl_overhead(spec, result.parallel.plan, target.hopper_or_newer, target.interconnect)
+    if not note:
+        return result
+    overhead = {**result.overhead, "nccl": nccl} if nccl else result.overhead
+    return replace(result, overhead=overhead, assumptions=[*result.assumptions, note])
+
+
+def per_rank_estimate(
+    spec: Spec, stack: Stack, hopper_or_newer: bool
+) -> tuple[Phases, int, list[str], ParallelDetails]:
     """Phases of the most loaded rank, the model's parameter count, assumptions and plan details."""
     check_supported(spec, spec.parallel or ParallelSpec())  # before the shape: ResNet has none
-    work = resolve_workload(spec)
+    work = resolve_workload(spec, stack)
     shape, n_params = work.shape, work.n_params
     plan, plan_notes = resolve_plan(spec, shape)
     notes = [*work.notes, *plan_notes]

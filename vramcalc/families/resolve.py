@@ -1,4 +1,4 @@
-"""A spec resolved once: the model's shape as its stack's code runs it, and the whole
+"""A spec resolved once: its stack, the model's shape as that stack's code runs it, and the whole
 :class:`~vramcalc.core.workload.ResolvedWorkload` every family estimator reads.
 """
 
@@ -9,26 +9,28 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, build_workload
 from vramcalc.spec.models import ModelSpec, Spec, Workload
-from vramcalc.stacks import resolve_stack
+from vramcalc.stacks import model_code, resolve_stack
 
 
-def resolve_model(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
-    """The model's shape with its defaults filled, as the workload's stack runs it, and the assumptions made
-    (the shape's defaults, what the stack changes, the workload's defaults)."""
+def stack_of(spec: Spec) -> Stack:
+    """The stack ``spec`` runs on (:func:`vramcalc.stacks.resolve_stack`)."""
+    return resolve_stack(spec.model, spec.workload)
+
+
+def resolve_model(spec: ModelSpec, workload: Workload, stack: Stack | None = None) -> tuple[ModelShape, list[str]]:
+    """The model's shape with its defaults filled, as the code that runs it allocates, and the assumptions
+    made (the shape's defaults, what the model's code changes, the workload's defaults and what the stack
+    changes in them)."""
+    stack = stack or resolve_stack(spec, workload)
     shape, notes = resolve_shape(spec, workload)
-    shape, _, said = resolve_stack(spec, workload, shape)
-    return shape, notes + said + workload_notes(workload)
+    shape, said = model_code(spec, workload, shape)
+    return shape, notes + said + workload_notes(workload, stack.workload_notes)
 
 
-def resolve_with_stack(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, Stack, list[str]]:
-    """:func:`resolve_model` with the stack it resolved."""
-    shape, notes = resolve_shape(spec, workload)
-    shape, stack, said = resolve_stack(spec, workload, shape)
-    return shape, stack, notes + said + workload_notes(workload)
-
-
-def resolve_workload(spec: Spec) -> ResolvedWorkload:
-    """Resolve ``spec`` (not ResNet, which has no transformer shape): the model shape with its defaults, the
-    stack, the dtypes, the step's tokens, the weight count and the optimizer."""
-    shape, stack, notes = resolve_with_stack(spec.model, spec.workload)
+def resolve_workload(spec: Spec, stack: Stack | None = None) -> ResolvedWorkload:
+    """Resolve ``spec`` (not ResNet, which has no transformer shape) on its stack (``stack``, when the caller
+    resolved it already): the model shape with its defaults, the dtypes, the step's tokens, the weight count
+    and the optimizer."""
+    stack = stack or stack_of(spec)
+    shape, notes = resolve_model(spec.model, spec.workload, stack)
     return build_workload(spec, shape, notes, stack)

@@ -22,7 +22,7 @@ What one GPU holds (vLLM's layers, vllm/model_executor/layers/linear.py and voca
   stages ``layers // pipeline`` blocks, the remainder one each to the stages just before the last; the
   first stage also holds the embedding, the last the final norm and LM head (a tied head keeps its own
   copy there).
-* **capacity per replica**: every rank runs vLLM's profile (:mod:`vramcalc.llm.vllm`) on its own share
+* **capacity per replica**: every rank runs vLLM's profile (:mod:`vramcalc.stacks.vllm`) on its own share
   and the engine keeps the smallest number of KV blocks over the ranks (V1 ``get_kv_cache_configs``
   unifies ``num_blocks`` to the minimum; V0 ``determine_num_available_blocks`` takes ``min`` over the
   workers). Each rank's budget is ``utilization x total - its weights - its profile peak - memory
@@ -37,11 +37,14 @@ from typing import Any
 
 import vramcalc.families.llm as llm
 from vramcalc.choices import Architecture, Head, Mode
+from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import embedding_params, head_params, layer_params
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
 from vramcalc.families.resolve import resolve_workload
+from vramcalc.families.target import Target
 from vramcalc.parallel.layout import ParallelDetails, Plan, resolve_plan
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec
@@ -149,10 +152,19 @@ def check_serving(spec: Spec, shape: ModelShape) -> None:
         )
 
 
-def serving_estimate(spec: Spec, *, hopper_or_newer: bool) -> tuple[Phases, int, list[str], ParallelDetails, Any]:
+def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
+    """One rank of an LLM serving job across GPUs."""
+    phases, n_params, assumptions, ranked, details = serving_estimate(spec, stack, target.hopper_or_newer)
+    result = assemble(spec, n_params, phases, assumptions, stack)
+    return replace(result, parallel=ranked, llm=details)
+
+
+def serving_estimate(
+    spec: Spec, stack: Stack, hopper_or_newer: bool
+) -> tuple[Phases, int, list[str], ParallelDetails, Any]:
     """Phases of the most loaded rank, the model's parameter count, assumptions, plan details and the
     LLM details (its KV pool carries every stage's, so capacity is the minimum over the ranks)."""
-    work = resolve_workload(spec)
+    work = resolve_workload(spec, stack)
     shape = work.shape
     check_serving(spec, shape)
     plan, plan_notes = resolve_plan(spec, shape)

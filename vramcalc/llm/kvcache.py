@@ -14,7 +14,7 @@ counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
 * Capacity (vLLM's ``determine_available_memory``; ``determine_num_available_blocks`` in V0): the KV
   budget is ``memory_utilization x`` the total vLLM sees (the driver total less ``KvPool.unseen_bytes``)
   minus the non-KV peak of the profile run (weights + activation peak + non-torch memory; see
-  :mod:`vramcalc.llm.vllm`); the CUDA context is in vLLM's baseline and is not subtracted.
+  :mod:`vramcalc.stacks.vllm`); the CUDA context is in vLLM's baseline and is not subtracted.
   ``num_blocks = budget // (block x bytes per token)``; "GPU KV cache size" = num_blocks x block tokens;
   "maximum concurrency" = KV tokens / context length.
 * Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence.
@@ -138,7 +138,7 @@ def paged_tokens(tokens: int, block: int) -> int:
 
 @dataclass(frozen=True)
 class EngineProfile:
-    """vLLM's engine settings behind a KV pool and what its profile step measured (vramcalc/llm/vllm.py)."""
+    """vLLM's engine settings behind a KV pool and what its profile step measured (vramcalc/stacks/vllm.py)."""
 
     version: str
     engine: str

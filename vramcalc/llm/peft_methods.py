@@ -37,12 +37,13 @@ from dataclasses import dataclass, replace
 from vramcalc.choices import AdapterType, Attention, Checkpointing, Norm, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
 from vramcalc.llm import lora_targets, peft_boft, peft_more
 from vramcalc.llm.adapters import MLP_TARGETS
 from vramcalc.llm.peft_more import FIRST_INPUTS, Method
 from vramcalc.spec.llm import AdapterSpec
-from vramcalc.spec.versions import peft_release, zeroes_gradients_in_place
+from vramcalc.spec.versions import peft_release
 
 FP32 = 4
 #: Rounding of the CUDA caching allocator (small vectors are whole blocks).
@@ -248,7 +249,13 @@ def check(spec: object, shape: ModelShape) -> None:
 
 
 def method_phases(
-    spec: object, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, base: dict[str, int], notes: list[str]
+    spec: object,
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    base: dict[str, int],
+    notes: list[str],
+    stack: Stack,
 ) -> tuple[dict[str, dict[str, int]], int, int]:
     """Training step of a frozen base with the method's trainable parameters (forward, backward, optimizer),
     as :func:`vramcalc.families.llm.adapter_phases` assembles LoRA's; with the trainable and the frozen
@@ -275,7 +282,7 @@ def method_phases(
         "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a) + m.extra_states,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
-    if zeroes_gradients_in_place(wl.versions):  # zero_grad() before PyTorch 2.0: allocated from the start
+    if stack.zero_grad_in_place:  # allocated from the start of the step
         live["gradients"] = trainable * a
     t = m.tokens
     ckpt = wl.gradient_checkpointing is Checkpointing.full

@@ -24,7 +24,8 @@ from vramcalc.choices import Architecture, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import phase_candidates
-from vramcalc.core.estimate import ReserveRule, overhead_terms, phase_total
+from vramcalc.core.estimate import overhead_terms, phase_total
+from vramcalc.core.reserve import ReserveRule
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
 from vramcalc.core.workload import DTYPES, ResolvedWorkload, image_elements, input_bytes, workspace_bytes
@@ -64,7 +65,7 @@ class BatchTotals:
         if not _symbolic_path(spec):
             return cls(spec, hopper_or_newer, interconnect=interconnect)
         work = resolve_workload(spec)
-        context, reserve = overhead_terms(spec, [])
+        context, reserve = overhead_terms(spec.overhead, work.stack, [])
         try:
             totals = [(phase_total(m), reserve.kept_of(m)) for m in _symbolic_moments(work, hopper_or_newer)]
             peak = _coefficients(maximum(*(total for total, _ in totals)))

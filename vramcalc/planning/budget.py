@@ -24,9 +24,10 @@ import math
 from dataclasses import dataclass
 
 from vramcalc.core.estimate import Estimate
+from vramcalc.core.stack import Device
 from vramcalc.families import estimate
 from vramcalc.hardware.catalog import GPU
-from vramcalc.llm import kvcache, vllm
+from vramcalc.llm import kvcache
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
@@ -50,9 +51,9 @@ class Budget:
     interconnect: str = "nvswitch"  # how several of these cards talk (NCCL's buffers, vramcalc/parallel/nccl.py)
 
     @property
-    def card(self) -> vllm.Card:
-        """The card as vLLM's batch defaults see it (its name and the total PyTorch reports)."""
-        return vllm.card_of(self.gpu_name, self.usable_bytes)
+    def card(self) -> Device:
+        """The card as the stacks read it: its name and the total its driver reports."""
+        return Device(self.gpu_name, self.usable_bytes)
 
     @property
     def reserve_bytes(self) -> int:

@@ -27,10 +27,10 @@ from typing import Any
 
 from vramcalc.choices import Mode, Precision
 from vramcalc.core.estimate import Estimate
+from vramcalc.core.stack import Device
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.hardware.catalog import GPU
-from vramcalc.llm.vllm import Card
 from vramcalc.parallel.rules import LLM_KEYS, check_supported
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, estimate_on, fit_of, fit_on
 from vramcalc.planning.limits import with_workload
@@ -108,7 +108,7 @@ def fit_cards(
     count = plan_gpus(spec.parallel) if spec.parallel is not None else 1
     budgets = [budget_for(gpu, reserve, count, spec.parallel is not None) for gpu in gpus]
     kinds = {(b.hopper_or_newer, b.interconnect) for b in budgets}
-    results: dict[tuple[bool, str, Card | None], Estimate] = {
+    results: dict[tuple[bool, str, Device | None], Estimate] = {
         (flag, link, None): estimate(spec, hopper_or_newer=flag, interconnect=link) for flag, link in kinds
     }
     for b in budgets:  # a vLLM serving spec: vLLM's default batch sizes depend on the card

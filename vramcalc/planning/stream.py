@@ -50,9 +50,9 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     from vramcalc.families import estimate
     from vramcalc.families.resolve import resolve_model
     from vramcalc.llm.kvcache import self_attention_layers
-    from vramcalc.llm.llamacpp import bytes_per_token
     from vramcalc.spec.load import load_spec_arg
     from vramcalc.spec.models import is_generation
+    from vramcalc.stacks.llamacpp import bytes_per_token
 
     found = None
     if isinstance(path, str | Path):
@@ -80,7 +80,7 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
             notes.append(NO_CACHE_NOTE)
         else:
             # the KV cache's own bytes per token: MLA's latent, the spec's kv_cache_dtype (vramcalc/llm/kvcache.py),
-            # or llama.cpp's cache_type_k / cache_type_v for a spec that runs in llama.cpp (vramcalc/llm/llamacpp.py)
+            # or llama.cpp's cache_type_k / cache_type_v for a spec that runs in llama.cpp (vramcalc/stacks/llamacpp.py)
             per_token = bytes_per_token(shape, workload, DTYPES[workload.precision].compute)
             if shape.sliding_layers(self_attention_layers(shape)):
                 notes.append(

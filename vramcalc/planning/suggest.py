@@ -20,6 +20,7 @@ from typing import Any
 from vramcalc.choices import Attention, Checkpointing, KvCacheDtype, Mode, Optimizer, Precision, QuantMethod, Runtime
 from vramcalc.core.estimate import Estimate, overhead_terms
 from vramcalc.errors import SpecError
+from vramcalc.families.resolve import stack_of
 from vramcalc.planning.budget import Budget, estimate_on, fit_of, fit_on
 from vramcalc.planning.limits import largest_fitting, max_batch, with_workload
 from vramcalc.spec.models import Spec, is_generation
@@ -207,6 +208,6 @@ def accumulation_total(result: Estimate, spec: Spec) -> int:
     moments = [comps | {"gradients": grads} for comps in result.phase_components.values()]
     totals = [result.phases[name] - comps["gradients"] + grads for name, comps in result.phase_components.items()]
     peak = totals.index(max(totals))  # the first of equals, as estimate picks its peak phase
-    _, reserve = overhead_terms(spec, [])
+    _, reserve = overhead_terms(spec.overhead, stack_of(spec), [])
     outside = sum(bytes_ for key, bytes_ in result.overhead.items() if key != "allocator_reserve")
     return totals[peak] + outside + reserve.of_base(reserve.base_of(moments[peak], totals[peak]))

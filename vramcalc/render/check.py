@@ -24,12 +24,12 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from vramcalc.llm.vllm import UNSEEN_BYTES
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.check import CheckReport, CheckRow
 from vramcalc.planning.suggest import Suggestion
 from vramcalc.render.escape import github_data, github_property, markdown_text, terminal_line, xml_text
 from vramcalc.render.text import narrow_table, table_width, terminal_width, wrap_text
+from vramcalc.stacks.vllm import UNSEEN_BYTES
 from vramcalc.units import GiB, MiB
 
 if TYPE_CHECKING:

@@ -131,7 +131,7 @@ def available_text(b: Budget) -> str:
 
 def _managed(limit: Limit) -> str:
     """For a vLLM serving spec: the share of the available memory vLLM manages (KV pool + profile peak)."""
-    from vramcalc.llm.vllm import UNSEEN_BYTES
+    from vramcalc.stacks.vllm import UNSEEN_BYTES
     from vramcalc.units import MiB
 
     if limit.available_bytes == limit.budget.available_bytes:

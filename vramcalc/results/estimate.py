@@ -141,7 +141,7 @@ class ParallelPlan(Result):
 
 
 class VllmEngine(Result):
-    """What vLLM subtracts before sizing its KV cache at start-up (vramcalc/llm/vllm.py), int bytes."""
+    """What vLLM subtracts before sizing its KV cache at start-up (vramcalc/stacks/vllm.py), int bytes."""
 
     version: str = Field(description="The vLLM release modelled (workload.versions.vllm, else the default).")
     engine: str = Field(description="V0 or V1 (the default engine from 0.8.0).")

@@ -1,5 +1,5 @@
 """Rules of llama.cpp's workload keys (``runtime: llama.cpp``, ``cache_type_k``, ``cache_type_v``,
-``n_ubatch``, ``flash_attn``; modelled in vramcalc/llm/llamacpp.py). Kept apart from
+``n_ubatch``, ``flash_attn``; modelled in vramcalc/stacks/llamacpp.py). Kept apart from
 :mod:`vramcalc.spec.models`, which calls them.
 
 The key names follow llama.cpp's flags: ``--cache-type-k`` / ``--cache-type-v`` (``-ctk`` / ``-ctv``),

@@ -225,11 +225,11 @@ class Workload(SpecSection):
     kv_cache_dtype: KvCacheDtype | None = None
     kv_block_size: PositiveInt | None = None
     memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
-    # vLLM's engine settings (vramcalc/llm/vllm.py): its scheduler's limits and the release modelled.
+    # vLLM's engine settings (vramcalc/stacks/vllm.py): its scheduler's limits and the release modelled.
     max_model_len: PositiveCount | None = None
     max_num_batched_tokens: PositiveCount | None = None
     max_num_seqs: PositiveInt | None = None
-    # llama.cpp (vramcalc/llm/llamacpp.py): --cache-type-k, --cache-type-v, --ubatch-size, --flash-attn
+    # llama.cpp (vramcalc/stacks/llamacpp.py): --cache-type-k, --cache-type-v, --ubatch-size, --flash-attn
     cache_type_k: CacheType | None = None
     cache_type_v: CacheType | None = None
     n_ubatch: PositiveInt | None = None

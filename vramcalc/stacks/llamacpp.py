@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vramcalc.choices import Architecture, Head, KvCacheDtype
+from vramcalc.core.reserve import ReserveRule
 from vramcalc.errors import SpecError
 from vramcalc.llm import gguf, kvcache
 from vramcalc.spec.llamacpp import runs_llamacpp
@@ -196,3 +197,8 @@ def phase(
         notes.append(f"llama.cpp keeps the token embedding ({host / 2**20:,.2f} MiB) in host memory, not on the GPU")
     buffers = {"kv_cache": kv_bytes(shape, s), "temporaries": compute_buffer_bytes(shape, s)}
     return {"parameters": weights - host, **buffers}, s
+
+
+#: llama.cpp's buffers are allocated once, at their exact sizes: no caching allocator, no reserve.
+RESERVE = ReserveRule(0.0)
+RESERVE_NOTE = "allocator reserve 0: llama.cpp allocates its buffers once, at their exact sizes"

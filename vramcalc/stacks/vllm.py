@@ -45,6 +45,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vramcalc.core.reserve import LONG_LIVED, TRANSIENT_RESERVE, ReserveRule, transient_reserve_note
+from vramcalc.core.stack import Device
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Workload
 from vramcalc.spec.versions import release_key
@@ -136,9 +138,9 @@ def check_keys(wl: Workload, is_vllm: bool) -> None:
             raise SpecError(f"workload.{key}: only valid with runtime: vllm")
 
 
-def resolve(wl: Workload, context: int, notes: list[str], card: Card | None = None) -> Profile:
+def resolve(wl: Workload, context: int, notes: list[str], device: Device | None = None) -> Profile:
     """The engine settings of a vLLM serving spec (defaults noted); ``context`` is the request's length,
-    ``card`` the GPU where one is named (its batch defaults)."""
+    ``device`` the GPU where one is named (its batch defaults)."""
     versions = wl.versions or {}
     version = versions.get("vllm") or DEFAULT_VERSION
     release = parse_version(version)
@@ -163,6 +165,7 @@ def resolve(wl: Workload, context: int, notes: list[str], card: Card | None = No
                 f"max_num_batched_tokens not given: {tokens:,} (V0 without chunked prefill: max(max_model_len, 2048))"
             )
         return Profile(version, engine, max_len, tokens, seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS)
+    card = None if device is None else card_of(device.name, device.total_bytes)
     default_tokens, default_seqs, rule = batch_defaults(release, card)
     missing = [f"{key} not given: {value:,}" for key, value, given in (
         ("max_num_batched_tokens", default_tokens, tokens), ("max_num_seqs", default_seqs, seqs)
@@ -172,3 +175,8 @@ def resolve(wl: Workload, context: int, notes: list[str], card: Card | None = No
     tokens = tokens if tokens is not None else default_tokens
     seqs = seqs if seqs is not None else default_seqs
     return Profile(version, engine, max_len, tokens, seqs)
+
+
+#: vLLM allocates its whole KV pool once, at start-up, at a size that does not change: it adds no reserve.
+RESERVE = ReserveRule(TRANSIENT_RESERVE, long_lived=(*LONG_LIVED, "kv_cache"))
+RESERVE_NOTE = transient_reserve_note("vLLM's KV pool")

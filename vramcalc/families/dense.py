@@ -1,0 +1,56 @@
+"""The single-GPU families without LLM keys: a dense transformer step (:mod:`vramcalc.core.dense`) and a
+ResNet step (:mod:`vramcalc.core.vision`); and the components every single-GPU transformer step starts from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from vramcalc.choices import Mode
+from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
+from vramcalc.core.dense import host_bytes, phase_candidates
+from vramcalc.core.estimate import Estimate, assemble, select_phases
+from vramcalc.core.stack import Stack
+from vramcalc.core.techniques import notes as technique_notes
+from vramcalc.core.workload import ResolvedWorkload, image_elements, input_bytes, workspace_bytes
+from vramcalc.families.resolve import resolve_workload
+from vramcalc.families.target import Target
+from vramcalc.spec.models import Spec
+
+
+def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, int], list[str]]:
+    """What a single-GPU transformer step holds whatever it does: the weights (with the buffers the model's code
+    allocates beside them, and the whole allocator blocks they take as they load), the inputs and the cuBLAS
+    workspace; and the assumptions so far (the resolution's and the training techniques')."""
+    wl = work.spec.workload
+    assumptions = [*work.notes, *technique_notes(wl)]
+    base = {
+        # a pinned older transformers release may add per-layer buffers (vramcalc/stacks/transformers.py)
+        "parameters": work.n_params * work.dtypes.param + work.shape.code.buffer_bytes,
+        "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(work.spec), work.dtypes.param),
+        "workspace": workspace_bytes(wl.mode, target.hopper_or_newer),
+        # the whole allocator blocks the weights take as they load (vramcalc/core/allocator.py)
+        "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param) if loads_plain_weights(wl) else 0,
+    }
+    if not target.hopper_or_newer:
+        assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
+    return base, assumptions
+
+
+def estimate_dense(spec: Spec, stack: Stack, target: Target) -> Estimate:
+    """A transformer step without LLM keys on one GPU."""
+    work = resolve_workload(spec, stack)
+    base, assumptions = base_components(work, target)
+    if spec.workload.mode is Mode.train and spec.workload.optimizer is None:
+        assumptions.append("optimizer not given: adamw")
+    phases = select_phases(phase_candidates(work, base))
+    result = assemble(spec, work.n_params, phases, assumptions, stack)
+    return dataclasses.replace(result, host_bytes=host_bytes(work))
+
+
+def estimate_resnet(spec: Spec, stack: Stack, target: Target) -> Estimate:
+    """A ResNet step on one GPU."""
+    from vramcalc.core import vision
+
+    phases, n_params, assumptions = vision.resnet_phases(spec, stack, hopper_or_newer=target.hopper_or_newer)
+    return assemble(spec, n_params, phases, assumptions, stack)

@@ -1,0 +1,53 @@
+"""PyTorch releases (``workload.versions.torch``): what a pinned release changes in a step.
+
+* **Gradients zeroed in place before 2.0.** ``zero_grad()`` zeroed the gradients in place
+  (``set_to_none=False`` was the default of both ``Optimizer.zero_grad`` and ``Module.zero_grad``; 2.0
+  changed it), so a loop on such a release holds every gradient from the start of a step. The same pin makes
+  eager attention and the per-tensor optimizer loop the defaults (SDPA and the ``foreach`` default arrived
+  in 2.0).
+* **Every kernel module loaded at start-up before 1.13**, which sets ``CUDA_MODULE_LOADING=LAZY`` unless the
+  user chose otherwise: the CUDA context is 1,343 MiB, measured on a V100 with 2022 PyTorch (measured.yaml
+  case hf-perf-bert-large-load-context-only); DeepSpeed's 2020 out-of-memory message on a 32 GB V100 leaves
+  1.26 GiB of the card outside PyTorch's reserve (case deepspeed-zero-tutorial-gpt2-1.5b-dp8-noZeRO-OOM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramcalc.core.reserve import DEFAULT_CONTEXT_NOTE, DEFAULT_CUDA_CONTEXT
+from vramcalc.spec.models import Workload
+from vramcalc.spec.versions import torch_note, torch_release, zeroes_gradients_in_place
+from vramcalc.units import MiB
+
+EAGER_LOADING_CUDA_CONTEXT = 1343 * MiB
+LAZY_LOADING_TORCH = (1, 13, 0)
+EAGER_CONTEXT_NOTE = (
+    "CUDA context 1,343 MiB: PyTorch before 1.13 loads every kernel at start-up (measured on a V100 "
+    "with 2022 PyTorch; set overhead.cuda_context)"
+)
+
+
+@dataclass(frozen=True)
+class TorchFacts:
+    """What the PyTorch release a workload runs on changes (defaults: today's)."""
+
+    zero_grad_in_place: bool = False
+    cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT
+    cuda_context_note: str = DEFAULT_CONTEXT_NOTE
+    workload_notes: tuple[str, ...] = ()
+
+
+def facts(workload: Workload) -> TorchFacts:
+    """The facts of the release ``workload.versions.torch`` pins (today's when none is)."""
+    release = torch_release(workload.versions)
+    if release is None:
+        return TorchFacts()
+    in_place = zeroes_gradients_in_place(workload.versions)
+    eager = release < LAZY_LOADING_TORCH
+    return TorchFacts(
+        zero_grad_in_place=in_place,
+        cuda_context_bytes=EAGER_LOADING_CUDA_CONTEXT if eager else DEFAULT_CUDA_CONTEXT,
+        cuda_context_note=EAGER_CONTEXT_NOTE if eager else DEFAULT_CONTEXT_NOTE,
+        workload_notes=(torch_note(workload),) if in_place else (),
+    )
