@@ -90,7 +90,7 @@ class Checkpointing(StrEnum):
     none = "none"
     full = "full"
     selective = "selective"
-    selective_op = "selective-op"  # torchtitan's op-level selective activation checkpointing (vramcalc/core/sac.py)
+    selective_op = "selective-op"  # torchtitan's op-level selective activation checkpointing (vramcalc/stacks/sac.py)
 
 
 class Attention(StrEnum):
@@ -168,7 +168,7 @@ class AdapterType(StrEnum):
 
 
 class CrossEntropy(StrEnum):
-    """How the LM loss handles the vocabulary-sized logits (vramcalc/core/techniques.py)."""
+    """How the LM loss handles the vocabulary-sized logits (vramcalc/stacks/techniques.py)."""
 
     standard = "standard"  # Hugging Face: all logits, their fp32 upcast and the log-softmax at once
     chunked = "chunked"  # torchtune CEWithChunkedOutputLoss (8 output chunks)

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from vramcalc.choices import CrossEntropy
 from vramcalc.core import activations as act
-from vramcalc.core import techniques
+from vramcalc.core import training
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_workload
@@ -73,7 +72,7 @@ def test_no_loss_keeps_logits_and_one_logits_sized_gradient() -> None:
     # logits.sum().backward(): 32 tokens x 1,000 vocab fp16 logits held by the caller (64,000 bytes) and
     # the LM head's contiguous copy of the expanded gradient (64,000 bytes); no fp32 copy, no log-softmax
     work = resolve_workload(spec(TINY_OPT, cross_entropy="none"))
-    loss = techniques.loss_bytes(work.shape, work.tokens, work.dtypes, CrossEntropy.none)
+    loss = training.no_loss_bytes(work.shape, work.tokens, work.dtypes)
     assert loss == act.LossBytes(saved=64_000, forward_transient=0, backward_temporaries=64_000)
 
 

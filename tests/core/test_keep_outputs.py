@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from vramcalc.core import techniques
+from vramcalc.core import training
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_workload
@@ -84,7 +84,7 @@ def test_gpt_neox_before_4_49_keeps_its_fused_qkv_and_an_fp32_key() -> None:
     data = {"model": {"preset": "pythia-70m"}, "workload": {"batch_size": 1, "seq_len": 100, "precision": "fp16",
             "versions": {"transformers": "4.42.0"}}}  # fmt: skip
     work = resolve_workload(parse_spec(data, "t"))
-    held = techniques.held_outputs(work.shape, work.tokens, work.dtypes, checkpointing=False)
+    held = training.held_outputs(work.shape, work.tokens, work.dtypes, checkpointing=False)
     assert held.logits == 100 * 50304 * 2
     assert held.cache == 6 * 100 * (3_072 + 2_048)
     assert held.fresh_cache == 6 * 100 * 2_048

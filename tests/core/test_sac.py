@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from vramcalc.core import sac
+from vramcalc.core.checkpointing import kept_per_block_bytes
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.load import parse_spec
 from vramcalc.spec.models import Spec
+from vramcalc.stacks import sac
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACED = json.loads((ROOT / "benchmarks" / "data" / "tracer_sac.json").read_text(encoding="utf-8"))["cases"]
@@ -88,9 +89,8 @@ def test_what_a_block_keeps_by_hand() -> None:
     wide and the logsumexp 4 heads x 4 B. Per block 1,024 x (1,456 x 2 + 256 x 2 + 16) = 3,522,560 B; the
     forward phase of two blocks holds 7,045,120 B more than under full checkpointing."""
     work = resolve_workload(small(gradient_checkpointing="selective-op"))
-    kept = sac.kept_per_block_bytes(
-        work.spec.workload.gradient_checkpointing, work.shape, 1024, work.dtypes, work.spec.workload.attention
-    )
+    assert work.stack.kept_ops == sac.OP_POLICY
+    kept = kept_per_block_bytes(work.stack.kept_ops, work.shape, 1024, work.dtypes, work.spec.workload.attention)
     assert kept == 3_522_560
     op_level = estimate(small(gradient_checkpointing="selective-op"))
     full = estimate(small(gradient_checkpointing="full"))

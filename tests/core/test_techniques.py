@@ -1,4 +1,4 @@
-"""Training-technique keys (vramcalc/core/techniques.py): deltas derived by hand on a small decoder.
+"""Training-technique keys (vramcalc/stacks/techniques.py): deltas derived by hand on a small decoder.
 
 The model: GPT-2 style decoder (defaults: LayerNorm, gelu, tied LM head, 1024 learned positions),
 2 layers, hidden 256, ffn 1024, vocab 32000, bf16 (2 B per parameter, gradient and Adam state), batch 2 x 512.

@@ -1,5 +1,5 @@
 """litgpt's own model code under ``adapter.framework: litgpt`` (vramcalc/stacks/transformers.py ``litgpt_model``,
-vramcalc/core/techniques.py ``litgpt_loss_bytes``, vramcalc/llm/bnb.py ``lightning_load_copy``), by hand from
+vramcalc/stacks/litgpt.py ``loss_bytes``, vramcalc/llm/bnb.py ``lightning_load_copy``), by hand from
 litgpt's source at commit 8641822 (lit_gpt/model.py, lit_gpt/lora.py, lit_gpt/utils.py, finetune/lora.py) and
 Lightning's ``BitsandbytesPrecision`` (lightning/fabric/plugins/precision/bitsandbytes.py). The whole steps
 are held to the tracer in tests/llm/test_tracer_litgpt.py."""
@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from vramcalc.core import activations as act
-from vramcalc.core.techniques import litgpt_loss_bytes
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks.litgpt import loss_bytes as litgpt_loss_bytes
 
 ADAPTER = {"rank": 8, "alpha": 16, "targets": ["q", "v"], "framework": "litgpt"}
 

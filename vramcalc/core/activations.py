@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
 from vramcalc.core import t5
+from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.stack import ModelCode
 from vramcalc.core.symbolic import maximum
 
 #: Bytes of fp32, the dtype of norm statistics, softmax under autocast, logsumexp and upcast losses.

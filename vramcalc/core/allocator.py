@@ -26,10 +26,8 @@ import bisect
 import functools
 from collections.abc import Iterable
 
-from vramcalc.choices import Runtime
 from vramcalc.core.params import load_order
 from vramcalc.core.shape import ModelShape
-from vramcalc.spec.models import Workload, is_generation
 from vramcalc.units import MiB, allocation_bytes, ceil_div
 
 SMALL_SIZE = 1 * MiB  # kSmallSize: the small pool's largest request
@@ -102,11 +100,3 @@ def _place(free: list[int], request: int, smallest: int) -> int:
 def weights_rounding_bytes(shape: ModelShape, param_bytes: int) -> int:
     """:func:`load_rounding_bytes` of the model's weights, ``param_bytes`` per element, in load order."""
     return load_rounding_bytes((tuple(n * param_bytes for n in t), count) for t, count in load_order(shape))
-
-
-def loads_plain_weights(wl: Workload) -> bool:
-    """The weights are 16/32-bit PyTorch tensors placed through the caching allocator one by one: not
-    quantized, and not served by vLLM (its own weight loader and profile) or llama.cpp."""
-    if wl.quantization is not None:
-        return False
-    return not (is_generation(wl) and (wl.runtime or Runtime.vllm) in (Runtime.vllm, Runtime.llama_cpp))

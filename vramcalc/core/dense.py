@@ -2,7 +2,7 @@
 
 A training step is modelled as PyTorch runs it on its second iteration with
 ``zero_grad(set_to_none=True)``: gradients do not exist during the forward pass, optimizer states do
-(with ``versions: {torch: ...}`` before 2.0 they do: :func:`vramcalc.core.techniques.kept_gradients`).
+(where the stack zeroes them in place they do: :func:`vramcalc.core.training.kept_gradients`).
 
 * forward: parameters + optimizer states + saved activations growing to the loss, where the logits,
   their fp32 copy and the log-softmax output are alive together;
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
-from vramcalc.core import sac, t5, techniques
-from vramcalc.core.estimate import Phase, select_phases
+from vramcalc.core import checkpointing, t5, training
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
+from vramcalc.core.phases import Phase, select_phases
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import ResolvedWorkload
 from vramcalc.units import allocation_bytes
@@ -46,27 +46,27 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     """Backward has several candidate moments: its start (every saved activation plus the loss
     gradients), the last block's backward, and its end (all gradients); under full checkpointing the
     start and the first recomputed block instead of the last block."""
-    wl, shape, tk, dt = work.spec.workload, work.shape, work.tokens, work.dtypes
+    wl, shape, tk, dt, stack = work.spec.workload, work.shape, work.tokens, work.dtypes, work.stack
     optimizer, n_params = work.optimizer, work.n_params
     param_bytes = n_params * dt.param
     states = optimizer_state_bytes(optimizer, shape, dt.param)
     temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
-    if wl.optimizer_offload == "cpu":
-        offloaded = techniques.cpu_offload_optimizer(shape, optimizer, wl.optimizer_impl, dt)
+    if stack.optimizer_offload is not None:
+        offloaded = stack.optimizer_offload(shape, optimizer, wl.optimizer_impl, dt)
         states, temps = offloaded.device_states, offloaded.device_temps
     copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
-    loss = techniques.loss_bytes(shape, tk, dt, wl.cross_entropy)
+    loss = stack.loss(shape, tk, dt) if stack.loss is not None else act.loss_bytes(shape, tk, dt)
     saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
     live = {**base, "optimizer_states": states}
     head_grads = head_gradient_params(shape) * dt.param
-    if sac.recomputes_blocks(wl.gradient_checkpointing):
+    if checkpointing.recomputes_blocks(wl.gradient_checkpointing):
         outside = act.embedding_saved_bytes(shape, tk, dt) + act.head_saved_bytes(shape, tk, dt)
-        # the op-level policy also keeps some outputs of every block (vramcalc/core/sac.py)
-        op_kept = sac.kept_per_block_bytes(wl.gradient_checkpointing, shape, tk.encoder, dt, wl.attention)
+        # a selective policy also keeps some outputs of every block (vramcalc/core/checkpointing.py)
+        op_kept = checkpointing.kept_per_block_bytes(stack.kept_ops, shape, tk.encoder, dt, wl.attention)
         kept = act.checkpoint_saved_bytes(shape, tk, dt) + shape.layers * op_kept + outside
-        if wl.activation_offloading:
+        if stack.activation_offload is not None:
             stash = tk.encoder * shape.hidden * dt.residual  # one block input
-            kept = techniques.offload_activations(kept, act.head_saved_bytes(shape, tk, dt), stash).device
+            kept = stack.activation_offload(kept, act.head_saved_bytes(shape, tk, dt), stash).device
         layer = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
         n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
         head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
@@ -84,17 +84,17 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "gradients": head_gradient_params(shape) * dt.param,
         }
         backward = [start, recompute]
-        if sac.has_block_moments(shape):
-            backward += sac.block_backward_moments(recompute, shape, tk, dt, op_kept)
+        if checkpointing.has_block_moments(shape):
+            backward += checkpointing.block_backward_moments(recompute, shape, tk, dt, op_kept)
         first_block = t5_first_block_recompute(work)
         if first_block is not None:
             backward.append({**live, **first_block})
     else:
         if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             saved -= _eager_score_bytes(shape, tk, dt)
-        if wl.activation_offloading:
+        if stack.activation_offload is not None:
             stash = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
-            saved = techniques.offload_activations(saved, act.head_saved_bytes(shape, tk, dt), stash).device
+            saved = stack.activation_offload(saved, act.head_saved_bytes(shape, tk, dt), stash).device
         forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
         start = {
             **live,
@@ -110,29 +110,29 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
         backward = [start, last_block]
-        if sac.has_block_moments(shape) and not wl.activation_offloading:
+        if checkpointing.has_block_moments(shape) and stack.activation_offload is None:
             # the top and the bottom block's backward, each block keeping all it saved (beside its input)
             held = {**live, "autocast_weight_copies": copies, "activations": saved, "gradients": head_grads}
             layer = act.layer_saved_bytes(shape, tk, dt, wl.attention) - tk.encoder * shape.hidden * dt.residual
             if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
                 layer -= _eager_score_bytes(shape, tk, dt) // shape.layers  # recomputed, not kept
-            backward += sac.block_backward_moments(held, shape, tk, dt, layer)
+            backward += checkpointing.block_backward_moments(held, shape, tk, dt, layer)
     end_of_backward = {**live, "gradients": param_bytes, "temporaries": tied_gradient_sum_bytes(shape, dt.param)}
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
     candidates = _with_held_outputs(candidates, work, end_of_backward)
-    if work.stack.zero_grad_in_place:
-        incoming = shape.vocab * shape.embed_width * dt.param or techniques.largest_param_bytes(shape, dt.param)
-        candidates = techniques.kept_gradients(candidates, param_bytes, allocation_bytes(incoming))
-    if wl.optimizer_in_backward:
-        return techniques.optimizer_in_backward(candidates, shape, optimizer, wl.optimizer_impl, dt)
+    if stack.zero_grad_in_place:
+        incoming = shape.vocab * shape.embed_width * dt.param or training.largest_param_bytes(shape, dt.param)
+        candidates = training.kept_gradients(candidates, param_bytes, allocation_bytes(incoming))
+    if stack.optimizer_in_backward:
+        return training.optimizer_in_backward(candidates, shape, optimizer, wl.optimizer_impl, dt)
     return candidates
 
 
 def _with_held_outputs(
     candidates: dict[str, list[Phase]], work: ResolvedWorkload, end: Phase
 ) -> dict[str, list[Phase]]:
-    """The outputs the loop holds (:func:`vramcalc.core.techniques.held_outputs`): with ``keep_outputs`` the
+    """The outputs the loop holds (:func:`vramcalc.core.training.held_outputs`): with ``keep_outputs`` the
     previous step's through this forward; with it or ``cross_entropy: none`` (the caller keeps the logits it
     sums) this step's through backward and the optimizer step. The logits already count at the loss under
     ``none``; the cache's fresh tensors count from the forward on, the rest once backward frees it."""
@@ -140,8 +140,8 @@ def _with_held_outputs(
     no_loss = wl.cross_entropy is CrossEntropy.none
     if not (wl.keep_outputs or no_loss):
         return candidates
-    checkpointing = wl.gradient_checkpointing is Checkpointing.full
-    held = techniques.held_outputs(work.shape, work.tokens, work.dtypes, checkpointing)
+    full = wl.gradient_checkpointing is Checkpointing.full
+    held = training.held_outputs(work.shape, work.tokens, work.dtypes, full)
     copy = held.fresh_cache
     during = (0 if no_loss else held.logits) + copy
     after = held.logits + held.cache
@@ -180,11 +180,11 @@ def t5_first_block_recompute(work: ResolvedWorkload) -> Phase | None:
 def host_bytes(work: ResolvedWorkload) -> int:
     """Host memory the step's process holds for offloaded tensors: the optimizer's (``optimizer_offload``)
     and the saved activations' (``activation_offloading``)."""
-    wl, shape, tk, dt = work.spec.workload, work.shape, work.tokens, work.dtypes
+    wl, shape, tk, dt, stack = work.spec.workload, work.shape, work.tokens, work.dtypes, work.stack
     total = 0
-    if wl.optimizer_offload == "cpu":
-        total += techniques.cpu_offload_optimizer(shape, work.optimizer, wl.optimizer_impl, dt).host
-    if wl.activation_offloading:
+    if stack.optimizer_offload is not None:
+        total += stack.optimizer_offload(shape, work.optimizer, wl.optimizer_impl, dt).host
+    if stack.activation_offload is not None:
         head = act.head_saved_bytes(shape, tk, dt)
         if wl.gradient_checkpointing is Checkpointing.full:
             kept = act.checkpoint_saved_bytes(shape, tk, dt) + act.embedding_saved_bytes(shape, tk, dt) + head
@@ -192,7 +192,7 @@ def host_bytes(work: ResolvedWorkload) -> int:
             kept = act.saved_activation_bytes(shape, tk, dt, wl.attention)
             if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
                 kept -= _eager_score_bytes(shape, tk, dt)
-        total += techniques.offload_activations(kept, head, 0).host
+        total += stack.activation_offload(kept, head, 0).host
     return total
 
 

@@ -56,19 +56,6 @@ class Estimate:
         return self.peak_allocated_bytes + sum(self.overhead.values())
 
 
-Phase = dict[str, Any]  # component -> bytes (an int, or a polynomial in a symbolic batch size)
-
-
-def phase_total(components: Phase) -> Any:
-    """Bytes allocated at one moment: the sum of its components."""
-    return sum(components.values())
-
-
-def select_phases(candidates: dict[str, list[Phase]]) -> dict[str, Phase]:
-    """Each phase's largest moment (the first of equals)."""
-    return {name: max(moments, key=phase_total) for name, moments in candidates.items()}
-
-
 def assemble(
     spec: Spec, n_params: int, phases: dict[str, dict[str, int]], assumptions: list[str], stack: Stack
 ) -> Estimate:

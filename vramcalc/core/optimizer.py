@@ -1,25 +1,69 @@
 """Memory of the optimizer: its state tensors and the temporaries of ``optimizer.step()``.
 
-Per parameter tensor, as torch.optim and bitsandbytes allocate them, each rounded to the caching
-allocator's 512-byte blocks. Pure: no I/O.
+Per parameter tensor, as the optimizer allocates its states, each rounded to the caching allocator's
+512-byte blocks. Every optimizer a spec can name has one row of :data:`LAYOUTS`: how many state tensors
+it keeps per parameter, at which width, and what its step allocates. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from vramcalc.choices import Optimizer, OptimizerImpl
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
 from vramcalc.units import allocation_bytes, ceil_div
 
-#: bitsandbytes 8-bit optimizers: 2048-element blocks with an fp32 absmax each; tensors under
-#: 4096 elements keep 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size=4096).
-BNB_BLOCK = 2048
-BNB_MIN_8BIT_SIZE = 4096
-#: bitsandbytes optimizers update in one fused kernel per tensor: no step temporaries.
-BNB_FUSED = (Optimizer.adamw_8bit, Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit)
+FP32 = 4
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """The states of one optimizer, per parameter tensor, and what its step allocates."""
+
+    #: State tensors per parameter tensor (0: stateless).
+    states: int
+    #: Bytes per state element (0: the parameter's dtype).
+    width: int = 0
+    #: Quantized states: elements per block, each block with an fp32 absmax (0: not quantized).
+    block: int = 0
+    #: Quantized states: tensors with fewer elements keep fp32 states.
+    min_quantized: int = 0
+    #: Adafactor's factored second moment: a row and a column vector per matrix, the full variance per vector.
+    factored: bool = False
+    #: The step updates the parameters in place, without temporaries.
+    in_place: bool = False
+    #: The step runs one fused kernel per tensor, without temporaries, whatever ``optimizer_impl`` says.
+    fused_kernel: bool = False
+
+    @property
+    def no_step_temporaries(self) -> bool:
+        return self.in_place or self.fused_kernel
+
+
+#: One row per optimizer a spec can name.
+LAYOUTS: dict[Optimizer, StateLayout] = {
+    Optimizer.none: StateLayout(0, in_place=True),
+    # torch.optim.SGD updates in place; with momentum one buffer (torch/optim/sgd.py)
+    Optimizer.sgd: StateLayout(0, in_place=True),
+    Optimizer.sgd_momentum: StateLayout(1, in_place=True),
+    # exp_avg + exp_avg_sq, like the parameter (torch/optim/adamw.py)
+    Optimizer.adam: StateLayout(2),
+    Optimizer.adamw: StateLayout(2),
+    # torch.optim.Adafactor: row and column second-moment vectors for matrices, a full variance for vectors
+    Optimizer.adafactor: StateLayout(1, factored=True),
+    # one momentum buffer
+    Optimizer.lion: StateLayout(1),
+    # bitsandbytes 8-bit AdamW (paged or not): two 1-byte states in 2048-element blocks with an fp32 absmax
+    # each; tensors under 4096 elements keep 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size);
+    # its optimizers update in one fused kernel per tensor
+    Optimizer.adamw_8bit: StateLayout(2, width=1, block=2048, min_quantized=4096, fused_kernel=True),
+    Optimizer.paged_adamw_8bit: StateLayout(2, width=1, block=2048, min_quantized=4096, fused_kernel=True),
+    # bitsandbytes paged 32-bit AdamW: fp32 states whatever the parameter's dtype
+    Optimizer.paged_adamw_32bit: StateLayout(2, width=FP32, fused_kernel=True),
+}
 
 
 def _round_tensors(tensors: Sequence[tuple[int, int, int]], bytes_per_element: int) -> int:
@@ -29,39 +73,33 @@ def _round_tensors(tensors: Sequence[tuple[int, int, int]], bytes_per_element: i
 
 @functools.lru_cache(maxsize=512)
 def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int) -> int:
-    """Optimizer state, allocated like the parameter as torch.optim does (dtype of the param).
-
-    Adam/AdamW: exp_avg + exp_avg_sq (torch/optim/adamw.py). SGD momentum and Lion: one buffer.
-    Adafactor (torch.optim.Adafactor): row and column second-moment vectors for matrices, a full
-    variance for vectors. 8-bit AdamW (paged or not): two 1-byte states + fp32 absmax per 2048-block;
-    paged 32-bit AdamW: two fp32 states.
-    """
+    """Optimizer state of the model's parameter tensors (:data:`LAYOUTS`; ``state_bytes``: the parameter's
+    dtype, the width of the states that follow it)."""
     return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes)
 
 
 def optimizer_state_bytes_for(optimizer: Optimizer, tensors: Sequence[tuple[int, int, int]], state_bytes: int) -> int:
     """:func:`optimizer_state_bytes` for an explicit list of (count, rows, columns) parameter tensors."""
-    if optimizer in (Optimizer.none, Optimizer.sgd):
+    layout = LAYOUTS[optimizer]
+    width = layout.width or state_bytes
+    if layout.states == 0:
         return 0
-    if optimizer in (Optimizer.sgd_momentum, Optimizer.lion):
-        return _round_tensors(tensors, state_bytes)
-    if optimizer in (Optimizer.adam, Optimizer.adamw):
-        return 2 * _round_tensors(tensors, state_bytes)
-    if optimizer is Optimizer.paged_adamw_32bit:  # bitsandbytes 32-bit states are fp32 whatever the param dtype
-        return 2 * _round_tensors(tensors, 4)
-    if optimizer is Optimizer.adafactor:
+    if layout.factored:
         total = 0
         for n, rows, cols in tensors:
             factored = [rows, cols] if cols > 1 else [rows]
-            total += n * sum(allocation_bytes(width * state_bytes) for width in factored)
+            total += n * sum(allocation_bytes(vector * width) for vector in factored)
         return total
+    if not layout.block:
+        return layout.states * _round_tensors(tensors, width)
     total = 0
     for n, rows, cols in tensors:
         numel = rows * cols
-        if numel < BNB_MIN_8BIT_SIZE:
-            total += n * 2 * allocation_bytes(numel * 4)
+        if numel < layout.min_quantized:
+            total += n * layout.states * allocation_bytes(numel * FP32)
         else:
-            total += n * 2 * (allocation_bytes(numel) + allocation_bytes(ceil_div(numel, BNB_BLOCK) * 4))
+            absmax = allocation_bytes(ceil_div(numel, layout.block) * FP32)
+            total += n * layout.states * (allocation_bytes(numel * width) + absmax)
     return total
 
 
@@ -70,10 +108,8 @@ def optimizer_temp_bytes(
 ) -> int:
     """Temporaries of ``optimizer.step()``. foreach Adam/AdamW/Adafactor/Lion: one parameter-sized
     list (sqrt of exp_avg_sq; Adafactor's update); forloop: the largest parameter; fused: none.
-    SGD (with or without momentum) updates in place."""
-    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, *BNB_FUSED):
-        return 0
-    if impl is OptimizerImpl.fused:
+    SGD (with or without momentum) updates in place; bitsandbytes steps each tensor in one kernel."""
+    if LAYOUTS[optimizer].no_step_temporaries or impl is OptimizerImpl.fused:
         return 0
     return optimizer_temp_bytes_for(optimizer, impl, param_tensors(shape), param_bytes, dt)
 
@@ -82,9 +118,7 @@ def optimizer_temp_bytes_for(
     optimizer: Optimizer, impl: OptimizerImpl, tensors: Sequence[tuple[int, int, int]], param_bytes: int, dt: int
 ) -> int:
     """:func:`optimizer_temp_bytes` for an explicit list of parameter tensors."""
-    if optimizer in (Optimizer.none, Optimizer.sgd, Optimizer.sgd_momentum, *BNB_FUSED):
-        return 0
-    if impl is OptimizerImpl.fused:
+    if LAYOUTS[optimizer].no_step_temporaries or impl is OptimizerImpl.fused:
         return 0
     if impl is OptimizerImpl.forloop:
         return max(allocation_bytes(r * c * dt) for _, r, c in tensors)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Head, Mlp, Norm, Position, QkNorm
-from vramcalc.core.stack import TODAY, ModelCode
+from vramcalc.core.code import TODAY, ModelCode
 
 #: Head dimension assumed when only hidden_size is given (BERT, GPT-2, Llama all use 64 at base size).
 DEFAULT_HEAD_DIM = 64

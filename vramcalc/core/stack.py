@@ -1,16 +1,19 @@
-"""The software stack of one run, resolved once: plain facts the formulas read.
+"""The software stack of one run, resolved once: facts and policies the formulas read.
 
 The formulas of :mod:`vramcalc.core` count what a model's tensors take as PyTorch runs them. What the
-libraries around them change (the release of the code that builds the model, the runtime that serves it,
-the training techniques of a recipe) reaches them as facts on a :class:`Stack`, built once per estimate by
-the stack modules (``vramcalc/stacks/``) where the workload is resolved. The formulas never look a library
-up themselves: every fact here has a default that is today's behaviour, and a stack module states when and
-why it differs (its notes become the estimate's assumptions).
+libraries around them change (the runtime that serves the model, the PyTorch release, the training
+techniques of a recipe) reaches them as facts on a :class:`Stack`, built once per estimate by the stack
+modules (``vramcalc/stacks/``) where the workload is resolved; how the code that builds the model allocates
+is on its shape (:class:`vramcalc.core.code.ModelCode`). The formulas never look a library up themselves:
+every fact here has a default that is today's behaviour, and a stack module states when and why it differs
+(its notes become the estimate's assumptions).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vramcalc.choices import Runtime
 from vramcalc.core.reserve import (
@@ -21,64 +24,20 @@ from vramcalc.core.reserve import (
     transient_reserve_note,
 )
 
+if TYPE_CHECKING:
+    from vramcalc.choices import Optimizer, OptimizerImpl
+    from vramcalc.core.activations import Dtypes, LossBytes, Tokens
+    from vramcalc.core.checkpointing import KeptOps
+    from vramcalc.core.shape import ModelShape
+    from vramcalc.core.training import OffloadedActivations, OffloadedOptimizer
 
-@dataclass(frozen=True)
-class ModelCode:
-    """How the code that runs a model allocates, beyond what its shape says: the facts of one library
-    release for one model family. The defaults are today's transformers (5.x) for a family without
-    specifics. A model's shape carries them (:attr:`vramcalc.core.shape.ModelShape.code`), since every
-    activation formula reads the shape."""
-
-    #: The release these facts were read from (None: today's release, not pinned).
-    release: str | None = None
-    #: Eager attention is the shared ``eager_attention_forward`` (fp32 softmax) whose attention dropout is
-    #: 0.0 while the model's hidden dropout is not.
-    shared_eager_attention: bool = False
-    #: Eager attention clamps the masked scores with ``torch.max``, which saves them.
-    eager_clamp: bool = False
-    #: The clamped eager softmax runs in fp32 and its output is saved.
-    eager_softmax_fp32: bool = False
-    #: Dropout probability on the clamped eager attention's probabilities.
-    clamp_attention_dropout: float = 0.0
-    #: SDPA receives a head-major (contiguous) query: the flash kernel's output is head-major and is copied
-    #: before the output projection.
-    head_major_query: bool = False
-    #: The concatenated rotary Q and K are saved next to a fused QKV output, under SDPA / under eager attention.
-    rotary_cat_sdpa: bool = False
-    rotary_cat_eager: bool = False
-    #: The output projection reads a copy of the attention output, not the tensor the kernel saved.
-    attention_output_copied: bool = False
-    #: Bytes of buffers allocated with the model beyond its parameters (per-layer causal masks).
-    buffer_bytes: int = 0
-    #: Generation: the prompt forward returns logits for every position.
-    all_prompt_logits: bool = False
-    #: Generation: ``forward`` upcasts the logits to fp32, a copy next to them.
-    logits_upcast: bool = False
-    #: Generation: the sampling loop clones the whole logits tensor.
-    logits_clone: bool = False
-    #: The returned KV cache is a copy of K and V, not the attention's own tensors.
-    cache_copied: bool = True
-    #: The rotary embedding runs in fp32, so the cached key is an fp32 tensor.
-    fp32_rotary_key: bool = False
-    #: Generation without a cache keeps a step's outputs until the next forward returns.
-    step_outputs_kept: bool = False
-    #: A masked-LM head can ``generate``, one whole forward per new token.
-    masked_lm_generates: bool = False
-    #: Every expert is a module of its own (one weight per expert and projection), not one 3-D tensor.
-    experts_per_module: bool = False
-
-    @property
-    def pinned(self) -> bool:
-        """Whether a pinned release's facts replace today's."""
-        return self.release is not None
-
-    def rotary_cat_saved(self, sdpa: bool) -> bool:
-        """Whether the concatenated rotary Q and K are saved, under SDPA (any kernel) or eager attention."""
-        return self.rotary_cat_sdpa if sdpa else self.rotary_cat_eager
-
-
-#: Today's release, no family specifics.
-TODAY = ModelCode()
+#: A loss kernel: the saved, forward-transient and backward-temporary bytes of the loss over a step's logits.
+LossRule = Callable[["ModelShape", "Tokens", "Dtypes"], "LossBytes"]
+#: An optimizer offload: the optimizer's states and step temporaries left on the device, and the host's share.
+OptimizerOffload = Callable[["ModelShape", "Optimizer", "OptimizerImpl", "Dtypes"], "OffloadedOptimizer"]
+#: An activation offload: of ``kept`` saved bytes, with ``head`` bytes the head keeps and a ``stash`` of one
+#: block's, what stays on the device and what goes to the host.
+ActivationOffload = Callable[[int, int, int], "OffloadedActivations"]
 
 
 @dataclass(frozen=True)
@@ -93,11 +52,25 @@ class Stack:
     #: The CUDA context when ``overhead.cuda_context`` is not given, and the assumption that says so.
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT
     cuda_context_note: str = DEFAULT_CONTEXT_NOTE
+    #: The weights are 16/32-bit PyTorch tensors placed through the caching allocator one by one (their whole
+    #: blocks count: :func:`vramcalc.core.allocator.weights_rounding_bytes`), not quantized nor loaded by a
+    #: runtime of its own.
+    loads_plain_weights: bool = True
     #: The caching allocator's reserve when ``overhead.allocator_reserve`` is not given, and its assumption.
     reserve: ReserveRule = DEFAULT_RESERVE
     reserve_note: str = transient_reserve_note()
     #: What the stack changes in the workload's defaults, said after them (a pinned PyTorch's).
     workload_notes: tuple[str, ...] = ()
+    #: The training loss kernel (None: PyTorch's cross-entropy, :func:`vramcalc.core.activations.loss_bytes`).
+    loss: LossRule | None = None
+    #: What keeps the optimizer on the host (None: its states and step on the device).
+    optimizer_offload: OptimizerOffload | None = None
+    #: What moves saved activations to the host (None: they stay on the device).
+    activation_offload: ActivationOffload | None = None
+    #: Each parameter stepped as its gradient is accumulated (:func:`vramcalc.core.training.optimizer_in_backward`).
+    optimizer_in_backward: bool = False
+    #: What a selective checkpointing policy keeps of each block besides its input (None: no such policy).
+    kept_ops: KeptOps | None = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from typing import Any
 
 from vramcalc.choices import Architecture, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
-from vramcalc.core import sac
 from vramcalc.core.params import count_params
 from vramcalc.core.shape import DEFAULT_CHANNELS, ModelShape
 from vramcalc.core.stack import Stack
@@ -131,7 +130,6 @@ def build_workload(spec: Spec, shape: ModelShape, notes: list[str], stack: Stack
     """The resolved workload of ``spec`` (not ResNet, which has no transformer shape) on ``stack``, from its
     resolved ``shape`` and the ``notes`` its resolution made: the dtypes, the step's tokens, the weight count
     and the optimizer."""
-    sac.check(spec, shape)
     n_params = weight_count(shape, notes)
     dtypes = DTYPES[spec.workload.precision]
     tokens = tokens_for(spec, shape, spec.workload.batch_size)

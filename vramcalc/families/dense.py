@@ -7,15 +7,16 @@ from __future__ import annotations
 import dataclasses
 
 from vramcalc.choices import Mode
-from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
+from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import host_bytes, phase_candidates
-from vramcalc.core.estimate import Estimate, assemble, select_phases
+from vramcalc.core.estimate import Estimate, assemble
+from vramcalc.core.phases import select_phases
 from vramcalc.core.stack import Stack
-from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import ResolvedWorkload, image_elements, input_bytes, workspace_bytes
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.spec.models import Spec
+from vramcalc.stacks.techniques import notes as technique_notes
 
 
 def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, int], list[str]]:
@@ -30,7 +31,9 @@ def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, i
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(work.spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, target.hopper_or_newer),
         # the whole allocator blocks the weights take as they load (vramcalc/core/allocator.py)
-        "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param) if loads_plain_weights(wl) else 0,
+        "allocator_rounding": weights_rounding_bytes(work.shape, work.dtypes.param)
+        if work.stack.loads_plain_weights
+        else 0,
     }
     if not target.hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")

@@ -24,7 +24,7 @@ from vramcalc.choices import (
 )
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
-from vramcalc.core import techniques
+from vramcalc.core import training
 from vramcalc.core.dense import host_bytes, training_phases
 from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import active_params
@@ -364,9 +364,7 @@ def adapter_phases(
     if stack.zero_grad_in_place:  # allocated from the start of the step
         live["gradients"] = trainable * a
     adt = kbit.dtypes
-    loss = (
-        techniques.litgpt_loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
-    )
+    loss = litgpt.loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
     if encdec:
         lora = (rank, a, adapter.dropout)
         saved, recompute_layer, through, inside = lora_encdec.step_bytes(
@@ -386,13 +384,13 @@ def adapter_phases(
     end = {**live, "gradients": trainable * a}
     backward = max(start, block, end, key=lambda p: sum(p.values()))
     temp = trainable * a if optimizer is not Optimizer.none and wl.optimizer_impl is OptimizerImpl.foreach else 0
-    if optimizer in optimizer_mod.BNB_FUSED:
+    if optimizer_mod.LAYOUTS[optimizer].fused_kernel:
         temp = 0
     if frozen_a:  # PEFT's LoraFAOptimizer: a loop over the adapter pairs
         temp = adapters.lora_fa_step_bytes(matrices, rank, a)
     step = {**live, "gradients": trainable * a, "temporaries": temp}
-    if wl.keep_outputs:  # vramcalc/core/techniques.py: held_outputs
-        held = techniques.held_outputs(shape, tk, adt, kbit.checkpointing)
+    if wl.keep_outputs:  # vramcalc/core/training.py: held_outputs
+        held = training.held_outputs(shape, tk, adt, kbit.checkpointing)
         during, after = held.logits + held.fresh_cache, held.logits + held.cache
         forward = _plus(forward, after + held.fresh_cache)
         backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))

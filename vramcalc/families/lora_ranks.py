@@ -48,11 +48,10 @@ from typing import Any
 
 import vramcalc.families.llm as llm
 from vramcalc.choices import AdapterType, Checkpointing
-from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
+from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import layer_params
 from vramcalc.core.stack import Stack
-from vramcalc.core.techniques import notes as technique_notes
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
 from vramcalc.families.per_rank import params_sharded, shard_div, with_nccl
@@ -64,6 +63,7 @@ from vramcalc.parallel.layout import FP32, MIXED, ParallelDetails, Plan, resolve
 from vramcalc.spec.llm import BNB_4BIT
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy
+from vramcalc.stacks.techniques import notes as technique_notes
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
@@ -132,7 +132,7 @@ def adapter_rank_estimate(
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, 0, work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, hopper_or_newer),
     }
-    if plan.whole_weights and loads_plain_weights(wl):  # the weights' whole blocks (vramcalc/core/allocator.py)
+    if plan.whole_weights and stack.loads_plain_weights:  # the weights' whole blocks (vramcalc/core/allocator.py)
         base["allocator_rounding"] = weights_rounding_bytes(work.shape, work.dtypes.param)
     if not hopper_or_newer:
         notes.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")

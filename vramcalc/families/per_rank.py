@@ -32,12 +32,12 @@ from typing import Any
 
 from vramcalc.choices import Mode, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
-from vramcalc.core.allocator import loads_plain_weights, weights_rounding_bytes
+from vramcalc.core.allocator import weights_rounding_bytes
+from vramcalc.core.checkpointing import KeptOps, recomputes_blocks
 from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
 from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
-from vramcalc.core.sac import recomputes_blocks
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, image_elements, input_bytes, workspace_bytes
@@ -129,7 +129,7 @@ def per_rank_estimate(
     plan, plan_notes = resolve_plan(spec, shape)
     notes = [*work.notes, *plan_notes]
     stages = ("only",) if plan.pipeline == 1 else ("first", "last")
-    built = {s: _stage(spec, shape, plan, s, n_params, hopper_or_newer) for s in stages}
+    built = {s: _stage(spec, shape, plan, s, n_params, hopper_or_newer, stack) for s in stages}
     peaks = {s: max(sum(c.values()) for c in phases.values()) for s, (phases, _) in built.items()}
     stage = max(peaks, key=lambda s: peaks[s])
     phases, parts = built[stage]
@@ -157,7 +157,9 @@ def _notes(spec: Spec, plan: Plan, stage: str, hopper: bool) -> list[str]:
     return notes
 
 
-def _stage(spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int, hopper: bool) -> tuple[Phases, Any]:
+def _stage(
+    spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int, hopper: bool, stack: Stack
+) -> tuple[Phases, Any]:
     wl = spec.workload
     dt = DTYPES[wl.precision]
     tk = rank_tokens(spec, shape, plan)
@@ -167,7 +169,7 @@ def _stage(spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int,
     k = in_flight(plan, stage)
     inputs = input_bytes(shape, tk, wl.mode, image_elements(spec), dt.param)
     base = {"inputs": inputs * (k if stage == "first" else 1), "workspace": workspace_bytes(wl.mode, hopper)}
-    if plan.whole_weights and loads_plain_weights(wl):  # the weights' whole blocks (vramcalc/core/allocator.py)
+    if plan.whole_weights and stack.loads_plain_weights:  # the weights' whole blocks (vramcalc/core/allocator.py)
         base["allocator_rounding"] = weights_rounding_bytes(shape, dt.param)
     local = tp_local(shape, plan.tensor)
     if wl.mode is Mode.inference:
@@ -175,7 +177,7 @@ def _stage(spec: Spec, shape: ModelShape, plan: Plan, stage: str, n_params: int,
         parts = RankParts(base, params=n * dt.param, n_stage=n)
         return {"forward": {**base, "parameters": n * dt.param, "activations": transient}}, parts
     optimizer = wl.optimizer or Optimizer.adamw
-    parts = rank_parts(spec, shape, plan, stage, n, derived, optimizer, base)
+    parts = rank_parts(spec, shape, plan, stage, n, derived, optimizer, base, stack.kept_ops)
     return phases_of(parts), parts
 
 
@@ -188,10 +190,12 @@ def rank_parts(
     derived: int,
     optimizer: Optimizer,
     base: dict[str, int],
+    kept: KeptOps | None = None,
 ) -> RankParts:
-    """Model states, working sets and activations of one rank of ``stage`` (training)."""
+    """Model states, working sets and activations of one rank of ``stage`` (training); ``kept``: what a
+    selective checkpointing policy keeps of each block besides its input."""
     states = _state_parts(spec, shape, plan, stage, n, derived, optimizer)
-    return RankParts(base=base, n_stage=n, **states, **_activation_parts(spec, shape, plan, stage, derived))
+    return RankParts(base=base, n_stage=n, **states, **_activation_parts(spec, shape, plan, stage, derived, kept))
 
 
 def _state_parts(
@@ -225,12 +229,14 @@ def _state_parts(
     }
 
 
-def _activation_parts(spec: Spec, shape: ModelShape, plan: Plan, stage: str, derived: int) -> dict[str, Any]:
+def _activation_parts(
+    spec: Spec, shape: ModelShape, plan: Plan, stage: str, derived: int, kept: KeptOps | None
+) -> dict[str, Any]:
     """Saved activations, loss tensors, block temporaries and autocast weight copies of the stage."""
     wl = spec.workload
     dt = DTYPES[wl.precision]
     local = tp_local(shape, plan.tensor)
-    acts = stage_activations(spec, shape, plan, stage)
+    acts = stage_activations(spec, shape, plan, stage, kept)
     if params_sharded(plan):  # autocast caches copies of the gathered units only
         lay = layout(wl.precision, plan.framework, plan.fp32_grads, dt.param)
         copies = _gathered(plan, lay, shape, 0, _checkpointing(spec))[2]
@@ -397,7 +403,7 @@ def _backward(r: RankParts, bwd: dict[str, int]) -> dict[str, int]:
             "gradients": r.grads_persistent + r.head_grads,
         }
         moments = [start, recompute]
-        if r.block_moments is not None:  # the top and the bottom block's backward (vramcalc/core/sac.py)
+        if r.block_moments is not None:  # the top and the bottom block's backward (vramcalc/core/checkpointing.py)
             freed, temps, grads, below, params_below = r.block_moments
             top = {**recompute, "activations": r.acts + r.layer - freed, "temporaries": temps}
             top |= {

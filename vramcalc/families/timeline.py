@@ -31,7 +31,7 @@ start of backward           F - activations Lf + temporaries Lb (checkpointing: 
 recompute (checkpointing)   P + copies (hc + (W - hc)/n) + activations (A - Ls - Lf + one
                             block) + gradients vocab x hidden (the estimator's recompute state)
 block backward (top, 1)     checkpointed decoders: the top and the bottom block's MLP backward
-                            (:func:`vramcalc.core.sac.block_backward_moments`)
+                            (:func:`vramcalc.core.checkpointing.block_backward_moments`)
 last block backward         no checkpointing: P + W + activations (E + S) + gradients (head + one
                             block) + temporaries (its MLP input and residual gradients)
 blocks n..1 backward        previous anchor + (end of backward - previous anchor) k/(n + 1)
@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 from vramcalc.choices import Architecture, Head, OptimizerImpl
 from vramcalc.core import activations as act
+from vramcalc.core.checkpointing import block_backward_steps, has_block_moments, kept_per_block_bytes, recomputes_blocks
 from vramcalc.core.dense import (
     head_gradient_params,
     recomputed_input_bytes,
@@ -61,7 +62,6 @@ from vramcalc.core.dense import (
 )
 from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
-from vramcalc.core.sac import block_backward_steps, has_block_moments, kept_per_block_bytes, recomputes_blocks
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.models import Spec
 from vramcalc.spec.techniques import given_techniques
@@ -156,7 +156,7 @@ class StepParts:
     first_block: Components | None = None
     #: tied LM head: the two contributions to the shared weight's gradient alive at their sum
     tied_grad_sum: int = 0
-    #: decoder under checkpointing: the block backward moments (:func:`vramcalc.core.sac.block_backward_steps`)
+    #: decoder under checkpointing: the block backward moments (:func:`vramcalc.stacks.sac.block_backward_steps`)
     block_moments: tuple[int, int, int, int, int] | None = None
 
 
@@ -201,7 +201,7 @@ def step_parts(spec: Spec) -> StepParts:
     loss = act.loss_bytes(shape, tk, dt)
     enc_dec = shape.architecture is Architecture.encoder_decoder
     checkpointing = recomputes_blocks(wl.gradient_checkpointing)
-    op_kept = kept_per_block_bytes(wl.gradient_checkpointing, shape, tk.encoder, dt, wl.attention)
+    op_kept = kept_per_block_bytes(work.stack.kept_ops, shape, tk.encoder, dt, wl.attention)
     return StepParts(
         n_blocks=shape.layers + (shape.decoder_layers if enc_dec else 0),
         embedding=act.embedding_saved_bytes(shape, tk, dt),

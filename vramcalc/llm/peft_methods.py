@@ -304,7 +304,7 @@ def method_phases(
     end = {**live, "gradients": trainable * a}
     backward = max(start, block, end, key=lambda p: sum(p.values()))
     foreach = optimizer is not Optimizer.none and wl.optimizer_impl is OptimizerImpl.foreach
-    temp = trainable * a if foreach and optimizer not in optimizer_mod.BNB_FUSED else 0
+    temp = trainable * a if foreach and not optimizer_mod.LAYOUTS[optimizer].fused_kernel else 0
     # the method's own update after the optimizer step, before the gradients are zeroed
     step = {**live, "gradients": trainable * a, "temporaries": max(temp, m.step_transient)}
     return {"forward": forward, "backward": backward, "optimizer": step}, trainable, m.frozen_params

@@ -14,8 +14,14 @@ from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Checkpointing
 from vramcalc.core import activations as act
+from vramcalc.core.checkpointing import (
+    KeptOps,
+    block_backward_steps,
+    has_block_moments,
+    kept_per_block_bytes,
+    recomputes_blocks,
+)
 from vramcalc.core.params import layer_params
-from vramcalc.core.sac import block_backward_steps, has_block_moments, kept_per_block_bytes, recomputes_blocks
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES, tokens_for
 from vramcalc.parallel.layout import Plan, tp_local
@@ -60,21 +66,24 @@ class StageActivations:
     loss: act.LossBytes
     block_temps: int
     host: int = 0  # checkpoints offloaded to the host (DeepSpeed cpu_checkpointing)
-    #: a decoder's block backward moments (vramcalc.core.sac; not with TP): activations freed, temporaries
+    #: a decoder's block backward moments (vramcalc.core.checkpointing; not with TP): activations freed, temporaries
     #: and gradients at the top block's; activations freed and parameters whose gradients appear further down
     block_moments: tuple[int, int, int, int, int] | None = None
 
 
-def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> StageActivations:
+def stage_activations(
+    spec: Spec, shape: ModelShape, plan: Plan, stage: str, kept: KeptOps | None = None
+) -> StageActivations:
     """What one rank of ``stage`` ("only", "first" or "last") keeps saved: its blocks, the embeddings
     (first) or final norm and head (last), times the micro-batches in flight; the loss tensors of the
-    last stage apart (saved once per micro-batch in flight)."""
+    last stage apart (saved once per micro-batch in flight). ``kept``: what a selective checkpointing policy
+    keeps of each block besides its input (the stack's)."""
     wl = spec.workload
     dt = DTYPES[wl.precision]
     tk = rank_tokens(spec, shape, plan)
     local = tp_local(shape, plan.tensor)
     first, last = stage in ("only", "first"), stage in ("only", "last")
-    blocks = _block_bytes(spec, shape, plan, tk)
+    blocks = _block_bytes(spec, shape, plan, tk, kept)
     n_enc = plan.stage_layers
     n_dec = shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0
     body = n_enc * blocks[0] + n_dec * blocks[1]
@@ -95,9 +104,7 @@ def stage_activations(spec: Spec, shape: ModelShape, plan: Plan, stage: str) -> 
     if recomputes_blocks(wl.gradient_checkpointing):  # the recomputed block; its input and kept outputs once
         from vramcalc.core.dense import recomputed_input_bytes
 
-        layer = max(blocks[2], blocks[3]) - kept_per_block_bytes(
-            wl.gradient_checkpointing, local, tk.encoder, dt, wl.attention
-        )
+        layer = max(blocks[2], blocks[3]) - kept_per_block_bytes(kept, local, tk.encoder, dt, wl.attention)
         if not plan.offload_activations:  # else the recomputed block's input is a copy brought back from the host
             layer -= _sp(plan, recomputed_input_bytes(local, tk, dt, wl.attention))
     temps = act.block_backward_temp_bytes(local, tk, dt)
@@ -115,7 +122,9 @@ def _sp(plan: Plan, n_bytes: int) -> int:
     return ceil_div(n_bytes, plan.tensor) if plan.sequence_parallel else n_bytes
 
 
-def _block_bytes(spec: Spec, shape: ModelShape, plan: Plan, tk: act.Tokens) -> tuple[int, int, int, int]:
+def _block_bytes(
+    spec: Spec, shape: ModelShape, plan: Plan, tk: act.Tokens, kept_ops: KeptOps | None
+) -> tuple[int, int, int, int]:
     """(kept per encoder block, kept per decoder block, full encoder block, full decoder block) on one
     rank. Kept = what stays saved until backward: all of it, minus eager scores under selective
     recomputation, or only the block's input under full checkpointing."""
@@ -132,7 +141,7 @@ def _block_bytes(spec: Spec, shape: ModelShape, plan: Plan, tk: act.Tokens) -> t
         n_tokens = tk.decoder if decoder else tk.encoder
         if recomputes_blocks(wl.gradient_checkpointing):  # the input, and what the op-level policy keeps
             kept = _sp(plan, n_tokens * shape.hidden * dt.residual)
-            kept += kept_per_block_bytes(wl.gradient_checkpointing, local, n_tokens, dt, wl.attention)
+            kept += kept_per_block_bytes(kept_ops, local, n_tokens, dt, wl.attention)
         elif wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             kept = full - _eager_scores(local, tk, dt, decoder)
         else:

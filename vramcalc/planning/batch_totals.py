@@ -24,7 +24,8 @@ from vramcalc.choices import Architecture, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import phase_candidates
-from vramcalc.core.estimate import overhead_terms, phase_total
+from vramcalc.core.estimate import overhead_terms
+from vramcalc.core.phases import phase_total
 from vramcalc.core.reserve import ReserveRule
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
@@ -151,7 +152,7 @@ def _symbolic_path(spec: Spec) -> bool:
     :func:`~vramcalc.core.dense.phase_candidates`)."""
     mixed = spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16)
     resnet = spec.model.architecture is Architecture.resnet
-    techniques = given_techniques(spec.workload)  # estimated per batch size (vramcalc/core/techniques.py)
+    techniques = given_techniques(spec.workload)  # estimated per batch size (vramcalc/stacks/techniques.py)
     return spec.parallel is None and not mixed and not resnet and not uses_llm_keys(spec) and not techniques
 
 

@@ -237,7 +237,7 @@ class Workload(SpecSection):
     versions: dict[str, Annotated[str, Field(min_length=1, max_length=40)]] | None = None
     quantization: QuantizationSpec | None = None
     adapter: AdapterSpec | None = None
-    # Training techniques of current stacks (vramcalc/core/techniques.py, rules in vramcalc/spec/techniques.py):
+    # Training techniques of current stacks (vramcalc/stacks/techniques.py, rules in vramcalc/spec/techniques.py):
     optimizer_in_backward: bool = False
     optimizer_offload: Literal["cpu", "none"] = "none"
     activation_offloading: bool = False

@@ -1,6 +1,6 @@
 """Rules of the training-technique keys of ``workload`` (``optimizer_in_backward``,
 ``optimizer_offload``, ``activation_offloading``, ``cross_entropy``, ``keep_outputs``; modelled in
-vramcalc/core/techniques.py). Kept apart from :mod:`vramcalc.spec.models`, which calls them.
+vramcalc/stacks/techniques.py). Kept apart from :mod:`vramcalc.spec.models`, which calls them.
 """
 
 from typing import Any

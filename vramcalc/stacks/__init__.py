@@ -12,6 +12,8 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.models import ModelSpec, Workload, is_generation
+from vramcalc.spec.techniques import given_techniques
+from vramcalc.stacks import sac
 
 
 def serving_runtime(workload: Workload) -> Runtime | None:
@@ -24,19 +26,35 @@ def serving_runtime(workload: Workload) -> Runtime | None:
     return workload.runtime or Runtime.vllm
 
 
+def loads_plain_weights(workload: Workload) -> bool:
+    """The weights are 16/32-bit PyTorch tensors placed through the caching allocator one by one: not
+    quantized, and not served by vLLM (its own weight loader and profile) or llama.cpp."""
+    if workload.quantization is not None:
+        return False
+    runs = workload.runtime or Runtime.vllm
+    return not (is_generation(workload) and runs in (Runtime.vllm, Runtime.llama_cpp))
+
+
 def resolve_stack(spec: ModelSpec, workload: Workload) -> Stack:
-    """The stack a workload runs on: the PyTorch release it pins, and the runtime that serves it (its CUDA
-    context and allocator reserve where it has its own)."""
+    """The stack a workload runs on: the PyTorch release it pins, the training techniques it turns on, its
+    checkpointing policy, and the runtime that serves it (its CUDA context and allocator reserve where it has
+    its own)."""
     from vramcalc.stacks import torch
 
     pinned = torch.facts(workload)
     stack = Stack(
         runtime=serving_runtime(workload),
+        loads_plain_weights=loads_plain_weights(workload),
         zero_grad_in_place=pinned.zero_grad_in_place,
         cuda_context_bytes=pinned.cuda_context_bytes,
         cuda_context_note=pinned.cuda_context_note,
         workload_notes=pinned.workload_notes,
     )
+    if given_techniques(workload):
+        from vramcalc.stacks import techniques
+
+        stack = techniques.with_techniques(stack, workload)
+    stack = replace(stack, kept_ops=sac.kept_ops(workload))
     if stack.runtime is Runtime.llama_cpp:
         from vramcalc.stacks import llamacpp
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from vramcalc.choices import Mlp, Position, QuantMethod, Runtime
+from vramcalc.choices import Head, Mlp, Position, QuantMethod, Runtime
+from vramcalc.core import activations as act
 from vramcalc.core import allocator
+from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.stack import ModelCode
 from vramcalc.core.workload import DTYPES
 from vramcalc.llm import bnb, quantization
 from vramcalc.llm.generation import prompt_and_context
@@ -19,6 +20,23 @@ from vramcalc.spec.models import Spec, Workload
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
+
+
+#: litgpt's ``lm_head_chunk_size`` in its fine-tuning scripts (``model(input_ids, lm_head_chunk_size=128)``).
+LITGPT_HEAD_CHUNK = 128
+
+
+def loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
+    """litgpt's fine-tuning loss (``finetune/lora.py``; traced: benchmarks/tracer_litgpt.py). The model
+    returns its logits as a list of 128-token chunks at the compute dtype, and ``chunked_cross_entropy``
+    runs ``F.cross_entropy`` per chunk, no fp32 upcast: every chunk's logits (the list holds them) and its
+    log-softmax output (saved for backward; the last position dropped) stay until backward, which then
+    takes one chunk at a time: the log-softmax's and the logits' gradients of one chunk."""
+    if shape.head is not Head.lm:
+        return act.LossBytes(0, 0, 0)
+    saved = tk.batch * (2 * tk.seq - 1) * shape.vocab * dt.compute
+    chunk = tk.batch * min(LITGPT_HEAD_CHUNK, tk.seq) * shape.vocab * dt.compute
+    return act.LossBytes(saved, 0, 2 * chunk)
 
 
 def runs_model(workload: Workload) -> bool:

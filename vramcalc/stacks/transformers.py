@@ -53,8 +53,8 @@ taken as the release it became).
 from __future__ import annotations
 
 from vramcalc.choices import Norm, Precision
+from vramcalc.core.code import TODAY, ModelCode
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.stack import TODAY, ModelCode
 from vramcalc.spec.models import ModelSpec, Workload
 from vramcalc.spec.versions import release_key
 

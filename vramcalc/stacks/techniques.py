@@ -1,5 +1,5 @@
-"""Training techniques of current stacks, applied to the dense training step of
-:mod:`vramcalc.core.dense` (one GPU). Each follows its library's source:
+"""Training techniques of current stacks (torchtune, torchao, Liger), handed to the dense training step of
+:mod:`vramcalc.core.dense` (one GPU) on the stack (:func:`with_techniques`). Each follows its library's source:
 
 * ``optimizer_in_backward`` (torchtune ``optimizer_in_bwd``: ``register_optim_in_bwd_hooks`` in
   torchtune/training/memory.py, one optimizer per parameter stepped from PyTorch's
@@ -21,7 +21,7 @@
   block input) for the stash and the tensors brought back. The rest is host memory.
 * ``cross_entropy`` (:func:`loss_bytes`): torchtune ``CEWithChunkedOutputLoss`` and Liger
   ``LigerFusedLinearCrossEntropyLoss``.
-* ``keep_outputs`` (:func:`held_outputs`): the loop binds the model's outputs to a name
+* ``keep_outputs`` (:func:`vramcalc.core.training.held_outputs`): the loop binds the model's outputs to a name
   (``outputs = model(**batch)``, as Accelerate's and the transformers course's loops and the SDPA benchmark
   scripts do), so a step's logits and returned KV cache stay allocated through its backward and optimizer
   step and until the next step's forward returns.
@@ -29,14 +29,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
+from functools import partial
 
-from vramcalc.choices import Architecture, CrossEntropy, Head, Optimizer, OptimizerImpl, Position
+from vramcalc.choices import CrossEntropy, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
-from vramcalc.core.estimate import Phase
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
+from vramcalc.core.training import OffloadedActivations, OffloadedOptimizer, no_loss_bytes
+from vramcalc.spec.models import Workload
 from vramcalc.units import allocation_bytes, ceil_div
 
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8), its recipes' default.
@@ -53,35 +56,6 @@ def liger_chunk_tokens(n_tokens: int, vocab: int, hidden: int) -> int:
     """Liger's ``fused_linear_cross_entropy_forward``: ``inc_factor = cdiv(V, H)``,
     ``chunk_size = next_power_of_2(cdiv(BT, inc_factor))``, at most the BT tokens there are."""
     return min(n_tokens, _next_pow2(ceil_div(n_tokens, ceil_div(vocab, hidden))))
-
-
-def no_loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
-    """``cross_entropy: none``: backward from the logits themselves (``logits.sum().backward()``, as
-    transformers' SDPA benchmark scripts run). The logits stay alive (the caller holds the output) at the
-    compute dtype; no fp32 copy, no log-softmax. ``SumBackward`` expands the scalar gradient (a view, no
-    memory), and the LM head's matmul backward makes it contiguous: one logits-sized tensor at the compute
-    dtype, the backward's vocabulary-sized temporary."""
-    if shape.head is not Head.lm:
-        return act.LossBytes(0, 0, 0)
-    n = (tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder) * shape.vocab
-    return act.LossBytes(n * dt.compute, 0, n * dt.compute)
-
-
-#: litgpt's ``lm_head_chunk_size`` in its fine-tuning scripts (``model(input_ids, lm_head_chunk_size=128)``).
-LITGPT_HEAD_CHUNK = 128
-
-
-def litgpt_loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
-    """litgpt's fine-tuning loss (``finetune/lora.py``; traced: benchmarks/tracer_litgpt.py). The model
-    returns its logits as a list of 128-token chunks at the compute dtype, and ``chunked_cross_entropy``
-    runs ``F.cross_entropy`` per chunk, no fp32 upcast: every chunk's logits (the list holds them) and its
-    log-softmax output (saved for backward; the last position dropped) stay until backward, which then
-    takes one chunk at a time: the log-softmax's and the logits' gradients of one chunk."""
-    if shape.head is not Head.lm:
-        return act.LossBytes(0, 0, 0)
-    saved = tk.batch * (2 * tk.seq - 1) * shape.vocab * dt.compute
-    chunk = tk.batch * min(LITGPT_HEAD_CHUNK, tk.seq) * shape.vocab * dt.compute
-    return act.LossBytes(saved, 0, 2 * chunk)
 
 
 def loss_bytes(
@@ -116,76 +90,11 @@ def loss_bytes(
     return act.loss_bytes(shape, tk, dt)
 
 
-@dataclass(frozen=True)
-class OffloadedActivations:
-    """Saved activations under activation offloading: what stays on the device, what goes to the host."""
-
-    device: int
-    host: int
-
-
 def offload_activations(kept: int, head: int, stash: int) -> OffloadedActivations:
     """``kept``: the saved bytes without offloading (loss tensors excluded); ``head``: the head's share, which
     stays; ``stash``: the device bytes of the forward stash and the tensors brought back (one block)."""
     host = max(0, kept - head)
     return OffloadedActivations(device=head + min(stash, host), host=host)
-
-
-def largest_param_bytes(shape: ModelShape, param_bytes: int) -> int:
-    """The largest parameter tensor's bytes (as allocated): the most gradient one step-in-backward keeps."""
-    return max(allocation_bytes(r * c * param_bytes) for _, r, c in param_tensors(shape))
-
-
-def optimizer_in_backward(
-    candidates: dict[str, list[Phase]], shape: ModelShape, optimizer: Optimizer, impl: OptimizerImpl, dt: act.Dtypes
-) -> dict[str, list[Phase]]:
-    """The step's moments when each parameter is stepped in backward: gradients capped at the largest
-    parameter's, the step temporaries those of one parameter (the largest), no gradient at the end of
-    backward; the "optimizer" phase is the last parameter's step (the embedding's, at the end of backward)."""
-    largest = largest_param_bytes(shape, dt.param)
-    rows, cols = max(((r, c) for _, r, c in param_tensors(shape)), key=lambda rc: rc[0] * rc[1])
-    temp = optimizer_temp_bytes_for(optimizer, impl, [(1, rows, cols)], rows * cols * dt.param, dt.param)
-    backward = []
-    for moment in candidates["backward"]:
-        grads = moment.get("gradients", 0)
-        if grads:
-            moment = {
-                **moment,
-                "gradients": min(grads, largest),
-                "temporaries": max(moment.get("temporaries", 0), temp),
-            }
-        backward.append(moment)
-    end = {**candidates["optimizer"][0], "gradients": 0, "temporaries": 0}
-    step = {**end, "gradients": largest, "temporaries": temp}
-    return {**candidates, "backward": [*backward[:-1], end], "optimizer": [step]}
-
-
-def kept_gradients(candidates: dict[str, list[Phase]], grad_bytes: int, incoming: int) -> dict[str, list[Phase]]:
-    """The moments of a step whose loop zeroes gradients in place (``zero_grad()`` before PyTorch 2.0,
-    ``set_to_none=False``): every moment of the forward and backward passes holds all the gradients, and
-    backward adds each new gradient into its ``.grad`` (``AccumulateGrad``), so the last one computed,
-    ``incoming`` bytes (the embedding's), is a tensor of its own next to them at the end of backward. The
-    last candidate of ``backward`` is that end. A block's weight gradients, added one at a time, are not
-    counted beside them (one weight matrix at most)."""
-
-    def keep(moment: Phase, extra: int = 0) -> Phase:
-        return {**moment, "gradients": grad_bytes, "temporaries": moment.get("temporaries", 0) + extra}
-
-    *during, end = candidates["backward"]
-    return {
-        **candidates,
-        "forward": [keep(m) for m in candidates["forward"]],
-        "backward": [*(keep(m) for m in during), keep(end, incoming)],
-    }
-
-
-@dataclass(frozen=True)
-class OffloadedOptimizer:
-    """torchao CPUOffloadOptimizer: the device's states and step temporaries, and the host bytes."""
-
-    device_states: int
-    device_temps: int
-    host: int
 
 
 def cpu_offload_optimizer(
@@ -250,38 +159,14 @@ def notes(wl: object) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True)
-class HeldOutputs:
-    """One step's returned outputs, kept by the loop: the logits, and the KV cache a decoder LM returns
-    while training; ``fresh_cache``: the part of the cache that is a tensor of its own, alive from the forward
-    on; the rest is among the saved tensors and counts once backward frees them."""
-
-    logits: int
-    cache: int
-    fresh_cache: int
-
-
-def held_outputs(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, checkpointing: bool) -> HeldOutputs:
-    """The outputs ``keep_outputs`` holds (the cache by the model code's release: ``ModelCode``).
-
-    Logits: every position at the compute dtype (fp32 under the Llama-derived classes' ``logits.float()`` of
-    releases before 4.47). Cache: decoder LMs only, and none under gradient checkpointing (transformers turns
-    ``use_cache`` off). Per token and layer, a copied cache is K and V (``2 x kv_width``), which the attention
-    then reads and saves, so nothing is fresh; the attention's own tensors are V, or the whole fused QKV output
-    that V is a view of, plus K (a view of that output too, unless the rotary embedding made a new tensor:
-    fp32 in GPT-NeoX before 4.49, which saves its 16-bit cast instead, so that key is fresh)."""
-    if shape.head is not Head.lm:
-        return HeldOutputs(0, 0, 0)
-    code, c = shape.code, dt.compute
-    n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
-    upcast = code.logits_upcast
-    logits = n_tokens * shape.vocab * (act.FP32 if upcast else c)
-    if shape.architecture is not Architecture.decoder or checkpointing:
-        return HeldOutputs(logits, 0, 0)
-    token_layers = shape.layers * n_tokens
-    if code.cache_copied:
-        # the attention reads K and V back from the cache it updates: the copies are the saved tensors
-        return HeldOutputs(logits, token_layers * 2 * shape.kv_width * c, 0)
-    rotary = shape.position is Position.rotary
-    kept, fresh = act.returned_cache_bytes(code, shape.fused_qkv, rotary, shape.q_width, shape.kv_width, c)
-    return HeldOutputs(logits, token_layers * kept, token_layers * fresh)
+def with_techniques(stack: Stack, workload: Workload) -> Stack:
+    """``stack`` with the training techniques the workload turns on: the loss kernel of ``cross_entropy``,
+    torchao's optimizer offload, torchtune's activation offloading and optimizer step in backward."""
+    ce = workload.cross_entropy
+    return replace(
+        stack,
+        loss=partial(loss_bytes, cross_entropy=ce) if ce is not CrossEntropy.standard else None,
+        optimizer_offload=cpu_offload_optimizer if workload.optimizer_offload == "cpu" else None,
+        activation_offload=offload_activations if workload.activation_offloading else None,
+        optimizer_in_backward=workload.optimizer_in_backward,
+    )

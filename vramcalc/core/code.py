@@ -1,0 +1,68 @@
+"""How the code that runs a model allocates beyond what its shape says: :class:`ModelCode`, plain facts of
+one library release for one model family (transformers by release, litgpt's own model code), set on the
+model's shape by the stack modules (``vramcalc/stacks/transformers.py``, ``vramcalc/stacks/litgpt.py``) and
+read by the activation and generation formulas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelCode:
+    """How the code that runs a model allocates, beyond what its shape says: the facts of one library
+    release for one model family. The defaults are today's transformers (5.x) for a family without
+    specifics. A model's shape carries them (:attr:`vramcalc.core.shape.ModelShape.code`), since every
+    activation formula reads the shape."""
+
+    #: The release these facts were read from (None: today's release, not pinned).
+    release: str | None = None
+    #: Eager attention is the shared ``eager_attention_forward`` (fp32 softmax) whose attention dropout is
+    #: 0.0 while the model's hidden dropout is not.
+    shared_eager_attention: bool = False
+    #: Eager attention clamps the masked scores with ``torch.max``, which saves them.
+    eager_clamp: bool = False
+    #: The clamped eager softmax runs in fp32 and its output is saved.
+    eager_softmax_fp32: bool = False
+    #: Dropout probability on the clamped eager attention's probabilities.
+    clamp_attention_dropout: float = 0.0
+    #: SDPA receives a head-major (contiguous) query: the flash kernel's output is head-major and is copied
+    #: before the output projection.
+    head_major_query: bool = False
+    #: The concatenated rotary Q and K are saved next to a fused QKV output, under SDPA / under eager attention.
+    rotary_cat_sdpa: bool = False
+    rotary_cat_eager: bool = False
+    #: The output projection reads a copy of the attention output, not the tensor the kernel saved.
+    attention_output_copied: bool = False
+    #: Bytes of buffers allocated with the model beyond its parameters (per-layer causal masks).
+    buffer_bytes: int = 0
+    #: Generation: the prompt forward returns logits for every position.
+    all_prompt_logits: bool = False
+    #: Generation: ``forward`` upcasts the logits to fp32, a copy next to them.
+    logits_upcast: bool = False
+    #: Generation: the sampling loop clones the whole logits tensor.
+    logits_clone: bool = False
+    #: The returned KV cache is a copy of K and V, not the attention's own tensors.
+    cache_copied: bool = True
+    #: The rotary embedding runs in fp32, so the cached key is an fp32 tensor.
+    fp32_rotary_key: bool = False
+    #: Generation without a cache keeps a step's outputs until the next forward returns.
+    step_outputs_kept: bool = False
+    #: A masked-LM head can ``generate``, one whole forward per new token.
+    masked_lm_generates: bool = False
+    #: Every expert is a module of its own (one weight per expert and projection), not one 3-D tensor.
+    experts_per_module: bool = False
+
+    @property
+    def pinned(self) -> bool:
+        """Whether a pinned release's facts replace today's."""
+        return self.release is not None
+
+    def rotary_cat_saved(self, sdpa: bool) -> bool:
+        """Whether the concatenated rotary Q and K are saved, under SDPA (any kernel) or eager attention."""
+        return self.rotary_cat_sdpa if sdpa else self.rotary_cat_eager
+
+
+#: Today's release, no family specifics.
+TODAY = ModelCode()
