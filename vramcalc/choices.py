@@ -150,7 +150,7 @@ TORCHAO_INT8 = (QuantMethod.int8_weight_only, QuantMethod.int8_dynamic_activatio
 
 
 class AdapterType(StrEnum):
-    """PEFT methods modelled (vramcalc/llm/adapters.py: LoRA; vramcalc/llm/peft_methods.py: the others)."""
+    """PEFT methods modelled (vramcalc/llm/adapters.py: LoRA; vramcalc/stacks/peft_methods.py: the others)."""
 
     lora = "lora"
     dora = "dora"  # LoRA + a trained magnitude vector (PEFT LoraConfig(use_dora=True))

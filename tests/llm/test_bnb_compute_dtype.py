@@ -1,6 +1,6 @@
 """bitsandbytes 4-bit compute dtype (``quantization.compute_dtype``, ``bnb_4bit_compute_dtype``).
 
-Rules from bitsandbytes' source (vramcalc/llm/bnb.py): ``Linear4bit.set_compute_type`` (0.41.0 to 0.46.x)
+Rules from bitsandbytes' source (vramcalc/stacks/bnb.py): ``Linear4bit.set_compute_type`` (0.41.0 to 0.46.x)
 replaces a given compute dtype by a bf16/fp32 input's dtype and keeps it for fp16 inputs; from 0.47.0 a
 given dtype is kept. Up to 0.49.x ``MatMul4Bit.forward`` runs ``dequantize_4bit(B, state).to(A.dtype)``
 (the weight at its load dtype, then at the compute dtype); from 0.50.0 the fallback dequantizes straight
@@ -15,8 +15,8 @@ import pytest
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
-from vramcalc.llm import bnb
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import bnb
 
 
 def release(version: str) -> bnb.Release:

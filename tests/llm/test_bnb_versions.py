@@ -1,6 +1,6 @@
 """bitsandbytes k-bit training per release, PEFT's prepare_model_for_kbit_training, paged optimizers.
 
-Expected bytes are derived by hand from the libraries' source (cited in vramcalc/llm/bnb.py):
+Expected bytes are derived by hand from the libraries' source (cited in vramcalc/stacks/bnb.py):
 ``MatMul4Bit.forward`` keeps ``ctx.tensors = (A, B)`` up to bitsandbytes 0.43.1 and ``(None, B)`` from
 0.43.2; ``MatMul8bitLt.forward`` keeps ``(CAt, subA, A)``, with the int8 ``CAt`` computed for a frozen
 weight only before 0.45.0.

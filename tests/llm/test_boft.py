@@ -18,9 +18,9 @@ from cli_errors import estimate_error_line
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_workload
-from vramcalc.llm import peft_boft
 from vramcalc.spec.load import parse_spec
 from vramcalc.spec.versions import peft_release
+from vramcalc.stacks import peft_boft
 
 TINY = {
     "architecture": "decoder", "layers": 2, "hidden_size": 512, "heads": 8, "kv_heads": 2, "ffn_size": 1408,

@@ -16,8 +16,8 @@ from vramcalc.core.params import count_params
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_model
-from vramcalc.llm import gguf
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import gguf
 
 
 def _spec(model: Any, quantization: Any = None) -> Any:

@@ -15,9 +15,9 @@ from vramcalc.core import activations as act
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_model
-from vramcalc.llm import peft_more
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks import peft_more
 
 TINY = TINY_LLAMA  # 2 layers, hidden 64, 4 heads of 16, 2 KV heads (K/V width 32), ffn 128
 BF16 = act.Dtypes(param=2, compute=2, residual=2, amp=False)

@@ -8,9 +8,21 @@ import pytest
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
-from vramcalc.llm.quantization import matrix_bytes, weight_bytes
+from vramcalc.llm.quantization import WeightBytes
+from vramcalc.spec.llm import QuantizationSpec
 from vramcalc.spec.llm import QuantizationSpec as Q
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks.layouts import quant_layout
+
+
+def matrix_bytes(q: QuantizationSpec, out: int, inp: int) -> int:
+    """One matrix in the layout the quantization method's stack registers."""
+    return quant_layout(q.method).matrix_bytes(q, out, inp)
+
+
+def weight_bytes(shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
+    return quant_layout(q.method).weights(shape, q, n_params, param_bytes)
+
 
 N = 4096 * 4096  # one 4096 x 4096 projection: 16,777,216 weights
 

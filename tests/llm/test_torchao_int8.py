@@ -18,8 +18,9 @@ import pytest
 from vramcalc.choices import QuantMethod
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
-from vramcalc.llm.quantization import Matrix, torchao_int8_call_bytes
+from vramcalc.llm.quantization import Matrix
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks.torchao import torchao_int8_call_bytes
 
 H, FFN, LAYERS = 4_096, 11_008, 32
 #: q, k, v, o (4,096 x 4,096), gate and up (11,008 x 4,096), down (4,096 x 11,008) as (out, in)

@@ -17,9 +17,9 @@ from cli_errors import estimate_error_line
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.parallel.nccl import communicator_bytes, groups, nccl_of_torch
 from vramcalc.planning.budget import budget_for, estimate_on
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks.nccl import communicator_bytes, groups, nccl_of_torch
 from vramcalc.units import MiB
 
 MODEL = {"preset": "llama-3-8b"}

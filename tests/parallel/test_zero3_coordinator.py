@@ -1,4 +1,4 @@
-"""DeepSpeed ZeRO-3's parameter coordinator (vramcalc/parallel/zero3.py), derived by hand from its rules in
+"""DeepSpeed ZeRO-3's parameter coordinator (vramcalc/stacks/zero3.py), derived by hand from its rules in
 deepspeed/runtime/zero/partitioned_param_coordinator.py: a module's parameters are gathered when it runs;
 after it ran they are kept when the recorded trace uses them again before ``max_reuse_distance`` elements
 have been traversed (``__params_to_release``); each module call takes the next parameters off the trace,
@@ -16,8 +16,8 @@ from spec_texts import ROUND_MODEL
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
-from vramcalc.parallel.zero3 import Coordinator, Module, Segment, gathered_peaks, trace
 from vramcalc.spec.load import parse_spec
+from vramcalc.stacks.zero3 import Coordinator, Module, Segment, gathered_peaks, trace
 
 BIG = 10**12
 

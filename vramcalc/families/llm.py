@@ -37,23 +37,21 @@ from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.llm import (
     adapters,
-    bnb,
     generation,
     kvcache,
-    lora_decoder,
     lora_encdec,
     moe,
-    peft_methods,
     quantization,
     recompute,
 )
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
-from vramcalc.stacks import litgpt, llamacpp, vllm
+from vramcalc.stacks import bnb, gguf, litgpt, llamacpp, peft_lora, peft_methods, torchao, vllm
+from vramcalc.stacks.layouts import quant_layout
 
 Phases = dict[str, dict[str, int]]
-#: Adapters with LoRA's A and B matrices, estimated here (the others in :mod:`vramcalc.llm.peft_methods`).
+#: Adapters with LoRA's A and B matrices, estimated here (the others in :mod:`vramcalc.stacks.peft_methods`).
 LORA_TYPES = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
 
 
@@ -80,13 +78,13 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
     q = spec.workload.quantization
     if q is None:
         return n_params * dt.param, None
-    litgpt_layout = litgpt_gptq(spec.workload)
-    wb = quantization.weight_bytes(shape, q, n_params, dt.param, litgpt_layout)
-    gw = quantization.gguf_weights(shape, q, n_params) if q.method in GGUF else None
+    layout = quant_layout(q.method, litgpt_gptq(spec.workload))
+    wb = quantization.weight_bytes(shape, q, n_params, dt.param, layout)
+    gw = gguf.spec_weights(shape, q, n_params) if q.method in GGUF else None
     if gw is not None:
         notes.append(f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights")
     else:
-        notes.append(f"quantization {quantization.describe(q, litgpt_layout)}")
+        notes.append(f"quantization {layout.describe(q)}")
         notes.append(quantization.kept_line(shape, q, wb.kept_params, spec.workload.precision.value))
         if q.compute_dtype is not None:
             release = bnb.resolve(spec.workload.versions, [])
@@ -153,15 +151,15 @@ def _dequant(
 ) -> int:
     """The dequantization buffer beyond the block's activation peak (:func:`bnb.forward_dequant`); for
     torchao's int8 configurations the calls beyond the phase's ``at`` = (tokens, LM-head rows, activations)
-    (:func:`vramcalc.llm.quantization.torchao_int8_extra`)."""
+    (:func:`vramcalc.stacks.torchao.torchao_int8_extra`)."""
     q = spec.workload.quantization
     if q is None:
         return 0
     if q.method in TORCHAO_INT8 and at is not None:
         tk, head_rows, activations = at
         block = generation.block_transient(shape, tk, dt, spec.workload.attention)
-        return quantization.torchao_int8_extra(shape, q, tk.encoder, head_rows, dt.compute, block, activations)
-    full = bnb.forward_buffer(spec.workload, shape, n_tokens, dt, dt.compute)
+        return torchao.torchao_int8_extra(shape, q, tk.encoder, head_rows, dt.compute, block, activations)
+    full = bnb.forward_buffer(spec.workload, shape, n_tokens, dt, dt.compute, quant_layout(q.method))
     return bnb.forward_dequant(q.method, full, shape, n_tokens, act_bytes or dt.compute)
 
 
@@ -319,7 +317,7 @@ def adapter_phases(
     stack: Stack,
 ) -> tuple[Phases, int, int]:
     """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
-    other PEFT methods in :mod:`vramcalc.llm.peft_methods`. With the trainable parameters and the frozen
+    other PEFT methods in :mod:`vramcalc.stacks.peft_methods`. With the trainable parameters and the frozen
     ones the adapter adds."""
     wl = spec.workload
     adapter = wl.adapter
@@ -352,7 +350,7 @@ def adapter_phases(
         notes.append("optimizer not given: adamw")
     elif optimizer in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit):
         notes.append(bnb.paged_state_note(optimizer.value))
-    kbit = lora_decoder.resolve_kbit(spec, dt, qinfo, notes)
+    kbit = peft_lora.resolve_kbit(spec, dt, qinfo, notes)
     live = {
         **base,
         "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes,
@@ -371,7 +369,7 @@ def adapter_phases(
             shape, tk, adt, wl.attention, matrices, lora, kbit.checkpointing
         )
     else:
-        saved, recompute_layer, through, inside = lora_decoder.step_bytes(spec, shape, tk, dt, kbit, matrices, a)
+        saved, recompute_layer, through, inside = peft_lora.step_bytes(spec, shape, tk, dt, kbit, matrices, a)
         saved += 0 if kbit.checkpointing else dora.saved
         recompute_layer += dora.saved_per_layer if kbit.checkpointing else 0
         through = max(through, dora.transient if kbit.checkpointing else 0)

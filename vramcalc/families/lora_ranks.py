@@ -20,7 +20,7 @@ holds its share of the model states, divided as for dense training (:mod:`vramca
   post-forward"): the root plus the running block in forward, plus the prefetched next block in
   backward (``BackwardPrefetch.BACKWARD_PRE``); ``shard_grad_op`` keeps the whole base gathered
   between forward and backward. DeepSpeed: its parameter coordinator replayed on the frozen base
-  (:mod:`vramcalc.parallel.zero3`: reuse distance, prefetch, persistence), a 4-bit linear counted in
+  (:mod:`vramcalc.stacks.zero3`: reuse distance, prefetch, persistence), a 4-bit linear counted in
   elements of its float storage, with the persistent norms, biases and small LoRA matrices whole.
 * **adapters**: weights, gradients and optimizer states divided from ZeRO stage 3, 2 and 1 on (FSDP:
   full_shard / hybrid all three, shard_grad_op gradients and states), with the single-GPU dtypes (PEFT
@@ -58,11 +58,11 @@ from vramcalc.families.per_rank import params_sharded, shard_div, with_nccl
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.llm import adapters, quantization
-from vramcalc.parallel import zero3
 from vramcalc.parallel.layout import FP32, MIXED, ParallelDetails, Plan, resolve_plan
 from vramcalc.spec.llm import BNB_4BIT
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy
+from vramcalc.stacks import zero3
 from vramcalc.stacks.techniques import notes as technique_notes
 from vramcalc.units import ceil_div
 
@@ -123,7 +123,7 @@ def adapter_rank_estimate(
             "(LoRA keeps its own dtypes: use bf16, fp16 or amp-bf16)"
         )
     work = resolve_workload(spec, stack)
-    plan, plan_notes = resolve_plan(spec, work.shape)
+    plan, plan_notes = resolve_plan(spec, work.shape, zero3.release_refinement(spec))
     check_adapter_plan(spec, plan)
     notes = [f"per GPU: {plan.summary}", *work.notes, *technique_notes(wl), *plan_notes]
     work = replace(work, spec=sharded_defaults(spec, plan, notes))
@@ -274,11 +274,11 @@ def zero3_gathered(
     work: ResolvedWorkload, plan: Plan, frozen: FrozenBase, adapter_bytes: int, trainable: int
 ) -> dict[str, int]:
     """DeepSpeed ZeRO-3's unsharded bytes on one rank: the frozen base as the parameter coordinator holds
-    it (:mod:`vramcalc.parallel.zero3`; a 4-bit linear counted in elements of its float storage), plus the
+    it (:mod:`vramcalc.stacks.zero3`; a 4-bit linear counted in elements of its float storage), plus the
     persistent tensors, whole on every rank: the base's norms and biases and the LoRA matrices of at most
     ``param_persistence_threshold`` elements (and, offloaded, their partitions, which stay on the GPU)."""
-    c = plan.coordinator
-    if c.in_place:  # one GPU, DeepSpeed 0.9 or later, nothing offloaded: no gather (vramcalc/parallel/zero3.py)
+    c = zero3.coordinator_of(plan)
+    if c.in_place:  # one GPU, DeepSpeed 0.9 or later, nothing offloaded: no gather (vramcalc/stacks/zero3.py)
         return {"gathered_fwd": 0, "gathered_bwd": 0}
     shape, wl = work.shape, work.spec.workload
 

@@ -7,7 +7,7 @@ backward; optimizer step), with every component replaced by what one rank holds:
 * parameters, gradients, optimizer states: :mod:`vramcalc.parallel.layout` (by precision and framework,
   divided over the shard group; offloaded ones, and offloaded checkpoints, move to ``host_bytes``);
 * gathered parameters (ZeRO-3, FSDP): unsharded 16-bit parameters -- DeepSpeed's parameter coordinator
-  (:mod:`vramcalc.parallel.zero3`); FSDP the largest unit plus the next block (``BACKWARD_PRE``; FSDP2
+  (:mod:`vramcalc.stacks.zero3`); FSDP the largest unit plus the next block (``BACKWARD_PRE``; FSDP2
   prefetches one unit), in backward also that unit's gradient before its reduce-scatter (and in fp32 when
   the reduce dtype is fp32). With pipeline stages FSDP keeps the whole stage unsharded (torchtitan:
   ``reshard_after_forward = not pp_enabled``), as ``shard_grad_op`` does between forward and backward;
@@ -43,7 +43,6 @@ from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, image_elements, input_bytes, workspace_bytes
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
-from vramcalc.parallel import zero3
 from vramcalc.parallel.activations import in_flight, rank_tokens, stage_activations
 from vramcalc.parallel.layout import (
     DEEPSPEED_SUB_GROUP,
@@ -63,6 +62,7 @@ from vramcalc.parallel.layout import (
 from vramcalc.parallel.rules import check_supported
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec
+from vramcalc.stacks import zero3
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
@@ -108,8 +108,8 @@ def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
 
 
 def with_nccl(result: Estimate, spec: Spec, target: Target) -> Estimate:
-    """A training estimate across GPUs with NCCL's buffers among its overhead (vramcalc/parallel/nccl.py)."""
-    from vramcalc.parallel.nccl import nccl_overhead
+    """A training estimate across GPUs with NCCL's buffers among its overhead (vramcalc/stacks/nccl.py)."""
+    from vramcalc.stacks.nccl import nccl_overhead
 
     assert result.parallel is not None  # the per-rank paths
     nccl, note = nccl_overhead(spec, result.parallel.plan, target.hopper_or_newer, target.interconnect)
@@ -126,7 +126,7 @@ def per_rank_estimate(
     check_supported(spec, spec.parallel or ParallelSpec())  # before the shape: ResNet has none
     work = resolve_workload(spec, stack)
     shape, n_params = work.shape, work.n_params
-    plan, plan_notes = resolve_plan(spec, shape)
+    plan, plan_notes = resolve_plan(spec, shape, zero3.release_refinement(spec))
     notes = [*work.notes, *plan_notes]
     stages = ("only",) if plan.pipeline == 1 else ("first", "last")
     built = {s: _stage(spec, shape, plan, s, n_params, hopper_or_newer, stack) for s in stages}
@@ -311,7 +311,7 @@ def _grads(plan: Plan, lay: Layout, n: int) -> tuple[int, int]:
 
 def _gathered(plan: Plan, lay: Layout, shape: ModelShape, n: int, checkpointing: bool) -> tuple[int, int, int]:
     """(forward, backward) bytes of unsharded parameters (and their unit's gradients), and the elements
-    gathered at once. Zero when parameters are not sharded. DeepSpeed: :mod:`vramcalc.parallel.zero3`
+    gathered at once. Zero when parameters are not sharded. DeepSpeed: :mod:`vramcalc.stacks.zero3`
     (the coordinator's reuse-distance rule and prefetch, plus the persistent small parameters)."""
     if not params_sharded(plan):
         return 0, 0, 0
@@ -323,7 +323,7 @@ def _gathered(plan: Plan, lay: Layout, shape: ModelShape, n: int, checkpointing:
     else:
         unit = largest_tensor(shape, plan.tensor)
         local = tp_local(shape, plan.tensor)
-        c, offload = plan.coordinator, plan.offload_params
+        c, offload = zero3.coordinator_of(plan), plan.offload_params
         fwd, bwd, elements = zero3.dense_unsharded(local, lay.working, lay.param, plan.shard, offload, checkpointing, c)
     unit_grads = unit * lay.working + (unit * FP32 if lay.grad == FP32 and lay.working < FP32 else 0)
     return fwd, bwd + unit_grads, elements

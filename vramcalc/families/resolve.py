@@ -9,7 +9,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, build_workload
 from vramcalc.spec.models import ModelSpec, Spec, Workload
-from vramcalc.stacks import model_code, resolve_stack, sac
+from vramcalc.stacks.registry import check_stack, model_code, resolve_stack
 
 
 def stack_of(spec: Spec) -> Stack:
@@ -33,5 +33,5 @@ def resolve_workload(spec: Spec, stack: Stack | None = None) -> ResolvedWorkload
     and the optimizer."""
     stack = stack or stack_of(spec)
     shape, notes = resolve_model(spec.model, spec.workload, stack)
-    sac.check(spec, shape)
+    check_stack(spec, shape)
     return build_workload(spec, shape, notes, stack)

@@ -48,6 +48,7 @@ from vramcalc.families.target import Target
 from vramcalc.parallel.layout import ParallelDetails, Plan, resolve_plan
 from vramcalc.spec.llm import GGUF
 from vramcalc.spec.models import Spec
+from vramcalc.stacks import zero3
 from vramcalc.units import MiB, ceil_div
 
 Phases = dict[str, dict[str, int]]
@@ -167,7 +168,7 @@ def serving_estimate(
     work = resolve_workload(spec, stack)
     shape = work.shape
     check_serving(spec, shape)
-    plan, plan_notes = resolve_plan(spec, shape)
+    plan, plan_notes = resolve_plan(spec, shape, zero3.release_refinement(spec))
     built = {s.name: _stage(work, plan, s, hopper_or_newer) for s in stages(shape, plan.pipeline)}
     peaks = {name: max(sum(c.values()) for c in phases.values()) for name, (phases, _, _, _) in built.items()}
     worst = max(peaks, key=lambda s: peaks[s])

@@ -229,7 +229,7 @@ class GPU(BaseModel):
         return self.id in HOPPER_OR_NEWER
 
     @property
-    def interconnect(self) -> str:  # for NCCL's buffers (vramcalc/parallel/nccl.py)
+    def interconnect(self) -> str:  # for NCCL's buffers (vramcalc/stacks/nccl.py)
         return "pcie" if self.variant in PCIE_VARIANTS else "nvswitch"
 
 

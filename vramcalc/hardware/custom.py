@@ -36,7 +36,7 @@ class CustomCard:
     usable_bytes: int
     hopper_or_newer: bool = True  # the larger cuBLAS workspace (see the module docstring)
     has_bf16: bool = True
-    interconnect: str = "nvswitch"  # NCCL's larger buffers (vramcalc/parallel/nccl.py)
+    interconnect: str = "nvswitch"  # NCCL's larger buffers (vramcalc/stacks/nccl.py)
 
     @property
     def id(self) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import AdapterType, Architecture, Attention, Mlp, Optimizer, QuantMethod
+from vramcalc.choices import AdapterType, Architecture, Attention, Mlp, Optimizer
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
@@ -174,7 +174,7 @@ def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
     """fp32 when PEFT autocasts the adapter of a 16-bit base (its default), else the parameter dtype
     (litgpt's adapters are created with the model, in its dtype)."""
     if adapter.type is AdapterType.ln_tuning:
-        return dt.param  # PEFT trains copies of the norms at the model's dtype (vramcalc/llm/peft_methods.py)
+        return dt.param  # PEFT trains copies of the norms at the model's dtype (vramcalc/stacks/peft_methods.py)
     autocast = adapter.autocast_adapter_dtype
     if autocast is None:
         autocast = not is_litgpt(adapter)
@@ -264,7 +264,7 @@ def backward_transients(
     for SwiGLU: the product's backward makes the activation's and up's gradients while its own is alive;
     up's gradient is consumed before the activation's backward makes gate's), 2 otherwise; plus
     ``dequant``, a quantized weight dequantized in a linear's backward, beyond the MLP's peak
-    (:func:`vramcalc.llm.bnb.backward_dequant`). Attention: eager scores or
+    (:func:`vramcalc.stacks.bnb.backward_dequant`). Attention: eager scores or
     SDPA's math fallback hold the gradients of the softmax input and output (2 x heads x seq^2); fused
     kernels dQ, dK, dV, dO and the fp32 dQ accumulator of the flash backward. Measured against the tracer
     (benchmarks/data/tracer_llm.json, benchmarks/data/tracer_bnb.json).
@@ -309,19 +309,20 @@ def forward_block_bytes(
     tk: act.Tokens,
     dt: act.Dtypes,
     attention: Attention,
-    method: QuantMethod | None,
     dequant: int,
     ckpt: bool,
+    no_grad_dequant: int = 0,
 ) -> int:
     """The forward's peak inside the last block beyond what is saved. With gradient checkpointing the
-    blocks run without grad (a no-grad block's transients, :func:`vramcalc.llm.generation.block_transient`);
-    otherwise the last ``down_proj`` reads the MLP product that no frozen linear saves (relu's output is
-    saved) and writes its output, with the dequantized 4-bit weight alongside (``dequant``)."""
-    from vramcalc.llm import bnb, generation
+    blocks run without grad (a no-grad block's transients, :func:`vramcalc.llm.generation.block_transient`,
+    and ``no_grad_dequant``, what a quantized linear's forward holds beyond the block's peak); otherwise the
+    last ``down_proj`` reads the MLP product that no frozen linear saves (relu's output is saved) and writes
+    its output, with the dequantized 4-bit weight alongside (``dequant``)."""
+    from vramcalc.llm import generation
 
     t, c = tk.encoder, dt.compute
     if ckpt:
-        return generation.block_transient(shape, tk, dt, attention) + bnb.forward_dequant(method, dequant, shape, t, c)
+        return generation.block_transient(shape, tk, dt, attention) + no_grad_dequant
     product = 0 if shape.mlp is Mlp.relu else t * shape.ffn * c
     return product + dequant + t * shape.hidden * c
 

@@ -37,6 +37,7 @@ final norm and head (a tied head keeps a copy of the word embeddings there, as M
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from vramcalc.choices import Architecture, Head, Mode, Precision
@@ -44,17 +45,8 @@ from vramcalc.core.params import count_params, embedding_params, head_params, la
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.parallel.rules import check_shape, check_supported
-from vramcalc.parallel.zero3 import (
-    DEEPSPEED_MAX_LIVE,
-    DEEPSPEED_PERSISTENCE,
-    DEEPSPEED_REUSE_DISTANCE,
-    NO_GATHER_ON_ONE_GPU,
-    Coordinator,
-    gather_note,
-)
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec, Schedule, check_rules
-from vramcalc.spec.versions import deepspeed_release
 from vramcalc.units import ceil_div
 
 MIXED = (Precision.mixed_fp16, Precision.mixed_bf16)
@@ -69,6 +61,12 @@ DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 #: ZeRO-3 steps the optimizer on sub-groups of at most ``sub_group_size`` elements (default 1e9), so its
 #: fp32 gradient copy is bounded by one sub-group.
 DEEPSPEED_SUB_GROUP = 1_000_000_000
+#: DeepSpeed's ZeRO-3 coordinator defaults, in elements (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig):
+#: ``stage3_max_live_parameters``, ``stage3_max_reuse_distance``, ``stage3_param_persistence_threshold``
+#: (the defaults of ``parallel.zero3``; the coordinator itself: vramcalc/stacks/zero3.py).
+DEEPSPEED_MAX_LIVE = 1_000_000_000
+DEEPSPEED_REUSE_DISTANCE = 1_000_000_000
+DEEPSPEED_PERSISTENCE = 100_000
 
 
 @dataclass(frozen=True)
@@ -107,17 +105,10 @@ class Plan:
     fp32_grads: bool
     stage_layers: int = 0  # blocks on the most loaded pipeline stage (layers / pipeline, rounded up)
     offload_activations: bool = False  # DeepSpeed cpu_checkpointing: checkpointed block inputs on the host
-    max_live: int = DEEPSPEED_MAX_LIVE  # ZeRO-3's parameter coordinator, in elements (vramcalc/parallel/zero3.py)
+    max_live: int = DEEPSPEED_MAX_LIVE  # ZeRO-3's parameter coordinator, in elements (vramcalc/stacks/zero3.py)
     reuse_distance: int = DEEPSPEED_REUSE_DISTANCE
     persistence: int = DEEPSPEED_PERSISTENCE
     gathers_alone: bool = False  # a DeepSpeed release before 0.9.0: ZeRO-3 gathers on one GPU too
-
-    @property
-    def coordinator(self) -> Coordinator:
-        """DeepSpeed ZeRO-3's prefetch, live-parameter, reuse-distance and persistence settings, and how
-        its gathers allocate."""
-        c = Coordinator(self.prefetch_bucket, self.max_live, self.reuse_distance, self.persistence)
-        return replace(c, world=self.shard, offloaded=self.offload_params, gathers_alone=self.gathers_alone)
 
     @property
     def whole_weights(self) -> bool:  # every rank holds each weight as its own tensor: no split, no flat shards
@@ -168,9 +159,12 @@ class ParallelDetails:
         return self.host_bytes * min(self.plan.gpus, self.plan.gpus_per_node)
 
 
-def resolve_plan(spec: Spec, shape: ModelShape) -> tuple[Plan, list[str]]:
+def resolve_plan(
+    spec: Spec, shape: ModelShape, refine: Callable[[Plan, list[str]], Plan] | None = None
+) -> tuple[Plan, list[str]]:
     """The plan of ``spec`` (a one-GPU plan for ``mixed-*`` precision without a ``parallel`` section),
-    checked against the model; raises :class:`SpecError` naming the ``parallel.KEY`` that fails."""
+    checked against the model; raises :class:`SpecError` naming the ``parallel.KEY`` that fails. ``refine``:
+    what the framework's release changes in the plan, with its notes (vramcalc/stacks/zero3.py)."""
     # workload.optimizer_offload on one GPU with mixed-* precision: DeepSpeed ZeRO-Offload (stage 1)
     one_gpu = {"zero": 1, "offload": {"optimizer": "cpu"}} if spec.workload.optimizer_offload == "cpu" else {}
     section = spec.parallel or ParallelSpec.model_validate(one_gpu)
@@ -182,11 +176,8 @@ def resolve_plan(spec: Spec, shape: ModelShape) -> tuple[Plan, list[str]]:
     check_shape(spec, section, shape)
     notes: list[str] = []
     plan = _plan(section, shape, notes)
-    deepspeed = deepspeed_release(spec.workload.versions)
-    if deepspeed is not None:  # a DeepSpeed plan (vramcalc.spec.versions.deepspeed_spec_rules)
-        plan = replace(plan, gathers_alone=deepspeed < NO_GATHER_ON_ONE_GPU)
-    if plan.framework is Framework.deepspeed and plan.stage == 3:
-        notes.append(gather_note(plan.coordinator, (spec.workload.versions or {}).get("deepspeed")))
+    if refine is not None:
+        plan = refine(plan, notes)
     if section.micro_batches is None and section.pipeline > 1 and spec.workload.mode is Mode.train:
         notes.append(f"parallel.micro_batches not given: {plan.micro_batches} (= pipeline)")
     _check_micro_batches(plan)

@@ -48,7 +48,7 @@ class Budget:
     count: int = 1
     bf16: bool = True  # the card has bf16 tensor cores (bf16 precisions are suggested)
     sharded: bool = False  # ``count`` is the GPU count of the spec's parallel section (figures per GPU)
-    interconnect: str = "nvswitch"  # how several of these cards talk (NCCL's buffers, vramcalc/parallel/nccl.py)
+    interconnect: str = "nvswitch"  # how several of these cards talk (NCCL's buffers, vramcalc/stacks/nccl.py)
 
     @property
     def card(self) -> Device:

@@ -59,7 +59,7 @@ class Candidate:
     micro_batch: int | None = None
     grad_accumulation: int | None = None
     cost: StepCost | None = None
-    nccl_bytes: int = 0  # NCCL's buffers among needed_bytes (vramcalc/parallel/nccl.py)
+    nccl_bytes: int = 0  # NCCL's buffers among needed_bytes (vramcalc/stacks/nccl.py)
 
     @property
     def relative_cost(self) -> float | None:
@@ -224,7 +224,7 @@ def fewest_degree(search: _Search, base: dict[str, Any], lo: int, hi: int) -> in
     """The smallest data degree from ``lo`` to ``hi`` whose plan of ``base`` fits (None when none does).
 
     Without NCCL's buffers per-GPU bytes do not grow with the data degree (ZeRO/FSDP shard more, plain data
-    parallelism is flat); NCCL's grow with it up to a node's GPUs (trees, NVLS: vramcalc/parallel/nccl.py)
+    parallelism is flat); NCCL's grow with it up to a node's GPUs (trees, NVLS: vramcalc/stacks/nccl.py)
     and are flat beyond. So: when ``hi`` minus its NCCL bytes plus ``lo``'s is still too much, nothing fits;
     else the degrees up to a node are tried one by one, and from a node on bisection finds the smallest."""
     if lo > hi:

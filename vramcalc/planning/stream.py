@@ -25,6 +25,7 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
     from vramcalc.core.workload import DTYPES, weight_count
     from vramcalc.llm import quantization
     from vramcalc.spec.llm import litgpt_gptq
+    from vramcalc.stacks.layouts import quant_layout
 
     if shape.moe is None or not moe_layers(shape) or spec.parallel is not None:
         return None  # a parallel spec's parameters are one GPU's share: the expert split is not known here
@@ -34,7 +35,8 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
     if q is None:
         n_bytes = per_expert * param_bytes
     else:
-        wb = quantization.weight_bytes(shape, q, weight_count(shape, []), param_bytes, litgpt_gptq(spec.workload))
+        layout = quant_layout(q.method, litgpt_gptq(spec.workload))
+        wb = quantization.weight_bytes(shape, q, weight_count(shape, []), param_bytes, layout)
         n_bytes = round(Fraction(wb.quantized_bytes, max(1, wb.quantized_params)) * per_expert)
     return ExpertStream(shape.moe.experts, shape.moe.top_k, moe_layers(shape), per_expert, n_bytes)
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 GROUPED = (QuantMethod.int4, QuantMethod.gptq, QuantMethod.awq)
 #: bitsandbytes 4-bit data types (blockwise absmax, optional double quantization).
 BNB_4BIT = (QuantMethod.nf4, QuantMethod.fp4)
-#: GGUF file types (llama.cpp ``llama-quantize`` presets; per-tensor types in vramcalc/llm/gguf.py).
+#: GGUF file types (llama.cpp ``llama-quantize`` presets; per-tensor types in vramcalc/stacks/gguf.py).
 GGUF = tuple(m for m in QuantMethod if m.value.startswith("q") and m.value[1].isdigit())
 #: ggml tensor types accepted by ``output_tensor_type`` / ``token_embedding_type``.
 GgmlTypeName = Literal[
@@ -71,7 +71,7 @@ class QuantizationSpec(SpecSection):
     group_size: Annotated[int, Field(strict=True, ge=-1, le=1 << 20)] | None = None
     double_quant: bool | None = None
     block_size: Annotated[int, Field(strict=True, gt=0, le=4096)] | None = None
-    #: bitsandbytes 4-bit only: ``bnb_4bit_compute_dtype`` (vramcalc/llm/bnb.py); None: the model's dtype.
+    #: bitsandbytes 4-bit only: ``bnb_4bit_compute_dtype`` (vramcalc/stacks/bnb.py); None: the model's dtype.
     compute_dtype: Literal["fp16", "bf16", "fp32"] | None = None
     #: GGUF only: llama-quantize's --output-tensor-type, --token-embedding-type and --imatrix.
     output_tensor_type: GgmlTypeName | None = None
@@ -157,13 +157,14 @@ REQUIRED_KEYS = {
 class AdapterSpec(SpecSection):
     """``adapter: {type: lora, rank: 16, alpha: 32, targets: [q_proj, v_proj] | all-linear, dropout: 0.05}``.
 
-    Other PEFT methods (vramcalc/llm/peft_methods.py): ``{type: dora, rank: 16, ...}`` (LoRA keys),
+    Other PEFT methods (vramcalc/stacks/peft_methods.py): ``{type: dora, rank: 16, ...}`` (LoRA keys),
     ``{type: ia3, targets: [...], feedforward_modules: [...]}``, ``{type: prompt_tuning, num_virtual_tokens: 20}``,
     ``{type: prefix_tuning, num_virtual_tokens: 20, prefix_projection: false, encoder_hidden_size: ...}``,
     ``{type: ln_tuning}``, ``{type: vera, rank: 256, targets: [...]}``, ``{type: loha, rank: 8, targets: [...]}``,
     ``{type: adalora, init_r: 12, target_r: 8, targets: [...]}``, ``{type: tinylora, rank: 2, u: 64, targets: [...]}``
-    (vramcalc/llm/peft_more.py); ``{type: boft, block_size: 4 | block_num: 8, permutation: gpu | host, targets: [...]}``
-    (vramcalc/llm/peft_boft.py); ``{type: lora_fa, rank: 16, ...}`` (LoRA keys but ``framework``).
+    (vramcalc/stacks/peft_more.py);
+    ``{type: boft, block_size: 4 | block_num: 8, permutation: gpu | host, targets: [...]}``
+    (vramcalc/stacks/peft_boft.py); ``{type: lora_fa, rank: 16, ...}`` (LoRA keys but ``framework``).
 
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
@@ -178,7 +179,7 @@ class AdapterSpec(SpecSection):
     #: None: PEFT's default (fp32 adapters on a 16-bit base); litgpt keeps the model's dtype.
     autocast_adapter_dtype: bool | None = None
     framework: Literal["peft", "litgpt"] = "peft"
-    #: PEFT's prepare_model_for_kbit_training (vramcalc/llm/bnb.py); None: on for PEFT on a bitsandbytes base.
+    #: PEFT's prepare_model_for_kbit_training (vramcalc/stacks/bnb.py); None: on for PEFT on a bitsandbytes base.
     prepare_kbit: bool | None = None
     #: IA3: the targets whose input (not output) is scaled; None: the targets in the MLP's down projection.
     feedforward_modules: list[str] | None = None

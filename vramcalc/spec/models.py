@@ -326,7 +326,7 @@ class Overhead(SpecSection):
 
     cuda_context: ByteSize | None = None
     allocator_reserve: Fraction | None = None
-    #: NCCL's buffers per GPU with several GPUs, outside PyTorch's allocator (default: vramcalc/parallel/nccl.py).
+    #: NCCL's buffers per GPU with several GPUs, outside PyTorch's allocator (default: vramcalc/stacks/nccl.py).
     nccl: ByteSize | None = None
 
 

@@ -83,7 +83,7 @@ class Buckets(SpecSection):
 class Zero3(SpecSection):
     """DeepSpeed ZeRO-3's parameter coordinator, in elements (``stage3_max_live_parameters``,
     ``stage3_max_reuse_distance``, ``stage3_param_persistence_threshold``). Omitted: DeepSpeed's
-    defaults, 1e9, 1e9 and 1e5 (vramcalc/parallel/zero3.py)."""
+    defaults, 1e9, 1e9 and 1e5 (vramcalc/stacks/zero3.py)."""
 
     max_live_parameters: BucketCount | None = None
     max_reuse_distance: BucketCount | None = None
@@ -113,7 +113,7 @@ class ParallelSpec(SpecSection):
     buckets: Buckets = Buckets()
     zero3: Zero3 = Zero3()
     gpus_per_node: Degree | None = None
-    #: How the GPUs of a node talk, which sets NCCL's channels (vramcalc/parallel/nccl.py): ``nvswitch``, an
+    #: How the GPUs of a node talk, which sets NCCL's channels (vramcalc/stacks/nccl.py): ``nvswitch``, an
     #: HGX/DGX board where every GPU pair has NVLink; ``pcie``, GPUs without NVLink.
     interconnect: Literal["nvswitch", "pcie"] | None = None  # None: the card's (nvswitch without one)
 

@@ -13,10 +13,12 @@ from vramcalc.core import allocator
 from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES
-from vramcalc.llm import bnb, quantization
+from vramcalc.llm import quantization
 from vramcalc.llm.generation import prompt_and_context
+from vramcalc.llm.quantization import QuantLayout, WeightBytes
 from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
 from vramcalc.spec.models import Spec, Workload
+from vramcalc.stacks import bnb
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
@@ -86,10 +88,10 @@ GPTQ_PAD_ROWS = 256
 def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases: Phases, notes: list[str]) -> Phases:
     """litgpt's ``generate``: with its own ``gptq.int4``, :func:`gptq_phases`; through Lightning's
     ``BitsandbytesPrecision``, the prefill's 4-bit dequantization also holds the fp16 weight before
-    bitsandbytes 0.50 (:func:`vramcalc.llm.bnb.lightning_load_copy`), and a ``load`` phase: the model is built
+    bitsandbytes 0.50 (:func:`vramcalc.stacks.bnb.lightning_load_copy`), and a ``load`` phase: the model is built
     on the GPU, each linear quantized as it is made, and loading the checkpoint quantizes every weight again
     from its fp16 copy, the whole model allocated (``_quantize_on_load_hook``): the largest weight's fp16 copy
-    and its new quantized form beside it (:func:`vramcalc.llm.quantization.requantize_bytes`)."""
+    and its new quantized form beside it (:func:`vramcalc.stacks.bnb.requantize_bytes`)."""
     q = spec.workload.quantization
     if q is not None and q.method is QuantMethod.gptq:
         return gptq_phases(spec, shape, phases, notes)
@@ -102,7 +104,7 @@ def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases:
     load = dict.fromkeys(prefill, 0) | {  # before any matmul: no cuBLAS workspace, no cache yet
         "parameters": base["parameters"],
         "allocator_rounding": base.get("allocator_rounding", 0),
-        "temporaries": quantization.requantize_bytes(q, largest),
+        "temporaries": bnb.requantize_bytes(q, largest),
     }
     return {"load": load, "prefill": prefill, "decode": phases["decode"]}
 
@@ -143,7 +145,7 @@ def gptq_load_rounding(shape: ModelShape, q: QuantizationSpec, param_bytes: int)
     ``scales``, ``zeros``); norms and biases are small-pool tensors. Each ``quant_weight`` is made through a
     transposed copy (``torch.empty(...).t().contiguous().t()``) whose first tensor is freed at once; that
     free is not replayed (on litgpt's published models it moves the result by less than 0.2 %)."""
-    tensors = quantization.litgpt_gptq_tensors
+    tensors = litgpt_gptq_tensors
     table = shape.vocab * shape.embed_width * param_bytes
     head = quantization.head_matrix(shape, q)
     first: tuple[int, ...] = tensors(head.out, head.inp, param_bytes) if head is not None else (table,)
@@ -178,7 +180,7 @@ def head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:
     """A bitsandbytes LM head (``quantization.lm_head``) in its backward, next to the loss gradients: the
     weight dequantized at the compute dtype (``MatMul4Bit.backward``; LLM.int8's ``CB.to(A.dtype)``) and,
     from Lightning's fp16 quantization copy before bitsandbytes 0.50, a 4-bit one at fp16 too
-    (:func:`vramcalc.llm.bnb.lightning_load_copy`)."""
+    (:func:`vramcalc.stacks.bnb.lightning_load_copy`)."""
     q = wl.quantization
     bnb_methods = (*BNB_4BIT, QuantMethod.int8)
     head = quantization.head_matrix(shape, q) if q is not None and q.method in bnb_methods else None
@@ -186,3 +188,39 @@ def head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:
         return 0
     weight = head.out * head.inp
     return weight * compute + (bnb.lightning_load_copy(wl, weight) if litgpt else 0)
+
+
+def litgpt_gptq_tensors(out: int, inp: int, param_bytes: int) -> tuple[int, int, int]:
+    """The tensors of one weight in litgpt's ``gptq.int4`` (``ColBlockQuantizedLinear`` with 4 bits and one
+    tile per row, quantize/gptq.py of litgpt 2023), in the order it makes them: ``quant_weight`` uint8
+    [out, in/2], then float ``scales`` and ``zeros`` [out, 1] at the model's dtype; no ``g_idx`` (the
+    act-order permutation is undone before saving)."""
+    return out * ceil_div(inp, 2), out * param_bytes, out * param_bytes
+
+
+def litgpt_gptq_bytes(out: int, inp: int, param_bytes: int) -> int:
+    """Bytes of one weight in litgpt's ``gptq.int4`` (:func:`litgpt_gptq_tensors`)."""
+    return sum(litgpt_gptq_tensors(out, inp, param_bytes))
+
+
+class GptqInt4Layout(QuantLayout):
+    """litgpt's own ``gptq.int4`` (:func:`litgpt_gptq_tensors`): the scale and zero at the model's dtype."""
+
+    def matrix_bytes(self, q: QuantizationSpec, out: int, inp: int) -> int:
+        raise NotImplementedError("litgpt's gptq.int4 stores scales at the model's dtype: see weights")
+
+    def describe(self, q: QuantizationSpec) -> str:
+        return "gptq: litgpt's gptq.int4, 4-bit, a scale and a zero per output row at the model's dtype"
+
+    def weights(self, shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
+        matrices = quantization.quantized_matrices(shape, q)
+        n_quant = sum(m.count * m.out * m.inp for m in matrices)
+        quant = sum(m.count * litgpt_gptq_bytes(m.out, m.inp, param_bytes) for m in matrices)
+        kept = max(0, n_params - n_quant)
+        head = quantization.head_matrix(shape, q)
+        if head is not None and getattr(shape, "tie_embeddings", False):
+            kept += head.out * head.inp  # a tied head is untied: the embedding keeps its 16-bit table
+        return WeightBytes(quant + kept * param_bytes, n_quant, quant, kept, kept * param_bytes)
+
+
+GPTQ_INT4 = GptqInt4Layout()

@@ -29,20 +29,22 @@ compute buffer (int bytes). Everything is allocated once, at start-up, whatever 
   (tests/llm/test_llamacpp.py): Llama 3 8B at n_ctx 512 and 8,192, Mistral 7B at 2,048 and 32,768 and
   Phi-3-mini at 4,096 (n_ubatch 256), exact to the MiB. The CUDA backend's own memory pool (temporary
   dequantized weights, flash-attention conversions) is outside this buffer and is not modelled.
-* **Weights**: the GGUF tensors (:mod:`vramcalc.llm.gguf`) less the token embedding, which llama.cpp
+* **Weights**: the GGUF tensors (:mod:`vramcalc.stacks.gguf`) less the token embedding, which llama.cpp
   keeps in host memory (the input layer stays on the CPU; a tied output layer is loaded again on the GPU).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from vramcalc.choices import Architecture, Head, KvCacheDtype
 from vramcalc.core.reserve import ReserveRule
+from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
-from vramcalc.llm import gguf, kvcache
+from vramcalc.llm import kvcache
 from vramcalc.spec.llamacpp import runs_llamacpp
+from vramcalc.stacks import gguf
 
 if TYPE_CHECKING:
     from vramcalc.core.shape import ModelShape
@@ -202,3 +204,8 @@ def phase(
 #: llama.cpp's buffers are allocated once, at their exact sizes: no caching allocator, no reserve.
 RESERVE = ReserveRule(0.0)
 RESERVE_NOTE = "allocator reserve 0: llama.cpp allocates its buffers once, at their exact sizes"
+
+
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """``stack`` with llama.cpp's allocator reserve."""
+    return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE)

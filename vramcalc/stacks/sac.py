@@ -16,9 +16,12 @@ recomputed at a time, as under full checkpointing (:mod:`vramcalc.core.checkpoin
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from vramcalc.choices import Architecture, Checkpointing, Mode
 from vramcalc.core.checkpointing import KeptOps
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Spec, Workload
 
@@ -31,7 +34,7 @@ def kept_ops(workload: Workload) -> KeptOps | None:
     return OP_POLICY if workload.gradient_checkpointing is Checkpointing.selective_op else None
 
 
-def check(spec: Spec, shape: ModelShape) -> None:
+def check_spec(spec: Spec, shape: ModelShape) -> None:
     """What ``selective-op`` is not modelled with, refused with one line naming the key."""
     wl = spec.workload
     if wl.gradient_checkpointing is not Checkpointing.selective_op or wl.mode is not Mode.train:
@@ -51,3 +54,8 @@ def check(spec: Spec, shape: ModelShape) -> None:
     if parallel is not None and (parallel.tensor > 1 or parallel.offload.activations == "cpu"):
         what = "parallel.tensor > 1" if parallel.tensor > 1 else "parallel.offload.activations"
         raise SpecError(f"{key} is not modelled with {what}")
+
+
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """``stack`` with the policy's kept outputs."""
+    return replace(stack, kept_ops=kept_ops(workload))

@@ -1,5 +1,5 @@
 """Training techniques of current stacks (torchtune, torchao, Liger), handed to the dense training step of
-:mod:`vramcalc.core.dense` (one GPU) on the stack (:func:`with_techniques`). Each follows its library's source:
+:mod:`vramcalc.core.dense` (one GPU) on the stack (:func:`refine`). Each follows its library's source:
 
 * ``optimizer_in_backward`` (torchtune ``optimizer_in_bwd``: ``register_optim_in_bwd_hooks`` in
   torchtune/training/memory.py, one optimizer per parameter stepped from PyTorch's
@@ -159,7 +159,7 @@ def notes(wl: object) -> list[str]:
     return lines
 
 
-def with_techniques(stack: Stack, workload: Workload) -> Stack:
+def refine(stack: Stack, workload: Workload) -> Stack:
     """``stack`` with the training techniques the workload turns on: the loss kernel of ``cross_entropy``,
     torchao's optimizer offload, torchtune's activation offloading and optimizer step in backward."""
     ce = workload.cross_entropy

@@ -13,9 +13,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramcalc.core.reserve import DEFAULT_CONTEXT_NOTE, DEFAULT_CUDA_CONTEXT
+from vramcalc.core.stack import Stack
 from vramcalc.spec.models import Workload
 from vramcalc.spec.versions import torch_note, torch_release, zeroes_gradients_in_place
 from vramcalc.units import MiB
@@ -50,4 +51,16 @@ def facts(workload: Workload) -> TorchFacts:
         cuda_context_bytes=EAGER_LOADING_CUDA_CONTEXT if eager else DEFAULT_CUDA_CONTEXT,
         cuda_context_note=EAGER_CONTEXT_NOTE if eager else DEFAULT_CONTEXT_NOTE,
         workload_notes=(torch_note(workload),) if in_place else (),
+    )
+
+
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """``stack`` with what the pinned release changes (:func:`facts`)."""
+    pinned = facts(workload)
+    return replace(
+        stack,
+        zero_grad_in_place=pinned.zero_grad_in_place,
+        cuda_context_bytes=pinned.cuda_context_bytes,
+        cuda_context_note=pinned.cuda_context_note,
+        workload_notes=pinned.workload_notes,
     )

@@ -43,10 +43,10 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramcalc.core.reserve import LONG_LIVED, TRANSIENT_RESERVE, ReserveRule, transient_reserve_note
-from vramcalc.core.stack import Device
+from vramcalc.core.stack import Device, Stack
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Workload
 from vramcalc.spec.versions import release_key
@@ -180,3 +180,8 @@ def resolve(wl: Workload, context: int, notes: list[str], device: Device | None 
 #: vLLM allocates its whole KV pool once, at start-up, at a size that does not change: it adds no reserve.
 RESERVE = ReserveRule(TRANSIENT_RESERVE, long_lived=(*LONG_LIVED, "kv_cache"))
 RESERVE_NOTE = transient_reserve_note("vLLM's KV pool")
+
+
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """``stack`` with vLLM's allocator reserve."""
+    return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE)

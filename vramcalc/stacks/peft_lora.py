@@ -10,8 +10,10 @@ from typing import Any
 from vramcalc.choices import Checkpointing
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
-from vramcalc.llm import adapters, bnb, moe, quantization
+from vramcalc.llm import adapters, moe, quantization
 from vramcalc.spec.models import Spec
+from vramcalc.stacks import bnb
+from vramcalc.stacks.layouts import quant_layout
 
 
 def step_bytes(
@@ -24,7 +26,7 @@ def step_bytes(
     a: int,
 ) -> tuple[int, int, int, int]:
     """A decoder's LoRA / QLoRA step: saved bytes, the recomputed block, the backward transient of a block
-    and the forward's transient inside the last block (:mod:`vramcalc.llm.adapters`, :mod:`vramcalc.llm.bnb`)."""
+    and the forward's transient inside the last block (:mod:`vramcalc.llm.adapters`, :mod:`vramcalc.stacks.bnb`)."""
     wl, adt = spec.workload, kbit.dtypes
     adapter = wl.adapter
     assert adapter is not None
@@ -32,18 +34,23 @@ def step_bytes(
     q = wl.quantization
     method = q.method if q is not None else None
     # a block's largest linear (a quantized LM head dequantizes at the start of backward: llm/phases.py)
-    dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute, True) if q is not None else 0
+    layout = quant_layout(q.method) if q is not None else None
+    dequant = 0
+    if q is not None and layout is not None:
+        dequant = quantization.dequant_buffer_bytes(shape, q, tk.encoder, dt.compute, layout, True)
     largest = max((m.out * m.inp for m in quantization.linear_groups(shape, q)[0]), default=0) if q else 0
     if adapters.is_litgpt(adapter):
         dequant += bnb.lightning_load_copy(wl, largest)
     back = bnb.backward_dequant(method, dequant, largest, shape, tk.encoder, adt.compute)
     if q is not None and q.compute_dtype is not None:  # the forward casts to the compute dtype (bnb.py)
-        dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute)
+        assert layout is not None
+        dequant = bnb.forward_buffer(wl, shape, tk.encoder, dt, adt.compute, layout)
     mlp_lora = adapters.mlp_lora_bytes(
         matrices, adapter.rank or 0, a, adt, adapter.dropout, tk.encoder, shape.layers, adapters.freezes_a(adapter)
     )
     through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
-    inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, method, dequant, kbit.checkpointing)
+    no_grad = bnb.forward_dequant(method, dequant, shape, tk.encoder, adt.compute)
+    inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, dequant, kbit.checkpointing, no_grad)
     if adapters.freezes_a(adapter) and not kbit.checkpointing:
         inside += _lora_fa_down_bytes(matrices, adapter.dropout, a, adt, tk.encoder)
     return saved, recompute_layer, through, inside
@@ -80,7 +87,7 @@ class Kbit:
 def resolve_kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes: list[str]) -> Kbit:
     """PEFT's prepare_model_for_kbit_training (on by default for PEFT on a bitsandbytes base: its
     documented first step for k-bit training, as in the QLoRA reference scripts; litgpt does not call
-    it) and the bitsandbytes release (vramcalc/llm/bnb.py)."""
+    it) and the bitsandbytes release (vramcalc/stacks/bnb.py)."""
     wl = spec.workload
     adapter, q = wl.adapter, wl.quantization
     assert adapter is not None

@@ -40,7 +40,8 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import adapters
 from vramcalc.llm.adapters import MLP_TARGETS
-from vramcalc.llm.peft_more import (
+from vramcalc.spec.llm import AdapterSpec
+from vramcalc.stacks.peft_more import (
     FP32,
     Method,
     adapted_linears,
@@ -48,7 +49,6 @@ from vramcalc.llm.peft_more import (
     kept_after,
     kept_input_bytes,
 )
-from vramcalc.spec.llm import AdapterSpec
 from vramcalc.units import allocation_bytes
 
 #: PEFT's default block size (``BOFTConfig.boft_block_size``; ``boft_block_num`` 0).

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 
 from vramcalc.choices import Architecture, QuantMethod
 from vramcalc.errors import SpecError
+from vramcalc.llm.quantization import QuantLayout, WeightBytes
+from vramcalc.spec.llm import QuantizationSpec
 
 if TYPE_CHECKING:
     from vramcalc.core.shape import ModelShape
@@ -370,3 +372,37 @@ def file_weights(shape: ModelShape, ftype: str, n_params: int, opts: Overrides |
         nbytes[type_name] += t.rows * row_bytes(type_name, t.cols)
     shares = {n: TypeShare(count[n], params[n], nbytes[n]) for n in nbytes}
     return GgufWeights(ftype, sum(nbytes.values()), shares)
+
+
+def spec_weights(shape: ModelShape, q: QuantizationSpec, n_params: int) -> GgufWeights:
+    """The GGUF file's weights, per ggml type, for a spec's GGUF quantization (its output and token-embedding
+    type overrides and importance matrix included)."""
+    opts = Overrides(
+        output_type=ggml_name(q.output_tensor_type),
+        embedding_type=ggml_name(q.token_embedding_type),
+        imatrix=bool(q.imatrix),
+    )
+    return file_weights(shape, q.method.value, n_params, opts)
+
+
+class GgufLayout(QuantLayout):
+    """A GGUF file: every tensor of the model has its own type (:func:`tensor_types`), so the weights are
+    counted per model, not per matrix. A matmul over many tokens dequantizes the weight (llama.cpp's cuBLAS
+    path)."""
+
+    def matrix_bytes(self, q: QuantizationSpec, out: int, inp: int) -> int:
+        raise NotImplementedError("a GGUF file's tensors are counted per model (weights)")
+
+    def describe(self, q: QuantizationSpec) -> str:
+        return f"{q.method.value}: GGUF, llama.cpp's per-tensor types (llama_tensor_get_type)"
+
+    def weights(self, shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
+        from vramcalc.core.shape import ModelShape
+
+        assert isinstance(shape, ModelShape)
+        gw = spec_weights(shape, q, n_params)
+        (qp, qb), (kp, kb) = gw.part(quantized=True), gw.part(quantized=False)
+        return WeightBytes(gw.total_bytes, qp, qb, kp, kb)
+
+
+GGUF = GgufLayout()

@@ -1,5 +1,5 @@
 """PEFT methods other than plain LoRA: DoRA, IA3, prompt tuning, prefix tuning and LN tuning (VeRA, LoHa,
-AdaLoRA, TinyLoRA and OSF: :mod:`vramcalc.llm.peft_more`; BOFT: :mod:`vramcalc.llm.peft_boft`).
+AdaLoRA, TinyLoRA and OSF: :mod:`vramcalc.stacks.peft_more`; BOFT: :mod:`vramcalc.stacks.peft_boft`).
 
 Each is a frozen base (:mod:`vramcalc.llm.adapters`: a frozen linear saves nothing of its input) plus what
 the method trains and what autograd keeps for it, read from PEFT 0.21 and checked against the CPU tracer
@@ -39,11 +39,12 @@ from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
-from vramcalc.llm import lora_targets, peft_boft, peft_more
+from vramcalc.llm import lora_targets
 from vramcalc.llm.adapters import MLP_TARGETS
-from vramcalc.llm.peft_more import FIRST_INPUTS, Method
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.versions import peft_release
+from vramcalc.stacks import peft_boft, peft_more
+from vramcalc.stacks.peft_more import FIRST_INPUTS, Method
 
 FP32 = 4
 #: Rounding of the CUDA caching allocator (small vectors are whole blocks).
@@ -297,7 +298,7 @@ def method_phases(
     through = adapters.backward_block_bytes(shape, t, dt, wl.attention, 0, m.mlp_per_layer)
     through = max(through, m.backward_transient)
     head = loss.saved + loss.forward_transient
-    inside = adapters.forward_block_bytes(shape, t, dt, wl.attention, None, 0, ckpt)
+    inside = adapters.forward_block_bytes(shape, t, dt, wl.attention, 0, ckpt)
     forward = {**live, "activations": saved + head, "temporaries": max(0, max(inside, m.forward_transient) - head)}
     start = {**live, "activations": saved + loss.saved, "temporaries": loss.backward_temporaries}
     block = {**live, "activations": saved + recompute, "temporaries": through}

@@ -49,14 +49,11 @@ from dataclasses import dataclass, replace
 from vramcalc.choices import Architecture
 from vramcalc.core.params import has_vocab_head, layer_params, param_tensors
 from vramcalc.core.shape import ModelShape
+from vramcalc.parallel.layout import Plan
+from vramcalc.spec.models import Spec
+from vramcalc.spec.parallel import Framework
+from vramcalc.spec.versions import deepspeed_release
 from vramcalc.units import ceil_div
-
-#: DeepSpeed's ZeRO-3 defaults, in elements (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig):
-#: ``stage3_max_live_parameters``, ``stage3_max_reuse_distance``, ``stage3_param_persistence_threshold``.
-DEEPSPEED_MAX_LIVE = 1_000_000_000
-DEEPSPEED_REUSE_DISTANCE = 1_000_000_000
-DEEPSPEED_PERSISTENCE = 100_000
-
 
 #: The first DeepSpeed release that does not gather on one GPU (``_no_gather_coalesced``).
 NO_GATHER_ON_ONE_GPU = (0, 9, 0)
@@ -333,3 +330,26 @@ def _with_block_calls(mods: list[Module], mlp_first: int) -> tuple[Module, ...]:
 def packed_numel(out: int, inp: int, storage: int) -> int:
     """Elements of a bitsandbytes 4-bit weight flattened into a ``storage``-byte float dtype."""
     return ceil_div(ceil_div(out * inp, 2), storage)
+
+
+def coordinator_of(plan: Plan) -> Coordinator:
+    """The plan's ZeRO-3 prefetch, live-parameter, reuse-distance and persistence settings, and how its gathers
+    allocate."""
+    c = Coordinator(plan.prefetch_bucket, plan.max_live, plan.reuse_distance, plan.persistence)
+    return replace(c, world=plan.shard, offloaded=plan.offload_params, gathers_alone=plan.gathers_alone)
+
+
+def release_refinement(spec: Spec) -> Callable[[Plan, list[str]], Plan]:
+    """What the DeepSpeed release ``versions.deepspeed`` pins changes in a plan (one GPU gathers before 0.9.0),
+    with a note on how a ZeRO-3 plan's gathers allocate; for :func:`vramcalc.parallel.layout.resolve_plan`."""
+    given = (spec.workload.versions or {}).get("deepspeed")
+    release = deepspeed_release(spec.workload.versions)
+
+    def refine(plan: Plan, notes: list[str]) -> Plan:
+        if release is not None:  # a DeepSpeed plan (vramcalc.spec.versions.deepspeed_spec_rules)
+            plan = replace(plan, gathers_alone=release < NO_GATHER_ON_ONE_GPU)
+        if plan.framework is Framework.deepspeed and plan.stage == 3:
+            notes.append(gather_note(coordinator_of(plan), given))
+        return plan
+
+    return refine

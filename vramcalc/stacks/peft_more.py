@@ -8,7 +8,7 @@ the method trains and what autograd keeps for it, read from PEFT 0.21 (``peft/tu
 ``autocast_adapter_dtype`` on a 16-bit base), ``n`` the tokens of a step:
 
 :class:`Method` (what any of the methods beyond LoRA trains and keeps) lives here for
-:mod:`vramcalc.llm.peft_methods` too.
+:mod:`vramcalc.stacks.peft_methods` too.
 
 * **VeRA** (``VeraConfig``): one pair of frozen random projections shared by every adapted linear,
   ``vera_A`` (``r x max in``) and ``vera_B`` (``max out x r``), fp32 buffers; per adapted linear two trained

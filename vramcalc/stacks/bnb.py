@@ -41,15 +41,18 @@ bitsandbytes/optim/optimizer.py) and PEFT's (peft/utils/other.py):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers
 from vramcalc.llm import quantization
-from vramcalc.spec.llm import BNB_4BIT
+from vramcalc.llm.quantization import INT32, Matrix, QuantLayout
+from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
 from vramcalc.spec.models import Workload
 from vramcalc.spec.versions import release_key
+from vramcalc.units import ceil_div
 
 #: The bitsandbytes release assumed when ``versions: {bitsandbytes: ...}`` is not given.
 DEFAULT_VERSION = "0.50.1"
@@ -119,14 +122,16 @@ def compute_note(given: str, release: Release, input_dtype: str, pinned: bool) -
     return f"quantization.compute_dtype {given}: bitsandbytes {version} {how}; 4-bit linears compute in {used}"
 
 
-def forward_buffer(wl: Workload, shape: ModelShape, n_tokens: int, dt: act.Dtypes, input_bytes: int) -> int:
+def forward_buffer(
+    wl: Workload, shape: ModelShape, n_tokens: int, dt: act.Dtypes, input_bytes: int, layout: QuantLayout
+) -> int:
     """The forward's transient quantization buffer of the largest linear: with a 4-bit compute dtype
-    given, :func:`four_bit_matmul_bytes` for inputs of ``input_bytes``; else the weight dequantized to
-    the compute dtype (:func:`vramcalc.llm.quantization.dequant_buffer_bytes`)."""
+    given, :func:`four_bit_matmul_bytes` for inputs of ``input_bytes``; else what the quantization's
+    ``layout`` holds in a matmul (:func:`vramcalc.llm.quantization.dequant_buffer_bytes`)."""
     q = wl.quantization
     assert q is not None
     if q.compute_dtype is None or n_tokens <= 1:
-        return quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute)
+        return quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute, layout)
     release = resolve(wl.versions, [])
     inp = dtype_name(wl.precision.value, input_bytes)
     largest = max(quantization.quantized_matrices(shape, q), key=lambda m: m.out * m.inp)
@@ -317,3 +322,58 @@ def paged_state_note(optimizer_value: str) -> str:
         f"{optimizer_value}: bitsandbytes paged states (cudaMallocManaged, for tensors of 100,000 elements or more) "
         "are counted on the GPU at full size; short of memory they page out to the host instead of failing"
     )
+
+
+#: bitsandbytes 4-bit blocks: one absmax per 64 weights; with double quantization one fp32 absmax per 256 absmax.
+BNB_BLOCK = 64
+BNB_NESTED_BLOCK = 256
+
+
+class Int8Layout(QuantLayout):
+    """LLM.int8 (``Int8Params``): int8 ``CB`` + fp32 ``SCB`` per output row, N + 4 out bytes for N = out x in
+    weights. A matmul quantizes its input to int8 and accumulates in int32 (``n_tokens x (in + 4 out)``)."""
+
+    def matrix_bytes(self, q: QuantizationSpec, out: int, inp: int) -> int:
+        return out * inp + out * FP32
+
+    def describe(self, q: QuantizationSpec) -> str:
+        return "int8: bitsandbytes LLM.int8, an fp32 scale per output row"
+
+    def largest_dequant_bytes(self, largest: Matrix, n_tokens: int, compute_bytes: int) -> int:
+        return n_tokens * (largest.inp + INT32 * largest.out)
+
+
+class FourBitLayout(QuantLayout):
+    """nf4 / fp4 (``Params4bit``): 4-bit pairs packed in uint8 + one fp32 absmax per block of 64; with double
+    quantization (QLoRA, Dettmers et al. 2023, section 3) the absmax values are 8-bit with one fp32 absmax per
+    256 of them plus an fp32 offset per tensor: 4 + 32/64 = 4.5 bits per weight without, 4 + 8/64 + 32/(64 x
+    256) = 4.127 with. A matmul over many tokens dequantizes the whole weight (``MatMul4Bit``:
+    ``dequantize_4bit(...).t()``)."""
+
+    def matrix_bytes(self, q: QuantizationSpec, out: int, inp: int) -> int:
+        n = out * inp
+        blocks = math.ceil(n / (q.block_size or BNB_BLOCK))
+        if q.double_quant:
+            stats = blocks + math.ceil(blocks / BNB_NESTED_BLOCK) * FP32 + FP32
+        else:
+            stats = blocks * FP32
+        return math.ceil(n / 2) + stats
+
+    def describe(self, q: QuantizationSpec) -> str:
+        dq = "with" if q.double_quant else "without"
+        return f"{q.method.value}: bitsandbytes 4-bit, blocks of {q.block_size or BNB_BLOCK}, {dq} double quantization"
+
+
+INT8 = Int8Layout()
+FOUR_BIT = FourBitLayout()
+
+
+def requantize_bytes(q: QuantizationSpec, elements: int) -> int:
+    """Transient bytes of quantizing one weight of ``elements`` from its fp16 copy on the GPU (Lightning's
+    ``_quantize_weight``): LLM.int8's ``double_quant`` makes the row-major and the transposed int8 copies
+    (``CB``, ``CBt``) beside the fp16 weight, 4 B per element; 4-bit's ``quantize_4bit`` the packed weight
+    and one fp32 absmax per block beside it."""
+    fp16 = 2 * elements
+    if q.method is QuantMethod.int8:
+        return fp16 + 2 * elements
+    return fp16 + ceil_div(elements, 2) + FP32 * ceil_div(elements, q.block_size or BNB_BLOCK)

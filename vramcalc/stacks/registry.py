@@ -1,0 +1,197 @@
+"""The built-in stacks, one row each: the library, the spec keys it owns, when it applies, and the module of
+vramcalc/stacks/ that models it. A module's protocol, each part where the library has one:
+
+* ``refine(stack, workload) -> Stack``: its facts and policies on the resolved stack (:func:`resolve_stack`);
+* ``check_spec(spec, shape)``: what it does not model, refused with one line naming the key, when the spec is
+  resolved;
+* a quantization layout (:data:`vramcalc.stacks.layouts.QUANT_LAYOUTS`), the model's code facts
+  (:func:`model_code`), and the phases or terms only it adds, which the families call.
+
+Adding a runtime, a library release or a method is one module and one row here; the exhaustiveness tests fail
+until every runtime, quantization method and adapter type has its row.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from types import ModuleType
+
+from vramcalc.choices import TORCHAO_INT8, AdapterType, Checkpointing, Mode, QuantMethod, Runtime
+from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
+from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, runs_llamacpp
+from vramcalc.spec.llm import BNB_4BIT, GGUF
+from vramcalc.spec.models import ModelSpec, Spec, Workload, is_generation
+from vramcalc.spec.techniques import TECHNIQUE_KEYS, given_techniques
+
+#: vLLM's workload keys (its paging and scheduler; the KV dtype transformers reads too).
+VLLM_KEYS = OTHER_RUNTIME_KEYS
+#: bitsandbytes' quantization methods.
+BNB_METHODS = (*BNB_4BIT, QuantMethod.int8)
+#: The PEFT methods of vramcalc/stacks/peft_more.py.
+PEFT_MORE = (AdapterType.vera, AdapterType.loha, AdapterType.adalora, AdapterType.tinylora, AdapterType.osf)
+
+
+def serving_runtime(workload: Workload) -> Runtime | None:
+    """The runtime that serves a generation: llama.cpp for a GGUF file (unless ``runtime`` says otherwise),
+    else ``runtime``, vLLM by default; None when the workload generates nothing."""
+    if workload.mode is not Mode.inference or not is_generation(workload):
+        return None
+    if runs_llamacpp(workload):
+        return Runtime.llama_cpp
+    return workload.runtime or Runtime.vllm
+
+
+def loads_plain_weights(workload: Workload) -> bool:
+    """The weights are 16/32-bit PyTorch tensors placed through the caching allocator one by one: not
+    quantized, and not served by vLLM (its own weight loader and profile) or llama.cpp."""
+    if workload.quantization is not None:
+        return False
+    runs = workload.runtime or Runtime.vllm
+    return not (is_generation(workload) and runs in (Runtime.vllm, Runtime.llama_cpp))
+
+
+@dataclass(frozen=True)
+class Library:
+    """One built-in stack: its name, the spec keys it owns (for the docs and the error lines that name them),
+    when a workload uses it, and its module."""
+
+    name: str
+    module: str
+    keys: tuple[str, ...]
+    applies: Callable[[Workload], bool]
+
+    def refine(self, stack: Stack, workload: Workload) -> Stack:
+        """``stack`` with this library's facts (its module's ``refine``; unchanged where it has none)."""
+        refine: Callable[[Stack, Workload], Stack] | None = getattr(self.load(), "refine", None)
+        return stack if refine is None else refine(stack, workload)
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+
+def _pins(library: str) -> Callable[[Workload], bool]:
+    return lambda wl: library in (wl.versions or {})
+
+
+def _serves(runtime: Runtime) -> Callable[[Workload], bool]:
+    return lambda wl: serving_runtime(wl) is runtime
+
+
+def _quantizes(*methods: QuantMethod) -> Callable[[Workload], bool]:
+    return lambda wl: wl.quantization is not None and wl.quantization.method in methods
+
+
+def _adapts(*types: AdapterType) -> Callable[[Workload], bool]:
+    return lambda wl: wl.adapter is not None and wl.adapter.type in types
+
+
+_LORA = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
+
+#: The built-in stacks, in the order their facts are applied.
+LIBRARIES: tuple[Library, ...] = (
+    Library("PyTorch releases", "vramcalc.stacks.torch", ("versions.torch",), _pins("torch")),
+    Library("transformers releases", "vramcalc.stacks.transformers", ("versions.transformers",), lambda wl: True),
+    Library(
+        "torchtune, torchao and Liger training techniques",
+        "vramcalc.stacks.techniques",
+        TECHNIQUE_KEYS,
+        lambda wl: bool(given_techniques(wl)),
+    ),
+    Library(
+        "torchtitan's selective checkpointing",
+        "vramcalc.stacks.sac",
+        ("gradient_checkpointing",),
+        lambda wl: wl.gradient_checkpointing is Checkpointing.selective_op,
+    ),
+    Library("vLLM", "vramcalc.stacks.vllm", (*VLLM_KEYS, "versions.vllm"), _serves(Runtime.vllm)),
+    Library("llama.cpp", "vramcalc.stacks.llamacpp", LLAMACPP_KEYS, _serves(Runtime.llama_cpp)),
+    Library("GGUF files", "vramcalc.stacks.gguf", ("quantization",), _quantizes(*GGUF)),
+    Library(
+        "litgpt",
+        "vramcalc.stacks.litgpt",
+        ("runtime", "adapter.framework"),
+        lambda wl: wl.runtime is Runtime.litgpt or (wl.adapter is not None and wl.adapter.framework == "litgpt"),
+    ),
+    Library(
+        "bitsandbytes",
+        "vramcalc.stacks.bnb",
+        ("quantization", "versions.bitsandbytes"),
+        lambda wl: _quantizes(*BNB_METHODS)(wl) or "bitsandbytes" in (wl.versions or {}),
+    ),
+    Library(
+        "torchao quantization",
+        "vramcalc.stacks.torchao",
+        ("quantization",),
+        _quantizes(QuantMethod.int4, *TORCHAO_INT8),
+    ),
+    Library(
+        "GPTQ and AWQ checkpoints",
+        "vramcalc.stacks.gptq",
+        ("quantization",),
+        _quantizes(QuantMethod.gptq, QuantMethod.awq),
+    ),
+    Library("FP8 checkpoints", "vramcalc.stacks.fp8", ("quantization",), _quantizes(QuantMethod.fp8)),
+    Library("PEFT LoRA", "vramcalc.stacks.peft_lora", ("adapter",), _adapts(*_LORA)),
+    Library(
+        "PEFT methods",
+        "vramcalc.stacks.peft_methods",
+        ("adapter", "versions.peft"),
+        _adapts(*(t for t in AdapterType if t not in _LORA)),
+    ),
+    Library(
+        "PEFT's VeRA, LoHa, AdaLoRA, TinyLoRA, OSF", "vramcalc.stacks.peft_more", ("adapter",), _adapts(*PEFT_MORE)
+    ),
+    Library("PEFT's BOFT", "vramcalc.stacks.peft_boft", ("adapter",), _adapts(AdapterType.boft)),
+    Library("DeepSpeed ZeRO-3", "vramcalc.stacks.zero3", ("parallel.zero3", "versions.deepspeed"), _pins("deepspeed")),
+    Library("NCCL", "vramcalc.stacks.nccl", ("versions.nccl", "parallel.interconnect", "overhead.nccl"), _pins("nccl")),
+)
+
+
+#: The stack module that models each runtime (its generation's allocations; ``hf`` and ``hf-legacy`` are
+#: transformers' ``generate``).
+RUNTIMES: dict[Runtime, str] = {
+    Runtime.vllm: "vramcalc.stacks.vllm",
+    Runtime.llama_cpp: "vramcalc.stacks.llamacpp",
+    Runtime.litgpt: "vramcalc.stacks.litgpt",
+    Runtime.hf: "vramcalc.stacks.transformers",
+    Runtime.hf_legacy: "vramcalc.stacks.transformers",
+}
+
+
+def resolve_stack(spec: ModelSpec, workload: Workload) -> Stack:
+    """The stack a workload runs on: the runtime that serves it and how its weights load, then the facts of
+    every library it uses (:data:`LIBRARIES`): the PyTorch release it pins, the training techniques it turns
+    on, its checkpointing policy, the runtime's CUDA context and allocator reserve where it has its own."""
+    stack = Stack(runtime=serving_runtime(workload), loads_plain_weights=loads_plain_weights(workload))
+    for library in LIBRARIES:
+        if library.applies(workload):
+            stack = library.refine(stack, workload)
+    return stack
+
+
+def check_stack(spec: Spec, shape: ModelShape) -> None:
+    """What the libraries a spec uses do not model, refused with one line naming the key (each module's
+    ``check_spec``)."""
+    for library in LIBRARIES:
+        if library.applies(spec.workload):
+            check: Callable[[Spec, ModelShape], None] | None = getattr(library.load(), "check_spec", None)
+            if check is not None:
+                check(spec, shape)
+
+
+def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelShape, list[str]]:
+    """The model's shape as the code that runs it allocates, and what that code changes, in words: litgpt's
+    own model code (``runtime: litgpt``, ``adapter.framework: litgpt``), else transformers at the release
+    ``versions.transformers`` pins (today's when none is)."""
+    from vramcalc.stacks import litgpt
+
+    if litgpt.runs_model(workload):
+        shape, _, notes = litgpt.model_code(workload, shape)
+        return shape, notes
+    from vramcalc.stacks import transformers
+
+    code, notes = transformers.model_code(spec, workload, shape)
+    return replace(shape, code=code), notes
