@@ -17,7 +17,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, overload
 
 
 class NotPolynomial(TypeError):
@@ -121,7 +121,7 @@ class Poly(_BatchDependent):
             raise NotPolynomial("a maximum subtracted")
         return self + Poly(_ints(other, "-")).__neg__()
 
-    def __rsub__(self, other: Any) -> Poly:
+    def __rsub__(self, other: Any) -> Any:
         return Poly(_ints(other, "-")) + self.__neg__()
 
     def __mul__(self, other: Any) -> Any:
@@ -225,6 +225,14 @@ def _prune(members: Iterable[Poly | Peak]) -> tuple[Poly, ...]:
 
 def _simplest(peak: Peak) -> Poly | Peak:
     return peak.members[0] if len(peak.members) == 1 else peak
+
+
+@overload
+def maximum(*values: int) -> int: ...
+
+
+@overload
+def maximum(*values: Any) -> Any: ...
 
 
 def maximum(*values: Any) -> Any:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from vramcalc.choices import Attention, Mlp
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.symbolic import maximum
 from vramcalc.llm import lora_targets
 from vramcalc.llm.adapters import LoraMatrix
 
@@ -184,7 +185,7 @@ def recomputed_layer_bytes(
     """The largest block recomputed under checkpointing, with its adapters' saved tensors."""
     enc = layer_bytes(shape, tk, dt, attention, False) + enc_lora
     dec = layer_bytes(shape, tk, dt, attention, True) + dec_lora
-    return act.maximum(enc, dec)
+    return maximum(enc, dec)
 
 
 def encoder_output_kept(matrices: list[LoraMatrix], a: int, dt: act.Dtypes, dropout: float) -> bool:

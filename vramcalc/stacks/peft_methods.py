@@ -40,7 +40,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
 from vramcalc.llm import lora_targets
-from vramcalc.llm.adapters import MLP_TARGETS
+from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.versions import peft_release
 from vramcalc.stacks import peft_boft, peft_more
@@ -77,7 +77,14 @@ class Dora:
 
 
 def dora_extra(
-    matrices: list, rank: int, a: int, dt: act.Dtypes, n_tokens: int, layers: int, dropout: float, copy_w: bool
+    matrices: list[LoraMatrix],
+    rank: int,
+    a: int,
+    dt: act.Dtypes,
+    n_tokens: int,
+    layers: int,
+    dropout: float,
+    copy_w: bool,
 ) -> Dora:
     """DoRA's additions for the adapted linears ``matrices`` (:class:`vramcalc.llm.adapters.LoraMatrix`);
     ``copy_w``: the frozen weight is cast (or dequantized) to the adapter dtype, a new tensor."""
@@ -99,7 +106,13 @@ def dora_extra(
 
 
 def dora_for(
-    adapter: AdapterSpec, matrices: list, a: int, dt: act.Dtypes, n_tokens: int, layers: int, quantized: bool
+    adapter: AdapterSpec,
+    matrices: list[LoraMatrix],
+    a: int,
+    dt: act.Dtypes,
+    n_tokens: int,
+    layers: int,
+    quantized: bool,
 ) -> Dora:
     """:func:`dora_extra` for a ``dora`` adapter, nothing for plain LoRA."""
     if adapter.type is not AdapterType.dora:
