@@ -147,12 +147,17 @@ class QuantLayout:
         """One line naming the method and the layout parameters in force (defaults included)."""
         raise NotImplementedError
 
+    def stored_bytes(self, q: QuantizationSpec, out: int, inp: int, param_bytes: int) -> int:
+        """Bytes of one quantized matrix in a model whose other parameters take ``param_bytes`` each (a layout
+        whose scales follow the model's dtype reads it; by default :meth:`matrix_bytes`)."""
+        return self.matrix_bytes(q, out, inp)
+
     def weights(self, shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
         """All parameter bytes of ``shape`` with its quantized linears in this layout, the rest at ``param_bytes``
         (a tied LM head that is quantized is untied: the embedding keeps its 16-bit table)."""
         matrices = quantized_matrices(shape, q)
         n_quant = sum(m.count * m.out * m.inp for m in matrices)
-        quant = sum(m.count * self.matrix_bytes(q, m.out, m.inp) for m in matrices)
+        quant = sum(m.count * self.stored_bytes(q, m.out, m.inp, param_bytes) for m in matrices)
         kept = max(0, n_params - n_quant)
         head = head_matrix(shape, q)
         if head is not None and getattr(shape, "tie_embeddings", False):

@@ -15,7 +15,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES
 from vramcalc.llm import quantization
 from vramcalc.llm.generation import prompt_and_context
-from vramcalc.llm.quantization import QuantLayout, WeightBytes
+from vramcalc.llm.quantization import QuantLayout
 from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
 from vramcalc.spec.models import Spec, Workload
 from vramcalc.stacks import bnb
@@ -207,20 +207,13 @@ class GptqInt4Layout(QuantLayout):
     """litgpt's own ``gptq.int4`` (:func:`litgpt_gptq_tensors`): the scale and zero at the model's dtype."""
 
     def matrix_bytes(self, q: QuantizationSpec, out: int, inp: int) -> int:
-        raise NotImplementedError("litgpt's gptq.int4 stores scales at the model's dtype: see weights")
+        raise NotImplementedError("litgpt's gptq.int4 stores scales at the model's dtype: see stored_bytes")
 
     def describe(self, q: QuantizationSpec) -> str:
         return "gptq: litgpt's gptq.int4, 4-bit, a scale and a zero per output row at the model's dtype"
 
-    def weights(self, shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
-        matrices = quantization.quantized_matrices(shape, q)
-        n_quant = sum(m.count * m.out * m.inp for m in matrices)
-        quant = sum(m.count * litgpt_gptq_bytes(m.out, m.inp, param_bytes) for m in matrices)
-        kept = max(0, n_params - n_quant)
-        head = quantization.head_matrix(shape, q)
-        if head is not None and getattr(shape, "tie_embeddings", False):
-            kept += head.out * head.inp  # a tied head is untied: the embedding keeps its 16-bit table
-        return WeightBytes(quant + kept * param_bytes, n_quant, quant, kept, kept * param_bytes)
+    def stored_bytes(self, q: QuantizationSpec, out: int, inp: int, param_bytes: int) -> int:
+        return litgpt_gptq_bytes(out, inp, param_bytes)
 
 
 GPTQ_INT4 = GptqInt4Layout()
