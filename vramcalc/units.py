@@ -62,6 +62,15 @@ DTYPE_BITS: dict[str, int] = {
     "int32": 32,
 }
 
+#: Bytes of the element types the formulas name most (from :data:`DTYPE_BITS`): fp32 (norm statistics,
+#: upcast softmax and losses, scales), fp16, int32 (packed weights, int8 matmul products), a dropout mask's
+#: bool, an int64 token id.
+FP32 = DTYPE_BITS["fp32"] // 8
+FP16 = DTYPE_BITS["fp16"] // 8
+INT32 = DTYPE_BITS["int32"] // 8
+MASK = DTYPE_BITS["bool"] // 8
+TOKEN_ID = DTYPE_BITS["int64"] // 8
+
 #: Largest byte count accepted anywhere (1 EiB): bigger inputs are "out of range", not overflow.
 MAX_BYTES = 2**60
 #: Largest count (parameters, tokens) accepted anywhere.

@@ -24,13 +24,10 @@ from vramcalc.core import t5
 from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
+from vramcalc.units import FP32 as FP32
+from vramcalc.units import MASK as MASK
+from vramcalc.units import TOKEN_ID as TOKEN_ID
 
-#: Bytes of fp32, the dtype of norm statistics, softmax under autocast, logsumexp and upcast losses.
-FP32 = 4
-#: Bytes of a dropout mask element (bool).
-MASK = 1
-#: Bytes of an int64 token id.
-TOKEN_ID = 8
 #: LayerNorm saves mean and rstd (fp32, one per token each); RMSNorm saves rstd only.
 LAYERNORM_STATS = 2 * FP32
 RMSNORM_STATS = FP32

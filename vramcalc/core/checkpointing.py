@@ -16,8 +16,7 @@ from vramcalc.core import activations as act
 from vramcalc.core.params import layer_params
 from vramcalc.core.phases import Phase
 from vramcalc.core.shape import ModelShape
-
-FP32 = 4
+from vramcalc.units import FP32
 
 
 def recomputes_blocks(checkpointing: Checkpointing) -> bool:

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from vramcalc.choices import Optimizer, OptimizerImpl
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
-from vramcalc.units import allocation_bytes, ceil_div
-
-FP32 = 4
+from vramcalc.units import FP32, allocation_bytes, ceil_div
 
 
 @dataclass(frozen=True)

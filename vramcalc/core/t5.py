@@ -21,10 +21,7 @@ from __future__ import annotations
 from vramcalc.choices import Architecture, Mlp, Norm, Position
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.symbolic import maximum
-
-FP32 = 4
-MASK = 1
-TOKEN_ID = 8
+from vramcalc.units import FP32, MASK, TOKEN_ID
 
 
 def is_t5(shape: ModelShape) -> bool:

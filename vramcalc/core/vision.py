@@ -20,6 +20,7 @@ from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, input_bytes_images, workspace_bytes
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Spec
+from vramcalc.units import FP32
 
 #: Blocks per stage (He et al. 2016, Table 1).
 STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
@@ -27,7 +28,6 @@ STAGE_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4
 STAGE_WIDTHS = (64, 128, 256, 512)
 BOTTLENECK_EXPANSION = 4
 STEM_WIDTH = 64
-FP32 = 4
 INDEX = 8
 
 

@@ -29,8 +29,8 @@ from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
 from vramcalc.llm import lora_targets
 from vramcalc.spec.llm import AdapterSpec
+from vramcalc.units import FP32
 
-FP32 = 4
 #: Projection keys of the MLP half of a block.
 MLP_TARGETS = ("gate", "up", "down", "gate_up")
 #: LoRA-FA's step projects lora_B's gradient under ``autocast(bfloat16)`` (on a GPU with bf16 support).

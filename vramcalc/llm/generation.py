@@ -43,9 +43,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache, moe
 from vramcalc.spec.models import Workload
-from vramcalc.units import allocation_bytes
-
-FP32 = 4
+from vramcalc.units import FP32, allocation_bytes
 
 
 @dataclass(frozen=True)

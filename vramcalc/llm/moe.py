@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramcalc.core.shape import moe_layers, routed_rows
+from vramcalc.units import FP32
 
 if TYPE_CHECKING:
     from vramcalc.core.activations import Dtypes
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 #: Bytes of an int64 index (top-k expert ids, gathered token positions).
 INDEX = 8
-FP32 = 4
 
 
 def _dense_saved(shape: ModelShape, n_tokens: int, dt: Dtypes, ffn: int) -> int:

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from vramcalc.llm.quant_skip import kept_layers, resolve_skips
 from vramcalc.spec.llm import QuantizationSpec
+from vramcalc.units import FP16 as FP16
+from vramcalc.units import FP32 as FP32
+from vramcalc.units import INT32 as INT32
 
-FP32, FP16, INT32 = 4, 2, 4
 #: Grouped layouts (4-bit weights with a scale and zero per group of inputs): their defaults.
 DEFAULT_GROUP = 128
 DEFAULT_BITS = 4

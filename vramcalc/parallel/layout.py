@@ -47,10 +47,9 @@ from vramcalc.errors import SpecError
 from vramcalc.parallel.rules import check_shape, check_supported
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy, ParallelSpec, Schedule, check_rules
-from vramcalc.units import ceil_div
+from vramcalc.units import FP32, ceil_div
 
 MIXED = (Precision.mixed_fp16, Precision.mixed_bf16)
-FP32 = 4
 #: GPUs per node when ``gpus_per_node`` is not given (DGX/HGX H100 and A100 boxes): host memory per node.
 DEFAULT_GPUS_PER_NODE = 8
 #: DeepSpeed ZeRO defaults, in elements (deepspeed/runtime/zero/config.py; docs "ZeRO" config):

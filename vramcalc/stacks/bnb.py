@@ -52,7 +52,7 @@ from vramcalc.llm.quantization import INT32, Matrix, QuantLayout
 from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
 from vramcalc.spec.models import Workload
 from vramcalc.spec.versions import release_key
-from vramcalc.units import ceil_div
+from vramcalc.units import FP32, ceil_div
 
 #: The bitsandbytes release assumed when ``versions: {bitsandbytes: ...}`` is not given.
 DEFAULT_VERSION = "0.50.1"
@@ -69,7 +69,6 @@ DEQUANTS_TO_COMPUTE = (0, 50, 0)
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 #: ``get_state_buffer``: smaller tensors get ordinary (non-paged) state buffers.
 PAGED_MIN_ELEMENTS = 100_000
-FP32 = 4
 BNB_METHODS = (*BNB_4BIT, QuantMethod.int8)
 
 

@@ -42,14 +42,13 @@ from vramcalc.llm import adapters
 from vramcalc.llm.adapters import MLP_TARGETS
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.stacks.peft_more import (
-    FP32,
     Method,
     adapted_linears,
     inputs_needing_grad,
     kept_after,
     kept_input_bytes,
 )
-from vramcalc.units import allocation_bytes
+from vramcalc.units import FP32, allocation_bytes
 
 #: PEFT's default block size (``BOFTConfig.boft_block_size``; ``boft_block_num`` 0).
 BOFT_BLOCK_SIZE = 4

@@ -45,8 +45,8 @@ from vramcalc.spec.llm import AdapterSpec
 from vramcalc.spec.versions import peft_release
 from vramcalc.stacks import peft_boft, peft_more
 from vramcalc.stacks.peft_more import FIRST_INPUTS, Method
+from vramcalc.units import FP32
 
-FP32 = 4
 #: Rounding of the CUDA caching allocator (small vectors are whole blocks).
 BLOCK = 512
 #: What a pinned PEFT release changes (the note of every adapter estimate that pins one).

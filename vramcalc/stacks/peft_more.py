@@ -58,9 +58,8 @@ from vramcalc.errors import SpecError
 from vramcalc.llm import adapters, lora_targets
 from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix, lora_matrices, lora_saved_per_token
 from vramcalc.spec.llm import ADALORA_INIT_R, AdapterSpec
-from vramcalc.units import allocation_bytes
+from vramcalc.units import FP32, allocation_bytes
 
-FP32 = 4
 #: Targets whose input is layer 0's first norm output: their input needs no gradient in block 0.
 FIRST_INPUTS = ("q", "k", "v", "qkv", "q_a", "kv_a")
 #: The order a block runs its linears in (forward; backward runs them in reverse).
