@@ -16,6 +16,11 @@ from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
 from vramcalc.units import FP32, allocation_bytes, ceil_div
 
+#: The optimizer of a training step that names none (AdamW, the Hugging Face Trainer's and the torch recipes'),
+#: and the assumption that says so.
+DEFAULT_OPTIMIZER = Optimizer.adamw
+DEFAULT_OPTIMIZER_NOTE = f"optimizer not given: {DEFAULT_OPTIMIZER.value}"
+
 
 @dataclass(frozen=True)
 class StateLayout:

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramcalc.choices import Checkpointing, Mode, Optimizer
+from vramcalc.choices import Checkpointing, Mode
+from vramcalc.core.optimizer import DEFAULT_OPTIMIZER, DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, input_bytes_images, workspace_bytes
 from vramcalc.errors import SpecError
@@ -149,7 +150,7 @@ def resnet_phases(
     if spec.model.num_labels is None:
         notes.append("num_labels not given: 1000 (ImageNet-1k)")
     if wl.mode is Mode.train and wl.optimizer is None:
-        notes.append("optimizer not given: adamw")
+        notes.append(DEFAULT_OPTIMIZER_NOTE)
     pixels = batch * channels * image**2
     pixel_copy = pixels * dt.compute if dt.amp else 0
     base = {
@@ -162,7 +163,7 @@ def resnet_phases(
         stem_moment = pixel_copy + batch * 2 * STEM_WIDTH * (image // 2) ** 2 * dt.compute
         transient = max(_inference_bytes(all_stages, image, batch, dt.compute), stem_moment)
         return {"forward": {**base, "activations": transient}}, n_params, notes
-    optimizer = wl.optimizer or Optimizer.adamw
+    optimizer = wl.optimizer or DEFAULT_OPTIMIZER
     tensors = param_tensors(depth, channels, labels)
     states = optimizer_state_bytes_for(optimizer, tensors, dt.param)
     copies = n_params * dt.compute if dt.amp else 0

@@ -11,6 +11,7 @@ from typing import Any
 
 from vramcalc.choices import Architecture, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
+from vramcalc.core.optimizer import DEFAULT_OPTIMIZER
 from vramcalc.core.params import count_params
 from vramcalc.core.shape import DEFAULT_CHANNELS, ModelShape
 from vramcalc.core.stack import Stack
@@ -96,7 +97,7 @@ def weight_count(shape: ModelShape, assumptions: list[str]) -> int:
 def default_optimizer(spec: Spec) -> Optimizer:
     if spec.workload.optimizer is not None:
         return spec.workload.optimizer
-    return Optimizer.adamw if spec.workload.mode is Mode.train else Optimizer.none
+    return DEFAULT_OPTIMIZER if spec.workload.mode is Mode.train else Optimizer.none
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from vramcalc.choices import Mode
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import host_bytes, phase_candidates
 from vramcalc.core.estimate import Estimate, assemble
+from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.phases import select_phases
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, image_elements, input_bytes, workspace_bytes
@@ -45,7 +46,7 @@ def estimate_dense(spec: Spec, stack: Stack, target: Target) -> Estimate:
     work = resolve_workload(spec, stack)
     base, assumptions = base_components(work, target)
     if spec.workload.mode is Mode.train and spec.workload.optimizer is None:
-        assumptions.append("optimizer not given: adamw")
+        assumptions.append(DEFAULT_OPTIMIZER_NOTE)
     phases = select_phases(phase_candidates(work, base))
     result = assemble(spec, work.n_params, phases, assumptions, stack)
     return dataclasses.replace(result, host_bytes=host_bytes(work))

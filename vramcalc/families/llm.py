@@ -27,6 +27,7 @@ from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core import training
 from vramcalc.core.dense import host_bytes, training_phases
 from vramcalc.core.estimate import Estimate, assemble
+from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Device, Stack
@@ -295,7 +296,7 @@ def moe_training_phases(work: ResolvedWorkload, base: dict[str, int], notes: lis
     """Full fine-tuning of a MoE model: the dense phases plus the routed activations of the MoE layers."""
     spec, shape, tk, dt = work.spec, work.shape, work.tokens, work.dtypes
     if spec.workload.optimizer is None:
-        notes.append("optimizer not given: adamw")
+        notes.append(DEFAULT_OPTIMIZER_NOTE)
     phases = training_phases(work, base)
     full = spec.workload.gradient_checkpointing is Checkpointing.full
     extra = moe.saved_delta_per_layer(shape, tk.encoder, dt) if full else moe.saved_delta(shape, tk.encoder, dt)
@@ -347,7 +348,7 @@ def adapter_phases(
     frozen = adapters.lora_a_params(matrices, rank) if frozen_a else 0  # LoRA-FA's lora_A, stored, not trained
     optimizer = default_optimizer(spec)
     if wl.optimizer is None:
-        notes.append("optimizer not given: adamw")
+        notes.append(DEFAULT_OPTIMIZER_NOTE)
     elif optimizer in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit):
         notes.append(bnb.paged_state_note(optimizer.value))
     kbit = peft_lora.resolve_kbit(spec, dt, qinfo, notes)

@@ -36,7 +36,12 @@ from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.checkpointing import KeptOps, recomputes_blocks
 from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
 from vramcalc.core.estimate import Estimate, assemble
-from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
+from vramcalc.core.optimizer import (
+    DEFAULT_OPTIMIZER,
+    DEFAULT_OPTIMIZER_NOTE,
+    optimizer_state_bytes,
+    optimizer_temp_bytes,
+)
 from vramcalc.core.params import count_params, layer_params, linear_weight_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
@@ -149,7 +154,7 @@ def _notes(spec: Spec, plan: Plan, stage: str, hopper: bool) -> list[str]:
             "(DeepSpeed's layout; a parallel section selects Megatron-LM or FSDP)"
         ]
     if wl.mode is Mode.train and wl.optimizer is None:
-        notes.append("optimizer not given: adamw")
+        notes.append(DEFAULT_OPTIMIZER_NOTE)
     if wl.mode is Mode.train and optimizer_impl(spec, plan) is not wl.optimizer_impl:
         notes.append(f"optimizer_impl not given: fused ({plan.framework.value}'s fused Adam)")
     if not hopper:
@@ -176,7 +181,7 @@ def _stage(
         transient = act.inference_transient_bytes(local, tk, dt, wl.attention)
         parts = RankParts(base, params=n * dt.param, n_stage=n)
         return {"forward": {**base, "parameters": n * dt.param, "activations": transient}}, parts
-    optimizer = wl.optimizer or Optimizer.adamw
+    optimizer = wl.optimizer or DEFAULT_OPTIMIZER
     parts = rank_parts(spec, shape, plan, stage, n, derived, optimizer, base, stack.kept_ops)
     return phases_of(parts), parts
 

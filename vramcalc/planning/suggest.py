@@ -19,6 +19,7 @@ from typing import Any
 
 from vramcalc.choices import Attention, Checkpointing, KvCacheDtype, Mode, Optimizer, Precision, QuantMethod, Runtime
 from vramcalc.core.estimate import Estimate, overhead_terms
+from vramcalc.core.optimizer import DEFAULT_OPTIMIZER
 from vramcalc.errors import SpecError
 from vramcalc.families.resolve import stack_of
 from vramcalc.planning.budget import Budget, estimate_on, fit_of, fit_on
@@ -91,7 +92,7 @@ def _candidates(spec: Spec, budget: Budget) -> list[tuple[str, str, dict[str, An
         notes = PRECISION_NOTES if training else SERVING_PRECISION_NOTES
         usable = [p for p in notes if budget.bf16 or p not in (Precision.bf16, Precision.amp_bf16)]
         out += [(f"precision: {p.value}", notes[p], {"precision": p}) for p in usable]
-    optimizer = wl.optimizer or (Optimizer.adamw if training else Optimizer.none)
+    optimizer = wl.optimizer or (DEFAULT_OPTIMIZER if training else Optimizer.none)
     if training and optimizer in (Optimizer.adam, Optimizer.adamw):
         out += [(f"optimizer: {o.value}", why, {"optimizer": o}) for o, why in OPTIMIZER_NOTES.items()]
     if training and wl.adapter is not None and (wl.quantization is None or wl.quantization.method in WIDE_QUANT):

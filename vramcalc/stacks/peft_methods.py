@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from vramcalc.choices import AdapterType, Attention, Checkpointing, Norm, Optimizer, OptimizerImpl
 from vramcalc.core import activations as act
+from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
@@ -288,7 +289,7 @@ def method_phases(
     notes.append(m.note)
     optimizer = default_optimizer(spec)  # type: ignore[arg-type]
     if wl.optimizer is None:
-        notes.append("optimizer not given: adamw")
+        notes.append(DEFAULT_OPTIMIZER_NOTE)
     a, trainable = m.bytes_per_param, m.params
     live = {
         **base,
