@@ -25,8 +25,8 @@ Fused q/k/v projections (GPT-2 ``c_attn``, GPT-NeoX/Falcon/BLOOM ``query_key_val
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 
 #: Projection keys used inside: q/k/v/o attention, qkv a fused attention input, gate/up/down the MLP,
@@ -86,7 +86,7 @@ class Mla:
     v_dim: int
 
 
-def mla_of(shape: Any) -> Mla | None:
+def mla_of(shape: ModelShape) -> Mla | None:
     """The latent-attention widths of a shape: its ``mla`` part, or the ``kv_lora_rank``, ``q_lora_rank``,
     ``qk_rope_head_dim``, ``qk_nope_head_dim`` and ``v_head_dim`` fields; None for other attention."""
     src = getattr(shape, "mla", None) or shape
@@ -102,7 +102,7 @@ def mla_of(shape: Any) -> Mla | None:
     )
 
 
-def model_modules(shape: Any) -> list[str]:
+def model_modules(shape: ModelShape) -> list[str]:
     """The module names this kind of model has, as its families spell them ("a/b": one module, two
     spellings)."""
     mla = mla_of(shape)
@@ -126,19 +126,21 @@ def _show(name: str) -> str:
     return repr(name if len(name) <= 40 else name[:37] + "...")
 
 
-def _not_here(problem: str, shape: Any) -> SpecError:
+def _not_here(problem: str, shape: ModelShape) -> SpecError:
     modules = ", ".join(model_modules(shape))
     return SpecError(
         f"workload.adapter.targets: {problem}; this model's modules: {modules}; short forms: {', '.join(SHORT_FORMS)}"
     )
 
 
-def _expand_group(keys: tuple[str, ...], shape: Any) -> tuple[str, ...]:
+def _expand_group(keys: tuple[str, ...], shape: ModelShape) -> tuple[str, ...]:
     """A group (attention, mlp, all-linear) as this model has it: gate only in gated MLPs."""
     return tuple(k for k in keys if k != "gate" or shape.gated)
 
 
-def _on_shape(name: str, key: str, shape: Any, litgpt: bool, notes: list[str], fused: list[str]) -> tuple[str, ...]:
+def _on_shape(
+    name: str, key: str, shape: ModelShape, litgpt: bool, notes: list[str], fused: list[str]
+) -> tuple[str, ...]:
     """One projection key as this model (and framework) has it; ``fused`` gathers the names of q, k or v
     read as a whole fused module (one note for them all)."""
     mla = mla_of(shape)
@@ -167,7 +169,9 @@ def _on_shape(name: str, key: str, shape: Any, litgpt: bool, notes: list[str], f
     return (key,)
 
 
-def resolve_targets(shape: Any, targets: list[str] | str | None, litgpt: bool, notes: list[str]) -> tuple[str, ...]:
+def resolve_targets(
+    shape: ModelShape, targets: list[str] | str | None, litgpt: bool, notes: list[str]
+) -> tuple[str, ...]:
     """The projection keys an adapter's ``targets`` name on this model, in a stable order, each once."""
     if targets is None:
         source = "litgpt's lora_query and lora_value" if litgpt else "PEFT's default for this kind of model"

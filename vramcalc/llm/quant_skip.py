@@ -13,8 +13,8 @@ blocks (Llama 3 paper, section 6.2; the checkpoint's ``modules_to_not_convert``)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm.lora_targets import resolve_targets
 from vramcalc.spec.llm import QuantizationSpec, SkipRange
@@ -33,7 +33,7 @@ class Skip:
     layers: tuple[int, int] | None
 
 
-def _keys(shape: Any, names: list[str]) -> frozenset[str]:
+def _keys(shape: ModelShape, names: list[str]) -> frozenset[str]:
     names = [n for n in names if n != HEAD]
     if not names:
         return frozenset()
@@ -47,7 +47,7 @@ def _keys(shape: Any, names: list[str]) -> frozenset[str]:
     return frozenset(out)
 
 
-def resolve_skips(shape: Any, q: QuantizationSpec) -> list[Skip]:
+def resolve_skips(shape: ModelShape, q: QuantizationSpec) -> list[Skip]:
     """The spec's ``skip_modules`` on this model (ranges checked against its blocks)."""
     from vramcalc.choices import Architecture
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from vramcalc.core.shape import ModelShape, moe_layers
 from vramcalc.llm.quant_skip import kept_layers, resolve_skips
 from vramcalc.spec.llm import QuantizationSpec
 from vramcalc.units import FP16 as FP16
@@ -56,12 +57,9 @@ class Matrix:
     inp: int
 
 
-def block_linears(shape: object) -> list[tuple[str, Matrix]]:
+def block_linears(shape: ModelShape) -> list[tuple[str, Matrix]]:
     """Every block's linear weights, keyed by projection (q, k, v, o, qkv, gate, up, down); ``count`` is
     per block and ``Matrix`` rows of the same key and block kind follow each other (layers in ``_layers``)."""
-    from vramcalc.core.shape import ModelShape
-
-    assert isinstance(shape, ModelShape)
     h, q, kv, f = shape.hidden, shape.q_width, shape.kv_width, shape.ffn
     if shape.fused_qkv:
         attn = [("qkv", Matrix(1, q + 2 * kv, h))]
@@ -72,13 +70,11 @@ def block_linears(shape: object) -> list[tuple[str, Matrix]]:
     return [*attn, *[(k, Matrix(1, f, h)) for k in ups], ("down", Matrix(1, h, f))]
 
 
-def linear_groups(shape: object, q: QuantizationSpec | None = None) -> tuple[list[Matrix], list[Matrix]]:
+def linear_groups(shape: ModelShape, q: QuantizationSpec | None = None) -> tuple[list[Matrix], list[Matrix]]:
     """The linear weights a loader quantizes and those ``skip_modules`` keeps: every block's projections
     and every expert's MLP (the LM head is :func:`head_matrix`)."""
     from vramcalc.choices import Architecture
-    from vramcalc.core.shape import ModelShape, moe_layers
 
-    assert isinstance(shape, ModelShape)
     skips = resolve_skips(shape, q) if q is not None and q.skip_modules else []
     linears = block_linears(shape)
     n_moe = moe_layers(shape)
@@ -105,20 +101,20 @@ def linear_groups(shape: object, q: QuantizationSpec | None = None) -> tuple[lis
     return [m for m in quant if m.count], [m for m in kept if m.count]
 
 
-def quantized_matrices(shape: object, q: QuantizationSpec | None = None) -> list[Matrix]:
+def quantized_matrices(shape: ModelShape, q: QuantizationSpec | None = None) -> list[Matrix]:
     """The linear weights a loader quantizes: every block's projections and every expert's MLP, less
     ``skip_modules``; with ``lm_head: true`` the output layer too."""
     head = head_matrix(shape, q)
     return linear_groups(shape, q)[0] + ([head] if head is not None else [])
 
 
-def head_matrix(shape: object, q: QuantizationSpec | None) -> Matrix | None:
+def head_matrix(shape: ModelShape, q: QuantizationSpec | None) -> Matrix | None:
     """The LM head as a quantized matrix when ``lm_head: true`` (None otherwise, or without a vocabulary head)."""
     from vramcalc.core.params import has_vocab_head
 
-    if q is None or not q.lm_head or not has_vocab_head(shape):  # type: ignore[arg-type]
+    if q is None or not q.lm_head or not has_vocab_head(shape):
         return None
-    return Matrix(1, shape.vocab, shape.embed_width)  # type: ignore[attr-defined]
+    return Matrix(1, shape.vocab, shape.embed_width)
 
 
 @dataclass(frozen=True)
@@ -154,7 +150,7 @@ class QuantLayout:
         whose scales follow the model's dtype reads it; by default :meth:`matrix_bytes`)."""
         return self.matrix_bytes(q, out, inp)
 
-    def weights(self, shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
+    def weights(self, shape: ModelShape, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
         """All parameter bytes of ``shape`` with its quantized linears in this layout, the rest at ``param_bytes``
         (a tied LM head that is quantized is untied: the embedding keeps its 16-bit table)."""
         matrices = quantized_matrices(shape, q)
@@ -181,7 +177,7 @@ class QuantLayout:
 
 
 def weight_bytes(
-    shape: object, q: QuantizationSpec, n_params: int, param_bytes: int, layout: QuantLayout
+    shape: ModelShape, q: QuantizationSpec, n_params: int, param_bytes: int, layout: QuantLayout
 ) -> WeightBytes:
     """All parameter bytes of ``shape`` with its linear layers stored as ``q`` in ``layout`` (the rest at
     ``param_bytes``)."""
@@ -189,7 +185,7 @@ def weight_bytes(
 
 
 def dequant_buffer_bytes(
-    shape: object,
+    shape: ModelShape,
     q: QuantizationSpec,
     n_tokens: int,
     compute_bytes: int,
@@ -202,7 +198,7 @@ def dequant_buffer_bytes(
     return layout.dequant_bytes(q, matrices, n_tokens, compute_bytes)
 
 
-def kept_line(shape: object, q: QuantizationSpec, kept_params: int, precision: str) -> str:
+def kept_line(shape: ModelShape, q: QuantizationSpec, kept_params: int, precision: str) -> str:
     """The assumption line naming what stays at the parameter dtype."""
     line = (
         "embeddings, norms and biases are not quantized"

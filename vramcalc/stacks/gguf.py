@@ -396,10 +396,7 @@ class GgufLayout(QuantLayout):
     def describe(self, q: QuantizationSpec) -> str:
         return f"{q.method.value}: GGUF, llama.cpp's per-tensor types (llama_tensor_get_type)"
 
-    def weights(self, shape: object, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
-        from vramcalc.core.shape import ModelShape
-
-        assert isinstance(shape, ModelShape)
+    def weights(self, shape: ModelShape, q: QuantizationSpec, n_params: int, param_bytes: int) -> WeightBytes:
         gw = spec_weights(shape, q, n_params)
         (qp, qb), (kp, kb) = gw.part(quantized=True), gw.part(quantized=False)
         return WeightBytes(gw.total_bytes, qp, qb, kp, kb)

@@ -5,7 +5,6 @@ under any framework. Pure."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from vramcalc.choices import Head, Mlp, Position, QuantMethod, Runtime
 from vramcalc.core import activations as act
@@ -176,7 +175,7 @@ def gptq_call_bytes(shape: ModelShape, q: QuantizationSpec, rows: int, compute: 
     return largest * compute
 
 
-def head_dequant(wl: Any, shape: ModelShape, compute: int, litgpt: bool) -> int:
+def head_dequant(wl: Workload, shape: ModelShape, compute: int, litgpt: bool) -> int:
     """A bitsandbytes LM head (``quantization.lm_head``) in its backward, next to the loss gradients: the
     weight dequantized at the compute dtype (``MatMul4Bit.backward``; LLM.int8's ``CB.to(A.dtype)``) and,
     from Lightning's fp16 quantization copy before bitsandbytes 0.50, a 4-bit one at fp16 too

@@ -43,6 +43,7 @@ from vramcalc.errors import SpecError
 from vramcalc.llm import lora_targets
 from vramcalc.llm.adapters import MLP_TARGETS, LoraMatrix
 from vramcalc.spec.llm import AdapterSpec
+from vramcalc.spec.models import Spec
 from vramcalc.spec.versions import peft_release
 from vramcalc.stacks import peft_boft, peft_more
 from vramcalc.stacks.peft_more import FIRST_INPUTS, Method
@@ -250,9 +251,10 @@ def method(
     return _ln(shape, tk, dt)
 
 
-def check(spec: object, shape: ModelShape) -> None:
+def check(spec: Spec, shape: ModelShape) -> None:
     """What these methods are not modelled with: one clear error naming the key."""
-    wl = spec.workload  # type: ignore[attr-defined]
+    wl = spec.workload
+    assert wl.adapter is not None  # an adapter method's step
     kind = wl.adapter.type.value
     if wl.quantization is not None:
         raise SpecError(f"workload.quantization: a quantized base is modelled under lora or dora, not {kind}")
@@ -264,7 +266,7 @@ def check(spec: object, shape: ModelShape) -> None:
 
 
 def method_phases(
-    spec: object,
+    spec: Spec,
     shape: ModelShape,
     tk: act.Tokens,
     dt: act.Dtypes,
@@ -279,15 +281,16 @@ def method_phases(
     from vramcalc.core.workload import default_optimizer
     from vramcalc.llm import adapters
 
-    wl = spec.workload  # type: ignore[attr-defined]
+    wl = spec.workload
     adapter = wl.adapter
+    assert adapter is not None  # an adapter method's step
     check(spec, shape)
     peft = peft_release(wl.versions)
     m = method(shape, adapter, tk, dt, wl.attention, notes, peft)
     if m.attention_shape is not None:
         shape = m.attention_shape
     notes.append(m.note)
-    optimizer = default_optimizer(spec)  # type: ignore[arg-type]
+    optimizer = default_optimizer(spec)
     if wl.optimizer is None:
         notes.append(DEFAULT_OPTIMIZER_NOTE)
     a, trainable = m.bytes_per_param, m.params

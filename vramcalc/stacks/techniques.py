@@ -116,7 +116,7 @@ def cpu_offload_optimizer(
     return OffloadedOptimizer(optimizer_state_bytes_for(optimizer, small, dt.param), temps, host)
 
 
-def notes(wl: object) -> list[str]:
+def notes(wl: Workload) -> list[str]:
     """One assumption line per technique the workload turns on (what stays on the device)."""
     lines = []
     deepspeed = (getattr(wl, "versions", None) or {}).get("deepspeed")

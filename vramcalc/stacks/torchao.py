@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 from vramcalc.choices import QuantMethod
+from vramcalc.core.shape import ModelShape
 from vramcalc.llm.quantization import (
     FP16,
     FP32,
@@ -81,7 +82,13 @@ def torchao_int8_call_bytes(method: QuantMethod, m: Matrix, n_tokens: int, compu
 
 
 def torchao_int8_extra(
-    shape: object, q: QuantizationSpec, n_tokens: int, head_rows: int, compute_bytes: int, block: int, activations: int
+    shape: ModelShape,
+    q: QuantizationSpec,
+    n_tokens: int,
+    head_rows: int,
+    compute_bytes: int,
+    block: int,
+    activations: int,
 ) -> int:
     """torchao int8 calls (:func:`torchao_int8_call_bytes`) beyond a phase's activation peak ``activations``: a
     block linear's call over the phase's tokens beside ``block``, the block's largest transient; a quantized
