@@ -46,10 +46,10 @@ import accuracy  # noqa: E402
 import measured_cases as mc  # noqa: E402
 import measured_score as ms  # noqa: E402
 
-from vramcalc.core.estimate import Estimate  # noqa: E402
 from vramcalc.core.reserve import LONG_LIVED  # noqa: E402
 from vramcalc.errors import VramcalcError  # noqa: E402
 from vramcalc.families import estimate  # noqa: E402
+from vramcalc.families.estimate import Estimate  # noqa: E402
 from vramcalc.spec.load import parse_spec  # noqa: E402
 
 Rule = Callable[[Estimate], int]

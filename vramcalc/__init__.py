@@ -14,7 +14,7 @@ from vramcalc.version import VERSION as __version__
 
 if TYPE_CHECKING:
     from vramcalc.api import bandwidth, check, estimate, gpu, load_spec, max_batch, max_seq
-    from vramcalc.core.estimate import Estimate
+    from vramcalc.families.estimate import Estimate
     from vramcalc.hardware.catalog import GPU
     from vramcalc.results.bandwidth import BandwidthResult
     from vramcalc.results.check import CheckResult
@@ -50,7 +50,7 @@ _LAZY = {
     "max_seq": "vramcalc.api",
     "BandwidthResult": "vramcalc.results.bandwidth",
     "CheckResult": "vramcalc.results.check",
-    "Estimate": "vramcalc.core.estimate",
+    "Estimate": "vramcalc.families.estimate",
     "EstimateResult": "vramcalc.results.estimate",
     "GPU": "vramcalc.hardware.catalog",
     "LimitResult": "vramcalc.results.limits",

@@ -11,11 +11,11 @@ from spec_texts import TINY_MODEL
 
 from vramcalc.choices import Optimizer, Precision
 from vramcalc.core import activations as act
-from vramcalc.core.estimate import COMPONENTS
 from vramcalc.core.optimizer import optimizer_state_bytes
 from vramcalc.core.params import linear_weight_params
 from vramcalc.core.workload import DTYPES
 from vramcalc.families import estimate
+from vramcalc.families.estimate import COMPONENTS
 from vramcalc.families.resolve import resolve_model
 from vramcalc.spec.load import parse_spec
 

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vramcalc.core import activations as act
-from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.estimate import COMPONENTS, Estimate
 from vramcalc.families.resolve import resolve_model, resolve_workload
 from vramcalc.spec.load import parse_spec
 

@@ -10,8 +10,8 @@ import yaml
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
-from vramcalc.core.estimate import COMPONENTS, Estimate
 from vramcalc.errors import MeasuredStatsError, VramcalcError
+from vramcalc.families.estimate import COMPONENTS, Estimate
 from vramcalc.planning.compare import MeasuredStats, compare, load_memory_stats, parse_memory_stats
 from vramcalc.units import GiB, MiB
 

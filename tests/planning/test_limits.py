@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vramcalc.core.estimate import Estimate
 from vramcalc.errors import SpecError, UnitError
 from vramcalc.families import estimate
+from vramcalc.families.estimate import Estimate
 from vramcalc.hardware.catalog import NO_BF16, load_catalog
 from vramcalc.hardware.lookup import get_gpu
 from vramcalc.planning.budget import Budget, budget_for

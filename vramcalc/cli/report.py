@@ -16,7 +16,7 @@ from vramcalc.cli._common import GPU_HELP, GpusFileOpt
 
 if TYPE_CHECKING:
     from vramcalc.cli.output import OutputFile
-    from vramcalc.core.estimate import Estimate
+    from vramcalc.families.estimate import Estimate
     from vramcalc.planning.budget import Budget
     from vramcalc.render.html_report import ReportEntry
     from vramcalc.spec.models import Spec

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from vramcalc.core.checkpointing import KeptOps
     from vramcalc.core.shape import ModelShape
     from vramcalc.core.training import OffloadedActivations, OffloadedOptimizer
+    from vramcalc.spec.models import Overhead
 
 #: A loss kernel: the saved, forward-transient and backward-temporary bytes of the loss over a step's logits.
 LossRule = Callable[["ModelShape", "Tokens", "Dtypes"], "LossBytes"]
@@ -83,3 +84,17 @@ class Device:
 
 #: Today's stack: nothing pinned, no serving runtime.
 TODAY_STACK = Stack()
+
+
+def overhead_terms(overhead: Overhead, stack: Stack, assumptions: list[str]) -> tuple[int, ReserveRule]:
+    """The CUDA context's bytes and the allocator reserve's rule: the spec's ``overhead`` section, else the
+    stack's (its assumptions added to ``assumptions``)."""
+    context = overhead.cuda_context
+    if context is None:
+        context = stack.cuda_context_bytes
+        assumptions.append(stack.cuda_context_note)
+    given = overhead.allocator_reserve
+    if given is not None:
+        return context, ReserveRule(float(given), of_transient=False)
+    assumptions.append(stack.reserve_note)
+    return context, stack.reserve

@@ -1,7 +1,7 @@
 """The one entry point of the estimators: :func:`estimate` resolves the spec's stack once, finds the family
 whose ``applies`` holds first in :data:`FAMILIES` (several GPUs serving, adapters across GPUs, any other
 plan across GPUs, ResNet, LLM keys, a dense transformer) and returns its
-:class:`~vramcalc.core.estimate.Estimate`.
+:class:`~vramcalc.families.estimate.Estimate`.
 
 A family is a module of this package with a function ``(spec, stack, target) -> Estimate``; a new one is a
 new module and one row of :data:`FAMILIES`, before the rows it narrows.
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramcalc.choices import Architecture, Mode, Precision
-from vramcalc.core.estimate import Estimate
 from vramcalc.core.stack import Device, Stack
+from vramcalc.families.estimate import Estimate
 from vramcalc.families.resolve import stack_of
 from vramcalc.families.target import Target
 from vramcalc.spec.models import Spec, uses_llm_keys

@@ -9,11 +9,11 @@ import dataclasses
 from vramcalc.choices import Mode
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import host_bytes, phase_candidates
-from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.phases import select_phases
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, image_elements, input_bytes, workspace_bytes
+from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.spec.models import Spec

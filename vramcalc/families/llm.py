@@ -9,7 +9,7 @@ Formulas live in :mod:`vramcalc.llm.quantization`, :mod:`vramcalc.llm.kvcache`, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from vramcalc.choices import (
@@ -26,7 +26,6 @@ from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core import training
 from vramcalc.core.dense import host_bytes, training_phases
-from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
@@ -34,6 +33,7 @@ from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
 from vramcalc.families.dense import base_components
+from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.llm import (
@@ -45,6 +45,7 @@ from vramcalc.llm import (
     quantization,
     recompute,
 )
+from vramcalc.llm.details import LlmDetails
 from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation
@@ -54,25 +55,6 @@ from vramcalc.stacks.layouts import quant_layout
 Phases = dict[str, dict[str, int]]
 #: Adapters with LoRA's A and B matrices, estimated here (the others in :mod:`vramcalc.stacks.peft_methods`).
 LORA_TYPES = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
-
-
-@dataclass(frozen=True)
-class LlmDetails:
-    """Numbers beyond the component table (None where they do not apply)."""
-
-    kv_cache_bytes: int | None = None
-    kv_cache_bytes_per_token: int | None = None
-    kv_block_size: int | None = None
-    context_tokens: int | None = None
-    memory_utilization: float | None = None
-    non_kv_peak_bytes: int | None = None
-    trainable_params: int | None = None
-    #: Frozen parameters an adapter adds to the model's (AdaLoRA's ``ranknum``, one per adapted linear;
-    #: LoRA-FA's lora_A matrices).
-    frozen_adapter_params: int = 0
-    active_params: int | None = None
-    quantization: dict[str, Any] | None = None
-    kv_pool: kvcache.KvPool | None = None  # vLLM serving: what its KV pool depends on
 
 
 def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes: list[str]) -> tuple[int, Any]:

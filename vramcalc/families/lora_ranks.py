@@ -49,11 +49,11 @@ from typing import Any
 import vramcalc.families.llm as llm
 from vramcalc.choices import AdapterType, Checkpointing
 from vramcalc.core.allocator import weights_rounding_bytes
-from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import layer_params
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
+from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.per_rank import params_sharded, shard_div, with_nccl
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target

@@ -35,7 +35,6 @@ from vramcalc.core import activations as act
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.checkpointing import KeptOps, recomputes_blocks
 from vramcalc.core.dense import head_gradient_params, tied_gradient_sum_bytes
-from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.optimizer import (
     DEFAULT_OPTIMIZER,
     DEFAULT_OPTIMIZER_NOTE,
@@ -46,6 +45,7 @@ from vramcalc.core.params import count_params, layer_params, linear_weight_param
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import DTYPES, image_elements, input_bytes, workspace_bytes
+from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.parallel.activations import in_flight, rank_tokens, stage_activations

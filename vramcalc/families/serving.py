@@ -37,12 +37,12 @@ from typing import Any
 
 import vramcalc.families.llm as llm
 from vramcalc.choices import Architecture, Head, Mode
-from vramcalc.core.estimate import Estimate, assemble
 from vramcalc.core.params import embedding_params, head_params, layer_params
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
+from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.parallel.layout import ParallelDetails, Plan, resolve_plan

@@ -60,8 +60,8 @@ from vramcalc.core.dense import (
     t5_first_block_recompute,
     tied_gradient_sum_bytes,
 )
-from vramcalc.core.estimate import Estimate
 from vramcalc.core.params import layer_params
+from vramcalc.families.estimate import Estimate
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.spec.models import Spec
 from vramcalc.spec.techniques import given_techniques

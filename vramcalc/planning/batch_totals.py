@@ -24,10 +24,10 @@ from vramcalc.choices import Architecture, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.allocator import weights_rounding_bytes
 from vramcalc.core.dense import phase_candidates
-from vramcalc.core.estimate import overhead_terms
 from vramcalc.core.phases import phase_total
 from vramcalc.core.reserve import ReserveRule
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import overhead_terms
 from vramcalc.core.symbolic import NotPolynomial, Peak, Poly, maximum
 from vramcalc.core.workload import DTYPES, ResolvedWorkload, image_elements, input_bytes, workspace_bytes
 from vramcalc.families import estimate

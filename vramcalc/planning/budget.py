@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vramcalc.core.estimate import Estimate
 from vramcalc.core.stack import Device
 from vramcalc.families import estimate
+from vramcalc.families.estimate import Estimate
 from vramcalc.hardware.catalog import GPU
 from vramcalc.llm import kvcache
 from vramcalc.spec.models import Spec

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vramcalc.core.estimate import Estimate
 from vramcalc.errors import MeasuredStatsError, SpecError
+from vramcalc.families.estimate import Estimate
 from vramcalc.units import MAX_BYTES, quoted
 
 ALLOCATED_PEAK = "allocated_bytes.all.peak"

@@ -26,10 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Mode, Precision
-from vramcalc.core.estimate import Estimate
 from vramcalc.core.stack import Device
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.estimate import Estimate
 from vramcalc.hardware.catalog import GPU
 from vramcalc.parallel.rules import LLM_KEYS, check_supported
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, estimate_on, fit_of, fit_on

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vramcalc.choices import Architecture, Mode
-from vramcalc.core.estimate import Estimate
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
+from vramcalc.families.estimate import Estimate
 from vramcalc.families.resolve import resolve_model
 from vramcalc.parallel.layout import DEFAULT_GPUS_PER_NODE
 from vramcalc.planning.budget import Budget
@@ -253,6 +253,7 @@ def fewest_degree(search: _Search, base: dict[str, Any], lo: int, hi: int) -> in
 
 def _candidate(parallel: dict[str, Any], result: Estimate, budget: Budget) -> Candidate:
     details = result.parallel
+    assert details is not None  # a plan's estimate is per rank
     return Candidate(
         parallel=parallel,
         gpus=details.plan.gpus,

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from vramcalc.choices import Attention, Checkpointing, KvCacheDtype, Mode, Optimizer, Precision, QuantMethod, Runtime
-from vramcalc.core.estimate import Estimate, overhead_terms
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER
+from vramcalc.core.stack import overhead_terms
 from vramcalc.errors import SpecError
+from vramcalc.families.estimate import Estimate
 from vramcalc.families.resolve import stack_of
 from vramcalc.planning.budget import Budget, estimate_on, fit_of, fit_on
 from vramcalc.planning.limits import largest_fitting, max_batch, with_workload

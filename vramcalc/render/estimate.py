@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from vramcalc.core.estimate import COMPONENTS, Estimate
+from vramcalc.families.estimate import COMPONENTS, Estimate
 from vramcalc.render.text import LABELS, gib, print_wrapped
 from vramcalc.units import GB
 

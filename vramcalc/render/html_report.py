@@ -17,7 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vramcalc.core.estimate import COMPONENTS, Estimate
+from vramcalc.families.estimate import COMPONENTS, Estimate
 from vramcalc.families.timeline import Timeline, allocation_budget_bytes
 from vramcalc.planning.budget import Budget, Fit
 from vramcalc.render.escape import html_text

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from vramcalc.core.estimate import Estimate
+from vramcalc.families.estimate import Estimate
 from vramcalc.render.text import print_wrapped
 from vramcalc.units import GiB
 

@@ -8,7 +8,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from vramcalc.core.estimate import Estimate
+from vramcalc.families.estimate import Estimate
 from vramcalc.planning.plan_search import Candidate, PlanSearch
 from vramcalc.render.text import gib
 
@@ -16,6 +16,7 @@ from vramcalc.render.text import gib
 def render_parallel(result: Estimate, console: Console) -> None:
     """The plan behind a per-GPU table, the pipeline stage reported and the host memory."""
     details = result.parallel
+    assert details is not None  # a per-rank estimate
     plan = details.plan
     console.print(f"plan: {plan.summary}", markup=False, highlight=False)
     if len(details.stage_peaks) > 1:

@@ -15,7 +15,7 @@ from vramcalc.results.base import Result
 from vramcalc.results.timeline import TimelineResult
 
 if TYPE_CHECKING:
-    from vramcalc.core.estimate import Estimate
+    from vramcalc.families.estimate import Estimate
     from vramcalc.families.timeline import Timeline
     from vramcalc.parallel.layout import ParallelDetails
     from vramcalc.planning.budget import Budget, Fit
@@ -259,9 +259,10 @@ def _llm_keys(result: Estimate, fit: Fit | None, budget: Budget | None = None) -
             doc["max_concurrency"] = pool.max_concurrency
             doc["max_concurrent_sequences"] = pool.max_sequences
             doc["kv_cache_blocks"] = pool.blocks
-        engine = info.kv_pool.engine if info.kv_pool is not None else None
-        if engine is not None:
-            seen = max(0, budget.available_bytes - info.kv_pool.unseen_bytes) if budget is not None else None
+        kv_pool = info.kv_pool
+        engine = kv_pool.engine if kv_pool is not None else None
+        if kv_pool is not None and engine is not None:
+            seen = max(0, budget.available_bytes - kv_pool.unseen_bytes) if budget is not None else None
             doc["vllm"] = VllmEngine(
                 version=engine.version,
                 engine=engine.engine,

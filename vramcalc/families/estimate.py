@@ -1,15 +1,18 @@
 """The estimate of one step: its components per phase, the peak phase and the runtime overhead
-(int bytes), assembled from the phases a family estimator returns.
+(int bytes), assembled from the phases a family estimator returns, with the family's details.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from vramcalc.core.reserve import ReserveRule
-from vramcalc.core.stack import Stack
-from vramcalc.spec.models import Overhead, Spec
+from vramcalc.core.stack import Stack, overhead_terms
+from vramcalc.spec.models import Spec
+
+if TYPE_CHECKING:
+    from vramcalc.llm.details import LlmDetails
+    from vramcalc.parallel.layout import ParallelDetails
 
 COMPONENTS = (
     "parameters",
@@ -43,9 +46,9 @@ class Estimate:
     phase_components: dict[str, dict[str, int]]
     overhead: dict[str, int]
     assumptions: list[str] = field(default_factory=list)
-    llm: Any = None  # vramcalc.families.llm.LlmDetails: KV cache, adapter, experts, quantization
-    parallel: Any = None  # vramcalc.families.per_rank.ParallelDetails: plan, stage, host memory
-    host_bytes: int = 0  # one GPU: host memory of optimizer_offload / activation_offloading (core/techniques.py)
+    llm: LlmDetails | None = None  # KV cache, adapter, experts, quantization
+    parallel: ParallelDetails | None = None  # the plan across GPUs: stage, host memory
+    host_bytes: int = 0  # one GPU: host memory of optimizer_offload / activation_offloading
 
     @property
     def peak_allocated_bytes(self) -> int:
@@ -78,17 +81,3 @@ def assemble(
         overhead=overhead,
         assumptions=assumptions,
     )
-
-
-def overhead_terms(overhead: Overhead, stack: Stack, assumptions: list[str]) -> tuple[int, ReserveRule]:
-    """The CUDA context's bytes and the allocator reserve's rule: the spec's ``overhead`` section, else the
-    stack's (its assumptions added to ``assumptions``)."""
-    context = overhead.cuda_context
-    if context is None:
-        context = stack.cuda_context_bytes
-        assumptions.append(stack.cuda_context_note)
-    given = overhead.allocator_reserve
-    if given is not None:
-        return context, ReserveRule(float(given), of_transient=False)
-    assumptions.append(stack.reserve_note)
-    return context, stack.reserve
