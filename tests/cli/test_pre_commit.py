@@ -106,6 +106,9 @@ def test_pre_commit_hook_from_a_clone_blocks_a_spec_that_does_not_fit(tmp_path: 
         "TMPDIR": str(scratch),
         "PIP_NO_CACHE_DIR": "1",
         "PRE_COMMIT_COLOR": "never",
+        # virtualenv would start background `pip download`s of newer seed wheels into XDG_DATA_HOME (its
+        # periodic update, for environments made later); they would outlive the test and its tmp_path
+        "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
     }
     env.pop("PYTHONPATH", None)  # the hook runs the vramcalc pre-commit installed from the clone
 
