@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 os.environ["TERMINAL_WIDTH"] = "200"
 os.environ["_TYPER_FORCE_DISABLE_TERMINAL"] = "1"
@@ -19,6 +20,7 @@ for var in ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS"):
     os.environ.pop(var, None)
 
 import pytest  # noqa: E402
+import typer.testing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
@@ -36,3 +38,32 @@ def write_spec(tmp_path: Path):
         return path
 
     return write
+
+
+# -- CliRunner().invoke(app, ...) builds the click command behind a typer app once ------------------------
+# typer's CliRunner rebuilds the whole command tree (every command's parameters, from its signature and
+# type hints) on each invoke: ~16 ms, some 1,500 times a run. The tree depends only on what is registered
+# on the app, which is fixed once vramcalc.cli is imported; vramcalc's own entry point (run()) builds it
+# once per process too. So the tree is built once per app, and again if a command, group or callback is
+# registered on that app later. (tests/fuzz/fuzz_support.invoke keeps a cache of its own for the same
+# reason.)
+_build_command = typer.testing._get_command
+_built: dict[int, tuple[typer.Typer, tuple[object, ...], Any]] = {}
+
+
+def _registrations(app: typer.Typer) -> tuple[object, ...]:
+    return (app.registered_callback, app.info.callback, *app.registered_commands, None, *app.registered_groups)
+
+
+def _command_of(app: typer.Typer) -> Any:
+    registrations = _registrations(app)
+    seen = _built.get(id(app))
+    if seen is not None and seen[0] is app and len(seen[1]) == len(registrations):
+        if all(old is new for old, new in zip(seen[1], registrations, strict=True)):
+            return seen[2]
+    command = _build_command(app)
+    _built[id(app)] = (app, registrations, command)  # holding the app keeps its id from being reused
+    return command
+
+
+typer.testing._get_command = _command_of

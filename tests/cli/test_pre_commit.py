@@ -1,6 +1,10 @@
-"""The pre-commit snippet of docs/ci.md, run by pre-commit itself: `pre-commit try-repo` on a clone of
-this repository (its working tree committed), against a project with one spec that fits, one that does
-not and one YAML file that is not a spec.
+"""The pre-commit snippet of docs/ci.md, run by pre-commit itself: a project's .pre-commit-config.yaml
+names a clone of this repository (its working tree committed) at the commit's full SHA and the hook
+`vramcalc-check` with the defaults of .pre-commit-hooks.yaml; `pre-commit run` on a project with one
+spec that fits, one that does not and one YAML file that is not a spec. The first run clones the
+repository, builds the hook's environment and installs vramcalc into it; the second reuses it from
+pre-commit's cache, as a developer's later commits do. (`pre-commit try-repo` runs the same hook the
+same way, but builds a fresh environment on every call.)
 
 Skipped when pre-commit is not installed (it is not a test dependency: building the hook's virtual
 environment installs vramcalc and its dependencies, which takes about a minute and needs a package
@@ -76,16 +80,20 @@ def _clone_of_working_tree(into: Path) -> Path:
     return into
 
 
-def test_pre_commit_try_repo_blocks_a_spec_that_does_not_fit(tmp_path: Path) -> None:
+def test_pre_commit_hook_from_a_clone_blocks_a_spec_that_does_not_fit(tmp_path: Path) -> None:
     pre_commit = _pre_commit()
     _hook()
     clone = _clone_of_working_tree(tmp_path / "vramcalc")
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True)
     project = tmp_path / "project"
     (project / "configs").mkdir(parents=True)
     shutil.copy(FITS, project / "configs" / "fits.yaml")
     shutil.copy(TOO_BIG, project / "configs" / "too-big.yaml")
     # Not a spec: pre-commit passes it (a changed YAML file under configs/); --skip-non-specs skips it.
     (project / "configs" / "deepspeed.yaml").write_text("zero_optimization: {stage: 2}\n", encoding="utf-8")
+    # docs/ci.md's snippet without the optional keys: the hook's own files pattern and entry apply.
+    config = {"repos": [{"repo": str(clone), "rev": rev.stdout.strip(), "hooks": [{"id": "vramcalc-check"}]}]}
+    (project / ".pre-commit-config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     scratch = tmp_path / "scratch"
@@ -98,20 +106,23 @@ def test_pre_commit_try_repo_blocks_a_spec_that_does_not_fit(tmp_path: Path) -> 
         "TMPDIR": str(scratch),
         "PIP_NO_CACHE_DIR": "1",
         "PRE_COMMIT_COLOR": "never",
+        # virtualenv would start background `pip download`s of newer seed wheels into XDG_DATA_HOME (its
+        # periodic update, for environments made later); they would outlive the test and its tmp_path
+        "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
     }
     env.pop("PYTHONPATH", None)  # the hook runs the vramcalc pre-commit installed from the clone
 
-    def try_repo(*files: str) -> subprocess.CompletedProcess[str]:
-        cmd = [pre_commit, "try-repo", str(clone), "vramcalc-check", "--verbose", "--files", *files]
+    def run_hook(*files: str) -> subprocess.CompletedProcess[str]:
+        cmd = [pre_commit, "run", "vramcalc-check", "--verbose", "--files", *files]
         return subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600, check=False)
 
-    passed = try_repo("configs/fits.yaml", "configs/deepspeed.yaml")
+    passed = run_hook("configs/fits.yaml", "configs/deepspeed.yaml")
     if passed.returncode == PRE_COMMIT_ERROR and "pip" in passed.stdout + passed.stderr:
         pytest.skip("pre-commit could not build the hook's environment (no network or package index?)")
     assert passed.returncode == 0, passed.stdout + passed.stderr
     assert "configs/fits.yaml" in passed.stdout and "Passed" in passed.stdout
 
-    blocked = try_repo("configs/fits.yaml", "configs/too-big.yaml")
+    blocked = run_hook("configs/fits.yaml", "configs/too-big.yaml")
     assert blocked.returncode == 1, blocked.stdout + blocked.stderr
     assert "Failed" in blocked.stdout and "exit code: 1" in blocked.stdout
     assert "configs/too-big.yaml" in blocked.stdout and "DOES NOT FIT" in blocked.stdout

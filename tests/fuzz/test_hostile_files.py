@@ -1,5 +1,6 @@
 """Hostile files in place of a spec: each is refused with one clear line, in under a second and under
-100 MB of memory (measured in a fresh interpreter with resource.getrusage, as bounds, not benchmarks).
+100 MB of memory (measured in a fresh interpreter from its own peak resident memory, as bounds, not
+benchmarks).
 
 Every command is also given each hostile file for each of its path parameters (commands enumerated
 at collection time), so a command added later is held to the same rules.
@@ -114,7 +115,22 @@ import json, resource, sys, time
 from vramcalc.errors import SpecError
 from vramcalc.spec.load import load_spec
 load_spec  # everything imported before measuring
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def peak_mb():
+    # VmHWM (Linux): the peak resident memory of this interpreter's own address space. Not ru_maxrss: exec
+    # keeps the high-water mark of the memory it replaces, and a child that subprocess starts with vfork
+    # replaces its parent's, so ru_maxrss starts at the test process's peak (hundreds of MB late in a run)
+    # and growth below that peak would not show.
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration):
+        scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
+before = peak_mb()
 start = time.perf_counter()
 try:
     load_spec(sys.argv[1])
@@ -122,9 +138,7 @@ try:
 except SpecError as exc:
     message = str(exc)
 elapsed = time.perf_counter() - start
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-print(json.dumps({"message": message, "seconds": elapsed, "grown_mb": (after - before) * scale / 2**20}))
+print(json.dumps({"message": message, "seconds": elapsed, "grown_mb": peak_mb() - before}))
 """
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from measured_records import measured_case
 from typer.testing import CliRunner
 
 from vramcalc.choices import KvCacheDtype
@@ -90,8 +91,7 @@ def test_capacity_formula_by_hand() -> None:
 
 
 def _vllm_case() -> dict[str, Any]:
-    cases = yaml.safe_load(MEASURED.read_text(encoding="utf-8"))
-    return next(c for c in cases if c["id"] == "vllm-qwen2.5-1.5b-t4-util0.5")
+    return measured_case("vllm-qwen2.5-1.5b-t4-util0.5")
 
 
 @pytest.mark.skipif(not MEASURED.exists(), reason="../shared/calibration not present")

@@ -10,14 +10,14 @@ Reference counts are derived by hand from the adapter shapes in the frameworks' 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from vramcalc.choices import Architecture, Mlp
+from vramcalc.cli import app
 from vramcalc.core import activations as act
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
@@ -218,8 +218,8 @@ def test_unknown_target_on_the_command_line(tmp_path: Any) -> None:
         "workload: {batch_size: 1, seq_len: 8, precision: bf16, adapter: {rank: 4, targets: [qproj]}}\n",
         encoding="utf-8",
     )
-    run = subprocess.run([sys.executable, "-m", "vramcalc", "estimate", str(path)], capture_output=True, text=True)
-    assert run.returncode == 2
+    run = CliRunner().invoke(app, ["estimate", str(path)])
+    assert run.exit_code == 2
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert "unknown module 'qproj'; this model's modules: q_proj" in lines[0]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+from measured_records import measured_records
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
@@ -131,7 +131,7 @@ META_FP8 = {
 def test_llama31_405b_meta_fp8_tp8_per_worker() -> None:
     result = estimate(_spec(LLAMA_405B, META_FP8, {"tensor": 8}))
     assert result.components["parameters"] == OURS_405B_TP8  # 60,903,294,416 B = 56.72 GiB
-    rows = yaml.safe_load(MEASURED.read_text()) if MEASURED.exists() else None
+    rows = measured_records() if MEASURED.exists() else None
     if rows is None:
         pytest.skip("shared measurements not present")
     cases = rows if isinstance(rows, list) else rows.get("cases", rows)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from measured_records import measured_case
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
@@ -176,7 +177,7 @@ def test_llama31_405b_fp8_tp8_against_vllm_log() -> None:
     FP8 checkpoint keeps the attention projections and the first and last layers' MLPs in bf16 (Llama 3
     paper, section 6.2): + (126 x 570,425,344 + 2 x 2,617,245,696) / 8 B = +8.98 GiB -> 56.72 GiB, -1.8 %;
     the spec has no key for layers kept in bf16, so the all-fp8 figure is what it estimates."""
-    case = next(c for c in yaml.safe_load(MEASURED.read_text()) if c["id"] == "vllm-llama31-405b-fp8-tp8-weights")
+    case = measured_case("vllm-llama31-405b-fp8-tp8-weights")
     measured = case["measured"]["value_bytes"]
     assert measured == round(57.752 * GiB)
     result = estimate(_spec("llama-3.1-405b", {"tensor": 8}, quantization={"method": "fp8"}))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from measured_records import measured_case
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
@@ -38,8 +39,7 @@ QWEN25_15B = {
 
 
 def _case(case_id: str) -> dict[str, Any]:
-    cases = yaml.safe_load(MEASURED.read_text(encoding="utf-8"))
-    return next(c for c in cases if c["id"] == case_id)
+    return measured_case(case_id)
 
 
 def _spec(model: dict[str, Any], **workload: Any) -> Any:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from measured_records import measured_records
 from spec_texts import ROUND_MODEL, TINY_MODEL
 
 from vramcalc.choices import Attention, Precision
@@ -411,7 +412,7 @@ def test_deepspeed_tutorial_fit_labels() -> None:
 
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared/calibration not present")
 def test_copied_cases_match_shared_calibration() -> None:
-    shared = {c["id"]: c for c in yaml.safe_load(SHARED.read_text())}
+    shared = {c["id"]: c for c in measured_records()}
     for case in parallel_accuracy.load_cases():
         assert case == {k: v for k, v in shared[case["id"]].items() if k != "original"}, case["id"]
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from measured_records import measured_records
 
 from vramcalc.errors import SpecError, UnitError
 from vramcalc.families import estimate
@@ -313,9 +314,7 @@ needs_shared = pytest.mark.skipif(not MEASURED.exists(), reason="../shared/calib
 
 @functools.cache
 def measured() -> dict[str, dict[str, Any]]:
-    import yaml
-
-    return {case["id"]: case for case in yaml.safe_load(MEASURED.read_text(encoding="utf-8"))}
+    return {case["id"]: case for case in measured_records()}
 
 
 def bracket(cases: dict[str, dict[str, Any]], fits_id: str, oom_id: str | None) -> tuple[int, int | None]:
