@@ -1,7 +1,7 @@
 """``workload.keep_outputs``: a loop that binds ``outputs = model(**batch)`` keeps one step's logits and KV
 cache through its backward and optimizer step and until the next forward returns.
 
-Hand counts on the small decoder of tests/core/test_techniques.py (2 layers, hidden 256, 4 heads, vocab
+Hand counts on the small decoder of tests/stacks/test_techniques.py (2 layers, hidden 256, 4 heads, vocab
 32000, bf16, batch 2 x 512 = 1,024 tokens); allocator-level references for OPT-350m and Pythia-410m in
 ``benchmarks/data/tracer_hf_loop.json`` (``benchmarks/tracer_hf_loop.py``: the transformers SDPA benchmark
 loop traced under the releases the tables ran, plus today's), each case with its command line.

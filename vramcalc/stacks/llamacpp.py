@@ -26,7 +26,7 @@ compute buffer (int bytes). Everything is allocated once, at start-up, whatever 
   - the MLP: gate and up projections ``n_ubatch x ffn`` f32 and two hidden-wide activations.
 
   ``n_kv`` is the context one stream sees (``n_ctx_seq``). Against published start-up logs
-  (tests/llm/test_llamacpp.py): Llama 3 8B at n_ctx 512 and 8,192, Mistral 7B at 2,048 and 32,768 and
+  (tests/stacks/test_llamacpp.py): Llama 3 8B at n_ctx 512 and 8,192, Mistral 7B at 2,048 and 32,768 and
   Phi-3-mini at 4,096 (n_ubatch 256), exact to the MiB. The CUDA backend's own memory pool (temporary
   dequantized weights, flash-attention conversions) is outside this buffer and is not modelled.
 * **Weights**: the GGUF tensors (:mod:`vramcalc.stacks.gguf`) less the token embedding, which llama.cpp

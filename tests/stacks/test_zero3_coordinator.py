@@ -97,7 +97,7 @@ def test_tied_weights_are_one_parameter() -> None:
     assert peaks(tied, reuse=BIG) == (1800, 1800)
 
 
-#: A decoder whose every tensor is at most 65,536 elements (tests/parallel/test_per_rank.py ROUND): 230,144
+#: A decoder whose every tensor is at most 65,536 elements (tests/families/test_per_rank.py ROUND): 230,144
 #: parameters; weight matrices: token and position embeddings 128 x 128 (the head is tied), q, k, v, o
 #: 128 x 128 each, MLP 128 x 512 and 512 x 128 -> 6 x 16,384 + 2 x 65,536 = 229,376 elements.
 ROUND = ROUND_MODEL

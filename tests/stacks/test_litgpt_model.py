@@ -2,7 +2,7 @@
 vramcalc/stacks/litgpt.py ``loss_bytes``, vramcalc/stacks/bnb.py ``lightning_load_copy``), by hand from
 litgpt's source at commit 8641822 (lit_gpt/model.py, lit_gpt/lora.py, lit_gpt/utils.py, finetune/lora.py) and
 Lightning's ``BitsandbytesPrecision`` (lightning/fabric/plugins/precision/bitsandbytes.py). The whole steps
-are held to the tracer in tests/llm/test_tracer_litgpt.py."""
+are held to the tracer in tests/stacks/test_tracer_litgpt.py."""
 
 from __future__ import annotations
 
