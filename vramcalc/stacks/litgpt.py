@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import Head, Mlp, Position, QuantMethod, Runtime
+from vramcalc.choices import Head, Mlp, Position, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core import allocator
 from vramcalc.core.code import ModelCode
@@ -38,12 +38,6 @@ def loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossByt
     saved = tk.batch * (2 * tk.seq - 1) * shape.vocab * dt.compute
     chunk = tk.batch * min(LITGPT_HEAD_CHUNK, tk.seq) * shape.vocab * dt.compute
     return act.LossBytes(saved, 0, 2 * chunk)
-
-
-def runs_model(workload: Workload) -> bool:
-    """Whether litgpt's own model code runs the spec's model: ``adapter.framework: litgpt`` or ``runtime: litgpt``."""
-    by_adapter = workload.adapter is not None and workload.adapter.framework == "litgpt"
-    return by_adapter or workload.runtime is Runtime.litgpt
 
 
 def model_code(workload: Workload, shape: ModelShape) -> tuple[ModelShape, ModelCode, list[str]]:

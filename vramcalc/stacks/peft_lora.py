@@ -33,7 +33,7 @@ def step_bytes(
     saved, recompute_layer = _adapter_activations(spec, shape, tk, adt, matrices, a, kbit)
     q = wl.quantization
     method = q.method if q is not None else None
-    # a block's largest linear (a quantized LM head dequantizes at the start of backward: llm/phases.py)
+    # a block's largest linear (a quantized LM head dequantizes at the start of backward: families/llm.py)
     layout = quant_layout(q.method) if q is not None else None
     dequant = 0
     if q is not None and layout is not None:

@@ -80,6 +80,11 @@ def _serves(runtime: Runtime) -> Callable[[Workload], bool]:
     return lambda wl: serving_runtime(wl) is runtime
 
 
+def _litgpt_model(wl: Workload) -> bool:
+    """litgpt's own model code runs the model: ``runtime: litgpt`` or ``adapter.framework: litgpt``."""
+    return wl.runtime is Runtime.litgpt or (wl.adapter is not None and wl.adapter.framework == "litgpt")
+
+
 def _quantizes(*methods: QuantMethod) -> Callable[[Workload], bool]:
     return lambda wl: wl.quantization is not None and wl.quantization.method in methods
 
@@ -109,12 +114,7 @@ LIBRARIES: tuple[Library, ...] = (
     Library("vLLM", "vramcalc.stacks.vllm", (*VLLM_KEYS, "versions.vllm"), _serves(Runtime.vllm)),
     Library("llama.cpp", "vramcalc.stacks.llamacpp", LLAMACPP_KEYS, _serves(Runtime.llama_cpp)),
     Library("GGUF files", "vramcalc.stacks.gguf", ("quantization",), _quantizes(*GGUF)),
-    Library(
-        "litgpt",
-        "vramcalc.stacks.litgpt",
-        ("runtime", "adapter.framework"),
-        lambda wl: wl.runtime is Runtime.litgpt or (wl.adapter is not None and wl.adapter.framework == "litgpt"),
-    ),
+    Library("litgpt", "vramcalc.stacks.litgpt", ("runtime", "adapter.framework"), _litgpt_model),
     Library(
         "bitsandbytes",
         "vramcalc.stacks.bnb",
@@ -186,9 +186,9 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
     """The model's shape as the code that runs it allocates, and what that code changes, in words: litgpt's
     own model code (``runtime: litgpt``, ``adapter.framework: litgpt``), else transformers at the release
     ``versions.transformers`` pins (today's when none is)."""
-    from vramcalc.stacks import litgpt
+    if _litgpt_model(workload):
+        from vramcalc.stacks import litgpt
 
-    if litgpt.runs_model(workload):
         shape, _, notes = litgpt.model_code(workload, shape)
         return shape, notes
     from vramcalc.stacks import transformers
