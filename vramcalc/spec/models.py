@@ -374,9 +374,17 @@ class Spec(SpecSection):
 
 #: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).
 GENERATION_KEYS = (
-    "prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization",
-    "max_model_len", "max_num_batched_tokens", "max_num_seqs", *LLAMACPP_KEYS,
-)  # fmt: skip
+    "prompt_len",
+    "max_new_tokens",
+    "runtime",
+    "kv_cache_dtype",
+    "kv_block_size",
+    "memory_utilization",
+    "max_model_len",
+    "max_num_batched_tokens",
+    "max_num_seqs",
+    *LLAMACPP_KEYS,
+)
 
 
 def is_generation(wl: Workload) -> bool:

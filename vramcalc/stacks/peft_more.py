@@ -194,9 +194,17 @@ def tinylora(
     note = f"TinyLoRA r={r}, u={u} on {', '.join(sorted({m.name for m in matrices}))} ({modules * u:,} trained)"
     saved, layers = n * per_token, shape.layers
     return Method(
-        modules * u, tensors, a, tk, saved, saved // layers, note, n * mlp // layers, buffers=buffers,
+        modules * u,
+        tensors,
+        a,
+        tk,
+        saved,
+        saved // layers,
+        note,
+        n * mlp // layers,
+        buffers=buffers,
         forward_transient=forward,
-    )  # fmt: skip
+    )
 
 
 def _osf_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:

@@ -167,9 +167,14 @@ def resolve(wl: Workload, context: int, notes: list[str], device: Device | None 
         return Profile(version, engine, max_len, tokens, seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS)
     card = None if device is None else card_of(device.name, device.total_bytes)
     default_tokens, default_seqs, rule = batch_defaults(release, card)
-    missing = [f"{key} not given: {value:,}" for key, value, given in (
-        ("max_num_batched_tokens", default_tokens, tokens), ("max_num_seqs", default_seqs, seqs)
-    ) if given is None]  # fmt: skip
+    missing = [
+        f"{key} not given: {value:,}"
+        for key, value, given in (
+            ("max_num_batched_tokens", default_tokens, tokens),
+            ("max_num_seqs", default_seqs, seqs),
+        )
+        if given is None
+    ]
     if missing:
         notes.append(f"{', '.join(missing)} ({rule})")
     tokens = tokens if tokens is not None else default_tokens
