@@ -67,7 +67,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names)
     for names in (
         {"errors", "choices", "version"},
-        {"units", "files", "paths"},
+        {"units", "files", "paths", "bundled"},
         {"spec"},
         {"hardware"},
         {"core"},
