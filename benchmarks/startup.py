@@ -1,7 +1,8 @@
 """Start-up cost of `vramcalc estimate configs/bert-base.yaml` against the smallest program that does
 the same job with the same libraries.
 
-    python benchmarks/startup.py [--runs 21]
+    python benchmarks/startup.py [--runs 21] [--stages]
+    python benchmarks/startup.py --instructions
 
 The floor program (FLOOR below) is what any program built on vramcalc's libraries pays at least: a
 one-command typer app takes the spec path, PyYAML reads the file (``yaml.safe_load``, the pure-Python
@@ -17,6 +18,14 @@ the figure to watch: CPU time leaves out the time spent waiting for a core on a 
 of the per-pair ratios is printed too; it moves least when the machine's speed drifts during a run.
 For scale it also times ``python -c "import typer, rich, pydantic, yaml"``, which loads only those
 packages' lazy top levels. Always exits 0: it is a measurement, not a test.
+
+Where the difference goes: ``--stages`` also times, in the same rounds, the libraries alone (with one
+pydantic model built) and then the estimate path's vramcalc modules imported group by group on top of
+them (:data:`STAGES`), each stage's cost being the difference of two medians, and what the command adds
+after its imports. On a busy machine those differences are noisy; ``--instructions`` instead counts the
+instructions of one run of each with valgrind's callgrind (hash randomisation off, so counts repeat
+exactly), module by module along :data:`CHAIN`, and names the modules each step loads first. Counts are
+a proxy: the instruction ratio is higher than the CPU ratio (importing is memory-bound).
 """
 
 from __future__ import annotations
@@ -67,6 +76,42 @@ app.command()(estimate)
 app()
 """
 
+#: The floor's libraries, imported as the floor imports them, and one pydantic model built (pydantic loads
+#: its schema machinery with the first model, which the floor pays for too).
+LIBRARIES = (
+    "import typer, yaml\nfrom pydantic import BaseModel\nfrom rich.console import Console\n"
+    "from rich.table import Table\nclass Model(BaseModel):\n    x: int\n"
+)
+#: ``--stages``: the estimate path's vramcalc modules imported one group after another on top of the
+#: libraries (the CLI with its commands, the spec models, the estimator, the renderer); each stage's cost
+#: is its median CPU time less the previous stage's, and the last one's is what the command then does
+#: (run typer, read and validate the spec, estimate, render).
+STAGES = {
+    "the libraries": LIBRARIES,
+    "+ vramcalc.cli.app": LIBRARIES + "import vramcalc.cli.app",
+    "+ vramcalc.spec.models": LIBRARIES + "import vramcalc.cli.app, vramcalc.spec.models",
+    "+ vramcalc.engine": LIBRARIES + "import vramcalc.cli.app, vramcalc.spec.models, vramcalc.engine",
+    "+ vramcalc.render.estimate": LIBRARIES
+    + "import vramcalc.cli.app, vramcalc.spec.models, vramcalc.engine, vramcalc.render.estimate",
+}
+
+#: ``--instructions``: the estimate path's modules in import order; each is counted with those before it.
+CHAIN = (
+    "vramcalc.cli.app",
+    "vramcalc.spec.target",
+    "vramcalc.spec.parallel",
+    "vramcalc.spec.llm",
+    "vramcalc.spec.models",
+    "vramcalc.core.shape",
+    "vramcalc.core.activations",
+    "vramcalc.core.estimate",
+    "vramcalc.core.techniques",
+    "vramcalc.core.workload",
+    "vramcalc.engine",
+    "vramcalc.spec.load",
+    "vramcalc.render.estimate",
+)
+
 PROGRAMS = {
     "floor program": [sys.executable, "-c", FLOOR, str(SPEC)],
     "vramcalc estimate": [sys.executable, "-m", "vramcalc", "estimate", str(SPEC)],
@@ -88,19 +133,73 @@ def run_once(cmd: list[str]) -> tuple[float, float, int]:
     return cpu, wall, code
 
 
+def instructions(cmd: list[str]) -> int:
+    """Instructions one run executes (valgrind's callgrind; hash randomisation off, so runs repeat exactly)."""
+    import re
+
+    env = {**ENV, "PYTHONHASHSEED": "0"}
+    subprocess.run(cmd, capture_output=True, cwd=ROOT, env=env)  # the bytecode caches
+    tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    done = subprocess.run([*tool, *cmd], capture_output=True, text=True, cwd=ROOT, env=env)
+    found = re.search(r"refs:\s+([\d,]+)", done.stderr)
+    if not found:
+        raise SystemExit(f"valgrind failed: {done.stderr[-500:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count_instructions() -> None:
+    """``--instructions``: the floor, the libraries, the estimate path's modules one by one, the command."""
+    import shutil
+
+    if shutil.which("valgrind") is None:
+        print("--instructions needs valgrind")
+        return
+    floor = instructions(PROGRAMS["floor program"])
+    libraries = instructions([sys.executable, "-c", LIBRARIES])
+    print(f"instructions (millions; callgrind){'':20} {'total':>9} {'added':>8}  modules first loaded")
+    print(f"{'floor program:':56} {floor / 1e6:9.1f}")
+    print(f"{'the libraries:':56} {libraries / 1e6:9.1f}")
+    previous, loaded, seen = libraries, [], set()
+    for module in CHAIN:
+        code = LIBRARIES + f"import {', '.join([*loaded, module])}"
+        count = instructions([sys.executable, "-c", code])
+        listing = code + "\nimport sys\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('vramcalc'))))"
+        names = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, cwd=ROOT, env=ENV)
+        new = [name for name in names.stdout.split() if name not in seen]
+        seen.update(new)
+        shown = " ".join(name.removeprefix("vramcalc.") for name in new)
+        print(f"{'+ ' + module + ':':56} {count / 1e6:9.1f} {(count - previous) / 1e6:8.1f}  {shown}")
+        previous = count
+        loaded.append(module)
+    total = instructions(PROGRAMS["vramcalc estimate"])
+    print(f"{'vramcalc estimate (the run itself added):':56} {total / 1e6:9.1f} {(total - previous) / 1e6:8.1f}")
+    print(f"{'(the floor program beyond the libraries:':56} {'':9} {(floor - libraries) / 1e6:8.1f})")
+    print(f"ratio (instructions): {total / floor:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21, help="paired runs (default 21)")
+    parser.add_argument("--stages", action="store_true", help="also time the estimate path's imports stage by stage")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions module by module instead (valgrind)"
+    )
     args = parser.parse_args()
+    if args.instructions:
+        count_instructions()
+        return 0
     runs = max(1, args.runs)
-    cpu: dict[str, list[float]] = {label: [] for label in PROGRAMS}
-    wall: dict[str, list[float]] = {label: [] for label in PROGRAMS}
+    programs = dict(PROGRAMS)
+    if args.stages:
+        programs.update({label: [sys.executable, "-c", code] for label, code in STAGES.items()})
+    cpu: dict[str, list[float]] = {label: [] for label in programs}
+    wall: dict[str, list[float]] = {label: [] for label in programs}
     failed: set[str] = set()
-    for label, cmd in PROGRAMS.items():  # warm the file cache and the bytecode caches
+    for label, cmd in programs.items():  # warm the file cache and the bytecode caches
         if run_once(cmd)[2] != 0:
             failed.add(label)
     for _ in range(runs):
-        for label, cmd in PROGRAMS.items():
+        for label, cmd in programs.items():
             seconds, elapsed, code = run_once(cmd)
             cpu[label].append(seconds)
             wall[label].append(elapsed)
@@ -114,6 +213,15 @@ def main() -> int:
     print(f"{'':36} {'CPU ms':>8} {'wall ms':>8}")
     for label in PROGRAMS:
         print(f"{label + ':':36} {ms(cpu[label]):8.1f} {ms(wall[label]):8.1f}")
+    if args.stages:
+        print(f"{'stage':36} {'CPU ms':>8} {'added':>8}")
+        previous = None
+        for label in [*STAGES, "vramcalc estimate"]:
+            added = "" if previous is None else f"{ms(cpu[label]) - ms(cpu[previous]):8.1f}"
+            print(f"{label + ':':36} {ms(cpu[label]):8.1f} {added:>8}")
+            previous = label
+        floor_work = ms(cpu["floor program"]) - ms(cpu["the libraries"])
+        print(f"{'(the floor program beyond its imports:':36} {floor_work:8.1f})")
     for label in sorted(failed):
         print(f"warning: {label} exited non-zero in at least one run")
     floor, ours = ms(cpu["floor program"]), ms(cpu["vramcalc estimate"])
