@@ -20,12 +20,13 @@ For scale it also times ``python -c "import typer, rich, pydantic, yaml"``, whic
 packages' lazy top levels. Always exits 0: it is a measurement, not a test.
 
 Where the difference goes: ``--stages`` also times, in the same rounds, the libraries alone (with one
-pydantic model built) and then the estimate path's vramcalc modules imported group by group on top of
-them (:data:`STAGES`), each stage's cost being the difference of two medians, and what the command adds
-after its imports. On a busy machine those differences are noisy; ``--instructions`` instead counts the
-instructions of one run of each with valgrind's callgrind (hash randomisation off, so counts repeat
-exactly), module by module along :data:`CHAIN`, and names the modules each step loads first. Counts are
-a proxy: the instruction ratio is higher than the CPU ratio (importing is memory-bound).
+pydantic model built), then with the command line imported, then with every other module the estimate
+command loads (:func:`stages`), each stage's cost being the difference of two medians, and what the
+command adds after its imports. On a busy machine those differences are noisy; ``--instructions``
+instead counts the instructions of one run of each with valgrind's callgrind (hash randomisation off, so
+counts repeat exactly), module by module in the order the command imports them, and names the modules
+each step loads first. Counts are a proxy, exact enough to compare changes: the instruction ratio is
+higher than the CPU ratio.
 """
 
 from __future__ import annotations
@@ -82,35 +83,40 @@ LIBRARIES = (
     "import typer, yaml\nfrom pydantic import BaseModel\nfrom rich.console import Console\n"
     "from rich.table import Table\nclass Model(BaseModel):\n    x: int\n"
 )
-#: ``--stages``: the estimate path's vramcalc modules imported one group after another on top of the
-#: libraries (the CLI with its commands, the spec models, the estimator, the renderer); each stage's cost
-#: is its median CPU time less the previous stage's, and the last one's is what the command then does
-#: (run typer, read and validate the spec, estimate, render).
-STAGES = {
-    "the libraries": LIBRARIES,
-    "+ vramcalc.cli.app": LIBRARIES + "import vramcalc.cli.app",
-    "+ vramcalc.spec.models": LIBRARIES + "import vramcalc.cli.app, vramcalc.spec.models",
-    "+ vramcalc.engine": LIBRARIES + "import vramcalc.cli.app, vramcalc.spec.models, vramcalc.engine",
-    "+ vramcalc.render.estimate": LIBRARIES
-    + "import vramcalc.cli.app, vramcalc.spec.models, vramcalc.engine, vramcalc.render.estimate",
-}
+#: What prints the vramcalc modules ``vramcalc estimate SPEC`` loads, in the order their imports begin.
+LOADED = """
+import atexit, runpy, sys
+names = lambda: ' '.join(m for m in sys.modules if m.startswith('vramcalc') and not m.endswith('__main__'))
+atexit.register(lambda: print(names(), file=sys.stderr))
+sys.argv = ['vramcalc', 'estimate', sys.argv[1]]
+runpy.run_module('vramcalc', run_name='__main__')
+"""
 
-#: ``--instructions``: the estimate path's modules in import order; each is counted with those before it.
-CHAIN = (
-    "vramcalc.cli.app",
-    "vramcalc.spec.target",
-    "vramcalc.spec.parallel",
-    "vramcalc.spec.llm",
-    "vramcalc.spec.models",
-    "vramcalc.core.shape",
-    "vramcalc.core.activations",
-    "vramcalc.core.estimate",
-    "vramcalc.core.techniques",
-    "vramcalc.core.workload",
-    "vramcalc.engine",
-    "vramcalc.spec.load",
-    "vramcalc.render.estimate",
-)
+
+def estimate_modules() -> list[str]:
+    """The vramcalc modules ``vramcalc estimate SPEC`` loads, in the order their imports begin."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, str(SPEC)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=ENV,
+    )
+    return done.stderr.strip().splitlines()[-1].split()
+
+
+def stages() -> dict[str, str]:
+    """``--stages``: the libraries (one pydantic model built), then the command line, then every other
+    module the estimate command loads, imported on top (each stage's cost is its median CPU time less the
+    previous stage's; what the command then does is the last step)."""
+    rest = [name for name in estimate_modules() if not name.startswith("vramcalc.cli")]
+    return {
+        "the libraries": LIBRARIES,
+        "+ vramcalc.cli.app": LIBRARIES + "import vramcalc.cli.app",
+        "+ the modules the command imports": LIBRARIES + f"import vramcalc.cli.app, {', '.join(rest)}",
+    }
+
 
 PROGRAMS = {
     "floor program": [sys.executable, "-c", FLOOR, str(SPEC)],
@@ -147,31 +153,48 @@ def instructions(cmd: list[str]) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+#: ``--instructions`` lists the steps that add at least this many instructions, and sums the others.
+SHOWN_STEP = 1_000_000
+
+
 def count_instructions() -> None:
-    """``--instructions``: the floor, the libraries, the estimate path's modules one by one, the command."""
+    """``--instructions``: the floor, the libraries, then the modules the estimate command loads, imported
+    one after another in the order their imports complete (so each step adds one module's own cost; one
+    that imports a package's ``__init__`` first also loads what that imports, named in the last column),
+    then the command. The counts run in parallel, one per core: a run under valgrind takes seconds."""
     import shutil
+    from concurrent.futures import ThreadPoolExecutor
 
     if shutil.which("valgrind") is None:
         print("--instructions needs valgrind")
         return
-    floor = instructions(PROGRAMS["floor program"])
-    libraries = instructions([sys.executable, "-c", LIBRARIES])
-    print(f"instructions (millions; callgrind){'':20} {'total':>9} {'added':>8}  modules first loaded")
-    print(f"{'floor program:':56} {floor / 1e6:9.1f}")
-    print(f"{'the libraries:':56} {libraries / 1e6:9.1f}")
-    previous, loaded, seen = libraries, [], set()
-    for module in CHAIN:
-        code = LIBRARIES + f"import {', '.join([*loaded, module])}"
-        count = instructions([sys.executable, "-c", code])
-        listing = code + "\nimport sys\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('vramcalc'))))"
+    steps: list[tuple[str, str, list[str]]] = []  # (module, program, modules it loads first)
+    seen: set[str] = set()
+    for module in estimate_modules():
+        if module in seen:
+            continue  # loaded by an earlier step
+        code = LIBRARIES + f"import {', '.join([*(step[0] for step in steps), module])}"
+        listing = code + "\nimport sys\nprint(' '.join(m for m in sys.modules if m.startswith('vramcalc')))"
         names = subprocess.run([sys.executable, "-c", listing], capture_output=True, text=True, cwd=ROOT, env=ENV)
         new = [name for name in names.stdout.split() if name not in seen]
         seen.update(new)
-        shown = " ".join(name.removeprefix("vramcalc.") for name in new)
-        print(f"{'+ ' + module + ':':56} {count / 1e6:9.1f} {(count - previous) / 1e6:8.1f}  {shown}")
-        previous = count
-        loaded.append(module)
-    total = instructions(PROGRAMS["vramcalc estimate"])
+        steps.append((module, code, new))
+    programs = [PROGRAMS["floor program"], [sys.executable, "-c", LIBRARIES]]
+    programs += [[sys.executable, "-c", code] for _, code, _ in steps] + [PROGRAMS["vramcalc estimate"]]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        floor, libraries, *counts, total = pool.map(instructions, programs)
+    print(f"instructions (millions; callgrind){'':20} {'total':>9} {'added':>8}  modules first loaded")
+    print(f"{'floor program:':56} {floor / 1e6:9.1f}")
+    print(f"{'the libraries:':56} {libraries / 1e6:9.1f}")
+    previous, small, small_steps = libraries, 0, 0
+    for (module, _, new), count in zip(steps, counts, strict=True):
+        added, previous = count - previous, count
+        if added < SHOWN_STEP:
+            small, small_steps = small + added, small_steps + 1
+            continue
+        shown = " ".join(sorted(name.removeprefix("vramcalc.") for name in new))
+        print(f"{'+ ' + module + ':':56} {count / 1e6:9.1f} {added / 1e6:8.1f}  {shown}")
+    print(f"{f'+ {small_steps} more modules, each under {SHOWN_STEP / 1e6:g}:':56} {'':9} {small / 1e6:8.1f}")
     print(f"{'vramcalc estimate (the run itself added):':56} {total / 1e6:9.1f} {(total - previous) / 1e6:8.1f}")
     print(f"{'(the floor program beyond the libraries:':56} {'':9} {(floor - libraries) / 1e6:8.1f})")
     print(f"ratio (instructions): {total / floor:.2f}")
@@ -190,8 +213,8 @@ def main() -> int:
         return 0
     runs = max(1, args.runs)
     programs = dict(PROGRAMS)
-    if args.stages:
-        programs.update({label: [sys.executable, "-c", code] for label, code in STAGES.items()})
+    staged = stages() if args.stages else {}
+    programs.update({label: [sys.executable, "-c", code] for label, code in staged.items()})
     cpu: dict[str, list[float]] = {label: [] for label in programs}
     wall: dict[str, list[float]] = {label: [] for label in programs}
     failed: set[str] = set()
@@ -216,7 +239,7 @@ def main() -> int:
     if args.stages:
         print(f"{'stage':36} {'CPU ms':>8} {'added':>8}")
         previous = None
-        for label in [*STAGES, "vramcalc estimate"]:
+        for label in [*staged, "vramcalc estimate"]:
             added = "" if previous is None else f"{ms(cpu[label]) - ms(cpu[previous]):8.1f}"
             print(f"{label + ':':36} {ms(cpu[label]):8.1f} {added:>8}")
             previous = label
