@@ -123,3 +123,22 @@ def test_read_json_reads_through_the_bounded_reader(tmp_path: Path) -> None:
     path.write_text(nested(MAX_JSON_DEPTH + 1), encoding="utf-8")
     with pytest.raises(SpecError, match=rf"^{path}: invalid JSON: nested more than"):
         read_json(path, 1000, "test files")
+
+
+# --- the YAML loader --------------------------------------------------------------------------------
+
+
+def test_the_yaml_loader_is_built_once_and_its_bounds_count_per_document() -> None:
+    """One loader class serves every parse: its alias, node and nesting counts start afresh with each document."""
+    from vramcalc.files import MAX_YAML_ALIASES, MAX_YAML_DEPTH, MAX_YAML_NODES, _yaml_loader, parse_yaml
+
+    assert _yaml_loader() is _yaml_loader()
+    aliases = "a: &a 1\n" + "".join(f"b{i}: *a\n" for i in range(MAX_YAML_ALIASES))
+    nodes = "[" + ", ".join(["1"] * (MAX_YAML_NODES - 2)) + "]"
+    deep = "[" * (MAX_YAML_DEPTH - 1) + "1" + "]" * (MAX_YAML_DEPTH - 1)
+    for _ in range(2):
+        assert len(parse_yaml(aliases, "f.yaml")) == MAX_YAML_ALIASES + 1
+        assert len(parse_yaml(nodes, "f.yaml")) == MAX_YAML_NODES - 2
+        assert parse_yaml(deep, "f.yaml") is not None
+        with pytest.raises(SpecError, match="nested more than"):
+            parse_yaml("[" + deep + "]", "f.yaml")

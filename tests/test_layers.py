@@ -52,6 +52,25 @@ def test_estimate_path_does_not_import_yaml_catalog_or_torch_eagerly() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_estimate_without_a_card_loads_no_catalog_planning_or_multi_gpu_module() -> None:
+    """What `vramcalc estimate SPEC` needs is imported, not the GPU catalog, the fit verdict or the planning
+    and multi-GPU code that a card (--gpu) or a parallel section brings in."""
+    spec = Path(__file__).resolve().parent.parent / "configs" / "bert-base.yaml"
+    code = (
+        "import atexit, runpy, sys\n"
+        "loaded = lambda: ' '.join(m for m in sys.modules if m.startswith('vramcalc'))\n"
+        "atexit.register(lambda: print(loaded(), file=sys.stderr))\n"
+        f"sys.argv = ['vramcalc', 'estimate', {str(spec)!r}]\n"
+        "runpy.run_module('vramcalc', run_name='__main__')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    loaded = out.stderr.split()
+    assert "vramcalc.spec.models" in loaded and "vramcalc.render.estimate" in loaded  # it did estimate
+    unwanted = ("vramcalc.bundled", "vramcalc.hardware.catalog", "vramcalc.planning.", "vramcalc.parallel.")
+    assert [m for m in loaded if m.startswith(unwanted)] == []
+
+
 # --- static structure: every import statement of every module, read with ast -----------------------
 #
 # Every `import` and `from ... import` anywhere in a module counts: top level, inside functions, under
@@ -69,7 +88,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     frozenset(names)
     for names in (
         {"errors", "choices", "version"},
-        {"units", "files", "paths"},
+        {"units", "files", "paths", "bundled"},
         {"spec"},
         {"hardware"},
         {"core"},

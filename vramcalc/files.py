@@ -7,6 +7,7 @@ goes through here, so all refuse hostile input the same way: one :class:`SpecErr
 from __future__ import annotations
 
 import errno
+import functools
 import itertools
 import math
 import os
@@ -32,7 +33,9 @@ MAX_YAML_NODES = 10_000
 _REFUSED_YAML_TAGS = ("binary", "set", "omap", "pairs")
 
 
+@functools.cache
 def _yaml_loader() -> Any:
+    """The bounded loader class, built once per process."""
     import yaml
     from yaml.composer import ComposerError
     from yaml.constructor import ConstructorError

@@ -173,7 +173,6 @@ def estimate(
     }
     from vramcalc.cli.inputs import load_for_estimate
     from vramcalc.families import estimate as run_estimate
-    from vramcalc.planning.budget import estimate_on
     from vramcalc.render.estimate import render_estimate
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
@@ -182,11 +181,13 @@ def estimate(
         if reserve is not None and not gpu:
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
         budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
-        result = estimate_on(loaded, budget) if budget else run_estimate(loaded)
         fit = None
-        if budget is not None:
-            from vramcalc.planning.budget import fit_of
+        if budget is None:
+            result = run_estimate(loaded)
+        else:  # the card's catalog and the fit verdict only when a card is named
+            from vramcalc.planning.budget import estimate_on, fit_of
 
+            result = estimate_on(loaded, budget)
             fit = fit_of(result, budget)
     if json_out:
         from vramcalc.results.estimate import EstimateResult

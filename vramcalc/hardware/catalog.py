@@ -363,11 +363,10 @@ def parse_catalog(data: object, source: str) -> Catalog:
 
 @functools.lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
-    """The bundled catalog, parsed once per process."""
-    import yaml
+    """The bundled catalog, parsed once per process (from the JSON copy of gpus.yaml: :mod:`vramcalc.bundled`)."""
+    from vramcalc.bundled import read_bundled
 
-    text = resources.files("vramcalc").joinpath("hardware", "gpus.yaml").read_text(encoding="utf-8")
-    return parse_catalog(yaml.safe_load(text), "gpus.yaml")
+    return parse_catalog(read_bundled(resources.files("vramcalc").joinpath("hardware"), "gpus.yaml"), "gpus.yaml")
 
 
 def select_gpus(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -27,6 +28,7 @@ def normalise(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
+@functools.lru_cache(maxsize=4096)  # the catalog's names are tokenised once per entry they are compared with
 def tokens(name: str) -> frozenset[str]:
     """Lower-case name tokens split on punctuation: 'A100_80GB-SXM' -> {'a100', '80gb', 'sxm'}."""
     return frozenset(t for t in re.split(r"[^a-z0-9]+", name.lower()) if t)

@@ -139,10 +139,10 @@ def _entry(raw: Any, index: int) -> ModelEntry:
 
 @cache
 def catalog() -> tuple[ModelEntry, ...]:
-    """Every catalog entry, in the file's order (read once)."""
-    import yaml
+    """Every catalog entry, in the file's order (read once, from its JSON copy: :mod:`vramcalc.bundled`)."""
+    from vramcalc.bundled import read_bundled
 
-    raw = yaml.safe_load(CATALOG_FILE.read_text(encoding="utf-8"))
+    raw = read_bundled(CATALOG_FILE.parent, CATALOG_FILE.name)
     return tuple(_entry(item, index) for index, item in enumerate(raw or []))
 
 
