@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
-from vramcalc.core import checkpointing, t5, training
+from vramcalc.core import checkpointing, t5
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.phases import Phase, select_phases
@@ -121,6 +121,8 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     step = {**live, "gradients": param_bytes, "temporaries": temps}
     candidates = {"forward": [forward], "backward": [*backward, end_of_backward], "optimizer": [step]}
     candidates = _with_held_outputs(candidates, work, end_of_backward)
+    if stack.zero_grad_in_place or stack.optimizer_in_backward:
+        from vramcalc.core import training  # refinements few steps need, imported when one does
     if stack.zero_grad_in_place:
         incoming = shape.vocab * shape.embed_width * dt.param or training.largest_param_bytes(shape, dt.param)
         candidates = training.kept_gradients(candidates, param_bytes, allocation_bytes(incoming))
@@ -141,6 +143,8 @@ def _with_held_outputs(
     if not (wl.keep_outputs or no_loss):
         return candidates
     full = wl.gradient_checkpointing is Checkpointing.full
+    from vramcalc.core import training  # only when the loop holds its outputs
+
     held = training.held_outputs(work.shape, work.tokens, work.dtypes, full)
     copy = held.fresh_cache
     during = (0 if no_loss else held.logits) + copy

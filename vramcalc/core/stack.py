@@ -11,7 +11,6 @@ every fact here has a default that is today's behaviour, and a stack module stat
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,8 @@ from vramcalc.core.reserve import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from vramcalc.choices import Optimizer, OptimizerImpl
     from vramcalc.core.activations import Dtypes, LossBytes, Tokens
     from vramcalc.core.checkpointing import KeptOps
@@ -32,13 +33,13 @@ if TYPE_CHECKING:
     from vramcalc.core.training import OffloadedActivations, OffloadedOptimizer
     from vramcalc.spec.models import Overhead
 
-#: A loss kernel: the saved, forward-transient and backward-temporary bytes of the loss over a step's logits.
-LossRule = Callable[["ModelShape", "Tokens", "Dtypes"], "LossBytes"]
-#: An optimizer offload: the optimizer's states and step temporaries left on the device, and the host's share.
-OptimizerOffload = Callable[["ModelShape", "Optimizer", "OptimizerImpl", "Dtypes"], "OffloadedOptimizer"]
-#: An activation offload: of ``kept`` saved bytes, with ``head`` bytes the head keeps and a ``stash`` of one
-#: block's, what stays on the device and what goes to the host.
-ActivationOffload = Callable[[int, int, int], "OffloadedActivations"]
+    #: A loss kernel: the saved, forward-transient and backward-temporary bytes of the loss over a step's logits.
+    LossRule = Callable[["ModelShape", "Tokens", "Dtypes"], "LossBytes"]
+    #: An optimizer offload: the optimizer's states and step temporaries left on the device, and the host's share.
+    OptimizerOffload = Callable[["ModelShape", "Optimizer", "OptimizerImpl", "Dtypes"], "OffloadedOptimizer"]
+    #: An activation offload: of ``kept`` saved bytes, with ``head`` bytes the head keeps and a ``stash`` of one
+    #: block's, what stays on the device and what goes to the host.
+    ActivationOffload = Callable[[int, int, int], "OffloadedActivations"]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.spec.models import Spec
-from vramcalc.stacks.techniques import notes as technique_notes
+from vramcalc.stacks.registry import technique_notes
 
 
 def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, int], list[str]]:

@@ -63,7 +63,7 @@ from vramcalc.spec.llm import BNB_4BIT
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, FsdpStrategy
 from vramcalc.stacks import zero3
-from vramcalc.stacks.techniques import notes as technique_notes
+from vramcalc.stacks.registry import technique_notes
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]

@@ -172,6 +172,16 @@ def resolve_stack(spec: ModelSpec, workload: Workload) -> Stack:
     return stack
 
 
+def technique_notes(workload: Workload) -> list[str]:
+    """The assumptions of the training techniques a workload turns on (:func:`vramcalc.stacks.techniques.notes`),
+    imported only for a workload that has one."""
+    if not given_techniques(workload) and "deepspeed" not in (workload.versions or {}):
+        return []
+    from vramcalc.stacks import techniques
+
+    return techniques.notes(workload)
+
+
 def check_stack(spec: Spec, shape: ModelShape) -> None:
     """What the libraries a spec uses do not model, refused with one line naming the key (each module's
     ``check_spec``)."""
