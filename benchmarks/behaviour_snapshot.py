@@ -107,7 +107,7 @@ def _set_terminal() -> None:
 
 def _child(args: list[str], out_fd: int, err_fd: int) -> None:
     """In the forked child: the entry point with ``args``, its streams on the two files; never returns."""
-    from vramcalc.cli.app import run
+    from vramcalc.cli.main import run
 
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
@@ -132,7 +132,7 @@ def _child(args: list[str], out_fd: int, err_fd: int) -> None:
 
 #: Modules every child would import again: imported once in the parent, so a child starts warm.
 WARM = (
-    "vramcalc.cli.app",
+    "vramcalc.cli.main",
     "vramcalc.spec.load",
     "vramcalc.spec.presets",
     "vramcalc.hardware.lookup",

@@ -113,8 +113,8 @@ def stages() -> dict[str, str]:
     rest = [name for name in estimate_modules() if not name.startswith("vramcalc.cli")]
     return {
         "the libraries": LIBRARIES,
-        "+ vramcalc.cli.app": LIBRARIES + "import vramcalc.cli.app",
-        "+ the modules the command imports": LIBRARIES + f"import vramcalc.cli.app, {', '.join(rest)}",
+        "+ vramcalc.cli.main": LIBRARIES + "import vramcalc.cli.main",
+        "+ the modules the command imports": LIBRARIES + f"import vramcalc.cli.main, {', '.join(rest)}",
     }
 
 

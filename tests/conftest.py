@@ -1,4 +1,4 @@
-"""Deterministic rich output for CLI tests; set before vramcalc.cli.app (and typer) are imported.
+"""Deterministic rich output for CLI tests; set before vramcalc.cli.main (and typer) are imported.
 
 Layout: tests/<sub-package>/ holds the tests of vramcalc/<sub-package>/, tests/ itself those of the
 top-level modules. The folders have no __init__.py (pytest's default "prepend" import mode), so every

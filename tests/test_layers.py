@@ -47,7 +47,7 @@ def test_core_does_not_import_cli_libraries() -> None:
 
 
 def test_estimate_path_does_not_import_yaml_catalog_or_torch_eagerly() -> None:
-    code = "import sys, vramcalc.cli.app; print(','.join(m for m in ('torch', 'numpy') if m in sys.modules))"
+    code = "import sys, vramcalc.cli.main; print(','.join(m for m in ('torch', 'numpy') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

@@ -1,5 +1,5 @@
 """``python -m vramcalc``."""
 
-from vramcalc.cli.app import run
+from vramcalc.cli.main import run
 
 run()

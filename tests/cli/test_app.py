@@ -179,7 +179,7 @@ def test_bad_flag_value_exits_2() -> None:
 
 
 def test_console_entry_point_turns_usage_errors_into_one_line() -> None:
-    # the installed `vramcalc` command (vramcalc.cli.app:run), as a user or CI calls it
+    # the installed `vramcalc` command (vramcalc.cli.main:run), as a user or CI calls it
     import subprocess
     import sys
 

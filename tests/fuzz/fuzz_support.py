@@ -44,7 +44,7 @@ import typer.testing  # noqa: E402
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from spec_texts import TINY_SPEC  # noqa: E402
 
-from vramcalc.cli.app import app  # noqa: E402
+from vramcalc.cli import app  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

@@ -240,7 +240,7 @@ def test_cli_gpus_with_max_gpus_is_one_error_line(tmp_path: Path) -> None:
 
 
 def test_cli_bad_gpus_value_is_one_error_line(tmp_path: Path) -> None:
-    # the installed entry point (vramcalc.cli.app:run) turns typer's range check into one line
+    # the installed entry point (vramcalc.cli.main:run) turns typer's range check into one line
     path = str(_spec_file(tmp_path))
     for value in ("0", "100001", "x", "-3"):
         done = subprocess.run(

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from vramcalc.cli.app import app
+from vramcalc.cli import app
 from vramcalc.families import estimate
 from vramcalc.spec.models import Spec
 

@@ -6,7 +6,6 @@ Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per
 # Annotations are evaluated when defined (no `from __future__ import annotations`): typer would
 # otherwise parse each option's annotation string on every start.
 
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -37,7 +36,7 @@ from vramcalc.cli._common import (
 from vramcalc.errors import UnitError
 from vramcalc.version import VERSION as __version__
 
-app = typer.Typer(
+base_app = typer.Typer(
     rich_markup_mode="rich",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -52,7 +51,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@base_app.callback()
 def main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
@@ -94,7 +93,7 @@ def _precision(value: str) -> Precision:
 N, NAME = "N", "NAME"
 
 
-@app.command()
+@base_app.command()
 def estimate(
     spec: OptSpecArg = None,
     *,
@@ -206,7 +205,7 @@ def estimate(
             print_timeline(loaded, result, budget)
 
 
-@app.command()
+@base_app.command()
 def schema() -> None:
     """Print the JSON Schema of spec files (for editor validation)."""
     from vramcalc.spec.load import json_schema
@@ -214,58 +213,63 @@ def schema() -> None:
     print_json(json_schema())
 
 
-def register(extension: Callable[[typer.Typer], None]) -> None:
-    """Let a command module add its commands to the app (one route for every command)."""
-    extension(app)
+#: The command groups beside ``estimate`` and ``schema``, in the order ``--help`` lists them: each module's
+#: ``add_commands`` registers its commands. A run of one command imports only its module.
+COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("vramcalc.cli.gpus", ("gpus", "bandwidth")),
+    ("vramcalc.cli.report", ("report", "compare")),
+    ("vramcalc.cli.check", ("check", "fit", "max-batch", "max-seq", "sweep")),
+    ("vramcalc.cli.inputs", ("import",)),
+    ("vramcalc.cli.plan", ("plan",)),
+    ("vramcalc.cli.examples", ("examples",)),
+    ("vramcalc.cli.models", ("models",)),
+)
+_whole: typer.Typer | None = None
 
 
-from vramcalc.cli.gpus import add_commands as _add_gpu_commands  # noqa: E402
+def whole_app() -> typer.Typer:
+    """The app with every command registered (``vramcalc --help``, an unknown command, the tests)."""
+    global _whole
+    if _whole is None:
+        import importlib
 
-register(_add_gpu_commands)
+        for module, _ in COMMAND_GROUPS:
+            importlib.import_module(module).add_commands(base_app)
+        _whole = base_app
+    return _whole
 
-from vramcalc.cli.report import add_commands as _add_report_commands  # noqa: E402
 
-register(_add_report_commands)
-
-from vramcalc.cli.check import add_commands as _add_check_commands  # noqa: E402
-
-register(_add_check_commands)
-
-from vramcalc.cli.inputs import add_commands as _add_llm_commands  # noqa: E402
-
-register(_add_llm_commands)
-
-from vramcalc.cli.plan import add_commands as _add_parallel_commands  # noqa: E402
-
-register(_add_parallel_commands)
-
-from vramcalc.cli.examples import add_commands as _add_example_commands  # noqa: E402
-
-register(_add_example_commands)
-
-from vramcalc.cli.models import add_commands as _add_model_commands  # noqa: E402
-
-register(_add_model_commands)
+def __getattr__(name: str) -> typer.Typer:
+    """``app``: the whole app, its command groups imported on first use."""
+    if name == "app":
+        return whole_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _app_for(args: list[str]) -> typer.Typer:
-    """``app`` narrowed to the command that ``args`` name first: typer builds the parameters of every
-    registered command before it parses, so a run of one command skips building the others. Anything
-    else (options first, no command, an unknown name) gets the whole app, so help and errors are the same."""
+    """The app narrowed to the command that ``args`` name first: only its module is imported and only its
+    parameters are built (typer builds those of every registered command before it parses). Anything else
+    (options first, no command, an unknown name) gets the whole app, so help and errors are the same."""
     if not args or args[0].startswith("-"):
-        return app
+        return whole_app()
+    import copy
+
     from typer.main import get_command_name
 
+    narrowed = copy.copy(base_app)
+    narrowed.registered_commands = list(base_app.registered_commands)
+    group = next((module for module, names in COMMAND_GROUPS if args[0] in names), None)
+    if group is not None and _whole is None:
+        import importlib
+
+        importlib.import_module(group).add_commands(narrowed)
     chosen = [
         info
-        for info in app.registered_commands
+        for info in narrowed.registered_commands
         if (info.name or get_command_name(getattr(info.callback, "__name__", ""))) == args[0]
     ]
     if not chosen:
-        return app
-    import copy
-
-    narrowed = copy.copy(app)
+        return whole_app()
     narrowed.registered_commands = chosen
     return narrowed
 
