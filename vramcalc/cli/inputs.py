@@ -17,6 +17,7 @@ import typer
 from vramcalc.errors import SpecError
 
 if TYPE_CHECKING:
+    from vramcalc.spec.flags import WorkloadFlags
     from vramcalc.spec.models import Spec
 
 #: Longest --quantization / --adapter text accepted (a mapping of a few keys).
@@ -44,29 +45,24 @@ def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
 
 
 def load_for_estimate(
-    spec: Path | None, hf_config: Path | None, flags: dict[str, Any], model: str | None = None
+    spec: Path | None, hf_config: Path | None, flags: WorkloadFlags, model: str | None = None
 ) -> tuple[Spec, str]:
     """The spec of ``estimate``: a spec file with flag overrides, a config.json with flag workload, or a
     catalog model (``--model``) with the spec file's workload or the flags'."""
     from vramcalc.cli._common import input_name, load_spec_file, load_spec_or_model
     from vramcalc.spec.load import override_workload
 
-    flags = {
-        **flags,
-        "quantization": parse_mapping_flag(flags.get("quantization"), "--quantization", "method"),
-        "adapter": parse_mapping_flag(flags.get("adapter"), "--adapter", "type"),
-    }
+    given = flags.given()
     if model is not None:
         if hf_config is not None:
             raise SpecError("--model and --hf-config: give one of the two")
-        workload = {key: value for key, value in flags.items() if value is not None}
         if spec is not None:
-            return load_spec_or_model(spec, model, workload), str(spec)
-        return load_spec_or_model(None, model, workload), input_name(None, model)
+            return load_spec_or_model(spec, model, given), str(spec)
+        return load_spec_or_model(None, model, given), input_name(None, model)
     if (spec is None) == (hf_config is None):
         raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
     if spec is not None:
-        return override_workload(load_spec_file(spec), str(spec), **flags), str(spec)
+        return override_workload(load_spec_file(spec), str(spec), **given), str(spec)
     from vramcalc.cli._common import notes_to_stderr
     from vramcalc.spec.hf_import import default_precision, model_from_config, read_config, validated_spec
     from vramcalc.spec.model_flag import default_workload
@@ -74,7 +70,7 @@ def load_for_estimate(
     assert hf_config is not None  # exactly one of the two, checked above
     source = str(hf_config)
     config = read_config(hf_config)
-    workload = {key: value for key, value in flags.items() if value is not None}
+    workload = dict(given)
     note = None
     if "precision" not in workload:  # the config's torch_dtype, not fp32 (stated on stderr)
         mode = workload.get("mode")

@@ -165,17 +165,35 @@ def estimate(
     ] = None,
 ) -> None:
     """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase."""
-    flags = {
-        k: v
-        for k, v in locals().items()
-        if k not in ("spec", "json_out", "gpu", "gpus_file", "reserve", "timeline", "hf_config", "model")
-    }
-    from vramcalc.cli.inputs import load_for_estimate
+    from vramcalc.cli.inputs import load_for_estimate, parse_mapping_flag
     from vramcalc.families import estimate as run_estimate
     from vramcalc.render.estimate import render_estimate
+    from vramcalc.spec.flags import WorkloadFlags
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
     with user_errors(source):
+        flags = WorkloadFlags(
+            batch_size=batch_size,
+            seq_len=seq_len,
+            precision=precision,
+            optimizer=optimizer,
+            mode=mode,
+            target_len=target_len,
+            optimizer_impl=optimizer_impl,
+            gradient_checkpointing=gradient_checkpointing,
+            attention=attention,
+            image_size=image_size,
+            channels=channels,
+            prompt_len=prompt_len,
+            max_new_tokens=max_new_tokens,
+            use_cache=use_cache,
+            runtime=runtime,
+            kv_cache_dtype=kv_cache_dtype,
+            kv_block_size=kv_block_size,
+            memory_utilization=memory_utilization,
+            quantization=parse_mapping_flag(quantization, "--quantization", "method"),
+            adapter=parse_mapping_flag(adapter, "--adapter", "type"),
+        )
         loaded, _ = load_for_estimate(spec, hf_config, flags, model)
         if reserve is not None and not gpu:
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
