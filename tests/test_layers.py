@@ -67,7 +67,9 @@ def test_estimate_without_a_card_loads_no_catalog_planning_or_multi_gpu_module()
     assert out.returncode == 0, out.stderr
     loaded = out.stderr.split()
     assert "vramcalc.spec.models" in loaded and "vramcalc.render.estimate" in loaded  # it did estimate
-    unwanted = ("vramcalc.bundled", "vramcalc.hardware.catalog", "vramcalc.planning.", "vramcalc.parallel.")
+    unwanted = ("vramcalc.bundled", "vramcalc.hardware.catalog", "vramcalc.parallel.")
+    unwanted_planning = [m for m in loaded if m.startswith("vramcalc.planning.") and m != "vramcalc.planning.outcome"]
+    assert unwanted_planning == []  # the shared estimate-and-verdict sequence only, which needs no card
     assert [m for m in loaded if m.startswith(unwanted)] == []
 
 

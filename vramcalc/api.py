@@ -119,28 +119,23 @@ def estimate(
     (usable memory minus the reserve), ``headroom_bytes``. Without a card there is no verdict (the spec's
     ``target.gpu`` is not used, as on the command line) and ``reserve`` is an error. ``timeline`` adds the step
     timeline."""
-    from vramcalc.families import estimate as run_estimate
-    from vramcalc.planning.budget import estimate_on
+    from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.results.estimate import EstimateResult
 
     loaded, source, _ = _load(spec)
-    budget = fit = None
+    budget = None
     if gpu is None:
         if reserve is not None:
             raise SpecError("reserve: needs a gpu (the reserve is kept free on that card)")
     else:
         budget = _budget(loaded, source, gpu, reserve)
-    result = estimate_on(loaded, budget) if budget else run_estimate(loaded)
-    if budget is not None:
-        from vramcalc.planning.budget import fit_of
-
-        fit = fit_of(result, budget)
+    outcome = estimate_outcome(loaded, budget)
     steps = None
     if timeline:
         from vramcalc.families.timeline import build_timeline
 
-        steps = build_timeline(loaded, result)
-    return EstimateResult.of(result, budget, fit, steps)
+        steps = build_timeline(loaded, outcome.estimate)
+    return EstimateResult.of(outcome.estimate, outcome.budget, outcome.fit, steps)
 
 
 def _limit(spec: SpecInput, gpu: CardInput | None, reserve: str | None, key: str) -> LimitResult:

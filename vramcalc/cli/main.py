@@ -166,7 +166,7 @@ def estimate(
 ) -> None:
     """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase."""
     from vramcalc.cli.inputs import load_for_estimate, parse_mapping_flag
-    from vramcalc.families import estimate as run_estimate
+    from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.render.estimate import render_estimate
     from vramcalc.spec.flags import WorkloadFlags
 
@@ -198,14 +198,8 @@ def estimate(
         if reserve is not None and not gpu:
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
         budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
-        fit = None
-        if budget is None:
-            result = run_estimate(loaded)
-        else:  # the card's catalog and the fit verdict only when a card is named
-            from vramcalc.planning.budget import estimate_on, fit_of
-
-            result = estimate_on(loaded, budget)
-            fit = fit_of(result, budget)
+        outcome = estimate_outcome(loaded, budget)
+        result, fit = outcome.estimate, outcome.fit
     if json_out:
         from vramcalc.results.estimate import EstimateResult
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vramcalc.cli.output import OutputFile
     from vramcalc.families.estimate import Estimate
     from vramcalc.planning.budget import Budget
+    from vramcalc.planning.outcome import Outcome
     from vramcalc.render.html_report import ReportEntry
     from vramcalc.spec.models import Spec
 
@@ -29,26 +30,24 @@ SNIPPET = (
 )
 
 
-def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tuple[Spec, Estimate, Budget | None]:
+def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tuple[Spec, Outcome]:
     """Load one spec (errors name the file), the card ``--gpu`` names with the spec's reserve (or
-    ``--reserve``), and the estimate for that card's workspace size."""
+    ``--reserve``), and the estimate on that card with its verdict."""
     from vramcalc.cli._common import card_budget, load_spec_file, user_errors
-    from vramcalc.families import estimate
-    from vramcalc.planning.budget import estimate_on
+    from vramcalc.planning.outcome import estimate_outcome
 
     with user_errors(str(path)):
         spec = load_spec_file(path)
         budget = card_budget(spec, str(path), gpu, reserve, required=True) if gpu else None
-        return spec, (estimate_on(spec, budget) if budget else estimate(spec)), budget
+        return spec, estimate_outcome(spec, budget)
 
 
 def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntry:
     from vramcalc.families.timeline import build_timeline
-    from vramcalc.planning.budget import fit_of
     from vramcalc.render.html_report import ReportEntry
 
-    spec, result, budget = estimate_for(path, gpu, reserve)
-    fit = fit_of(result, budget) if budget is not None else None
+    spec, outcome = estimate_for(path, gpu, reserve)
+    result, budget, fit = outcome.estimate, outcome.budget, outcome.fit
     timeline = build_timeline(spec, result)
     return ReportEntry(source=str(path), spec=spec, estimate=result, timeline=timeline, budget=budget, fit=fit)
 
@@ -136,7 +135,7 @@ def compare(
         limit = parse_fraction(tolerance, "--tolerance")
         smi = parse_size(nvidia_smi_used, "--nvidia-smi-used") if nvidia_smi_used is not None else None
         stats = load_memory_stats(measured)
-    _, result, _ = estimate_for(spec, gpu)
+    result = estimate_for(spec, gpu)[1].estimate
     with user_errors():
         comparison = run_compare(result, stats, tolerance=limit, nvidia_smi_used_bytes=smi)
     if json_out:
