@@ -20,8 +20,9 @@ DEFAULT_V_HEAD_DIM = 128
 DEFAULT_NORMS_PER_LAYER = 2
 
 
-def resolve_details(spec: ModelSpec, arch: Architecture, head: Head, notes: list[str]) -> dict[str, Any]:
-    """Fields of :class:`~vramcalc.core.shape.ModelShape` beyond the basic shape."""
+def resolve_details(spec: ModelSpec, arch: Architecture, head: Head) -> tuple[dict[str, Any], list[str]]:
+    """Fields of :class:`~vramcalc.core.shape.ModelShape` beyond the basic shape, and the defaults filled."""
+    notes: list[str] = []
     norms = spec.norms_per_layer
     if norms is None:
         norms = DEFAULT_NORMS_PER_LAYER
@@ -39,7 +40,8 @@ def resolve_details(spec: ModelSpec, arch: Architecture, head: Head, notes: list
             notes.append(f"head_bias not given: {str(head_bias).lower()}")
     if spec.sliding_window is not None and spec.sliding_window_pattern is None:
         notes.append(f"sliding_window_pattern not given: every layer attends over {spec.sliding_window:,} tokens")
-    return {
+    mla, mla_notes = _resolve_mla(spec)
+    fields = {
         "attention_bias": spec.attention_bias,
         "qkv_bias": spec.qkv_bias,
         "mlp_bias": spec.mlp_bias,
@@ -54,14 +56,15 @@ def resolve_details(spec: ModelSpec, arch: Architecture, head: Head, notes: list
         "embedding_dim": spec.embedding_dim if spec.embedding_dim not in (None, spec.hidden_size) else 0,
         "sliding_window": spec.sliding_window or 0,
         "sliding_window_pattern": spec.sliding_window_pattern or 0,
-        "mla": _resolve_mla(spec, notes),
+        "mla": mla,
     }
+    return fields, notes + mla_notes
 
 
-def _resolve_mla(spec: ModelSpec, notes: list[str]) -> MlaShape | None:
+def _resolve_mla(spec: ModelSpec) -> tuple[MlaShape | None, list[str]]:
     if spec.kv_lora_rank is None:
-        return None
-    picked = []
+        return None, []
+    notes, picked = [], []
     for key, default in (
         ("qk_rope_head_dim", DEFAULT_QK_ROPE_HEAD_DIM),
         ("qk_nope_head_dim", DEFAULT_QK_NOPE_HEAD_DIM),
@@ -73,6 +76,7 @@ def _resolve_mla(spec: ModelSpec, notes: list[str]) -> MlaShape | None:
             notes.append(f"{key} not given: {default} (DeepSeek-V2's)")
         picked.append(value)
     rope, nope, v = picked
-    return MlaShape(
+    mla = MlaShape(
         kv_lora_rank=spec.kv_lora_rank, q_lora_rank=spec.q_lora_rank or 0, rope_dim=rope, nope_dim=nope, v_dim=v
     )
+    return mla, notes

@@ -31,16 +31,12 @@ from vramcalc.spec.models import ModelSpec, Workload
 T = TypeVar("T")
 
 
-def _pick(value: T | None, default: T, note: str, assumptions: list[str]) -> T:
+def _pick(value: T | None, default: T, note: str) -> tuple[T, list[str]]:
+    """``value``, else ``default`` with the assumption ``note`` that says so."""
     if value is not None:
-        return value
+        return value, []
     shown = default.value if hasattr(default, "value") else default
-    assumptions.append(note.format(str(shown).lower() if isinstance(shown, bool) else shown))
-    return default
-
-
-def _default_architecture(spec: ModelSpec, assumptions: list[str]) -> Architecture:
-    return _pick(spec.architecture, Architecture.decoder, "architecture not given: {}", assumptions)
+    return default, [note.format(str(shown).lower() if isinstance(shown, bool) else shown)]
 
 
 def resolve_shape(spec: ModelSpec, workload: Workload) -> tuple[ModelShape, list[str]]:
@@ -90,43 +86,45 @@ def _resolve(
 _resolve_cached = functools.lru_cache(maxsize=256)(_resolve)
 
 
-def _check_context(spec: ModelSpec, position: Position, seq_len: int | None, notes: list[str]) -> None:
+def _check_context(spec: ModelSpec, position: Position, seq_len: int | None) -> list[str]:
     """A sequence past the positions a model was built for: an error where the positions are a learned
     table (there is no embedding for position ``max_position_embeddings``), a note otherwise."""
     limit = spec.max_position_embeddings
     if limit is None or seq_len is None or seq_len <= limit:
-        return
+        return []
     if position is Position.learned:
         raise SpecError(
             f"workload.seq_len: {seq_len:,} is past model.max_position_embeddings ({limit:,}); "
             "learned position embeddings have no row for the positions beyond"
         )
-    notes.append(
+    return [
         f"warning: seq_len {seq_len:,} is past max_position_embeddings {limit:,} ({position.value} positions: "
         "it runs and memory is counted as given; quality past the trained context depends on the model)"
-    )
+    ]
 
 
-def _check_default_positions(arch: Architecture, position: Position, seq_len: int | None, notes: list[str]) -> None:
+def _check_default_positions(arch: Architecture, position: Position, seq_len: int | None) -> list[str]:
     """A learned table of unstated size grows to seq_len: say so when that is past the usual default."""
     default = DEFAULT_POSITIONS.get(arch)
     if position is Position.learned and default is not None and seq_len is not None and seq_len > default:
-        notes.append(
+        return [
             f"warning: seq_len {seq_len:,} is past the usual learned position table ({default:,} rows); "
             f"counted with {seq_len:,} rows (give model.max_position_embeddings)"
-        )
+        ]
+    return []
 
 
-def _check_mlp_default(spec: ModelSpec, heads: int, position: Position, notes: list[str]) -> None:
+def _check_mlp_default(spec: ModelSpec, heads: int, position: Position) -> list[str]:
     """The non-gated MLP default on a shape that looks Llama-like (grouped KV heads or rotary positions)."""
     if spec.mlp is not None:
-        return
+        return []
     grouped = spec.kv_heads is not None and spec.kv_heads < heads
     if grouped or position is Position.rotary:
         why = "grouped KV heads" if grouped else "rotary positions"
-        notes.append(
+        return [
             f"warning: mlp not given: GPT-2 style MLP assumed on a shape with {why}; Llama-like models use mlp: swiglu"
-        )
+        ]
+    return []
 
 
 @dataclass(frozen=True)
@@ -139,13 +137,14 @@ class _SizeOnly:
 
 
 def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape, list[str]]:
-    notes: list[str] = []
-    arch = _default_architecture(spec, notes)
+    arch, notes = _pick(spec.architecture, Architecture.decoder, "architecture not given: {}")
     # ModelSpec's validation guarantees both for every transformer (ResNet never reaches this)
     assert spec.layers is not None and spec.hidden_size is not None
     default_heads = max(1, spec.hidden_size // DEFAULT_HEAD_DIM)
-    heads = _pick(spec.heads, default_heads, "heads not given: {} (hidden_size / 64)", notes)
-    mlp = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}", notes)
+    heads, said = _pick(spec.heads, default_heads, "heads not given: {} (hidden_size / 64)")
+    notes += said
+    mlp, said = _pick(spec.mlp, Mlp.gelu, "mlp not given: {}")
+    notes += said
     gated = mlp in (Mlp.swiglu, Mlp.geglu)
     default_norm = Norm.rmsnorm if gated else Norm.layernorm
     if arch is Architecture.encoder_decoder and spec.norm is None:
@@ -156,30 +155,39 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         default_position = Position.rotary
     else:
         default_position = Position.learned
-    position = _pick(spec.position, default_position, "position not given: {}", notes)
-    norm = _pick(spec.norm, default_norm, "norm not given: {}", notes)
+    position, said = _pick(spec.position, default_position, "position not given: {}")
+    notes += said
+    norm, said = _pick(spec.norm, default_norm, "norm not given: {}")
+    notes += said
     head_dim = spec.head_dim or spec.hidden_size // heads
     if spec.kv_lora_rank is not None and spec.head_dim is None:  # MLA attends at qk_nope + qk_rope width
         head_dim = (spec.qk_nope_head_dim or DEFAULT_QK_NOPE_HEAD_DIM) + (
             spec.qk_rope_head_dim or DEFAULT_QK_ROPE_HEAD_DIM
         )
-    ffn = _pick(spec.ffn_size, 4 * spec.hidden_size, "ffn_size not given: {} (4 x hidden_size)", notes)
+    ffn, said = _pick(spec.ffn_size, 4 * spec.hidden_size, "ffn_size not given: {} (4 x hidden_size)")
+    notes += said
     rms_family = norm is Norm.rmsnorm
-    bias = _pick(
-        spec.bias, not rms_family, "bias not given: {} (linear biases as in BERT/GPT-2; none in Llama/T5)", notes
+    bias, said = _pick(
+        spec.bias, not rms_family, "bias not given: {} (linear biases as in BERT/GPT-2; none in Llama/T5)"
     )
+    notes += said
     vit = arch is Architecture.vit
-    dropout = _pick(spec.dropout, 0.0 if gated or vit else DEFAULT_DROPOUT, "dropout not given: {}", notes)
+    dropout, said = _pick(spec.dropout, 0.0 if gated or vit else DEFAULT_DROPOUT, "dropout not given: {}")
+    notes += said
     if vit:
         positions = vit_tokens(workload.image_size or 0, spec.patch_size or DEFAULT_PATCH)
     else:
         positions = spec.max_position_embeddings or max(DEFAULT_POSITIONS[arch], workload.seq_len or 0)
         if position is Position.learned and spec.max_position_embeddings is None:
             notes.append(f"max_position_embeddings not given: {positions}")
-            _check_default_positions(arch, position, workload.seq_len, notes)
-        _check_context(spec, position, workload.seq_len, notes)
-    _check_mlp_default(spec, heads, position, notes)
+            notes += _check_default_positions(arch, position, workload.seq_len)
+        notes += _check_context(spec, position, workload.seq_len)
+    notes += _check_mlp_default(spec, heads, position)
     head = spec.head or (Head.classification if vit else Head.lm)
+    moe, said = resolve_moe(spec, ffn)
+    notes += said
+    details, said = resolve_details(spec, arch, head)
+    notes += said
     shape = ModelShape(
         architecture=arch,
         layers=spec.layers,
@@ -208,14 +216,13 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         stated_params=spec.params,
         patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
         channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
-        moe=_resolve_moe(spec, ffn, notes),
-        **resolve_details(spec, arch, head, notes),
+        moe=moe,
+        **details,
     )
-    return (shape if vit else _with_vocab(shape, spec, notes)), notes
-
-
-def _resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
-    return resolve_moe(spec, ffn, notes)
+    if vit:
+        return shape, notes
+    shape, said = _with_vocab(shape, spec)
+    return shape, notes + said
 
 
 def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:
@@ -224,10 +231,10 @@ def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:
     return DEFAULT_TYPE_VOCAB if arch is Architecture.encoder and position is Position.learned else 0
 
 
-def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelShape:
+def _with_vocab(shape: ModelShape, spec: ModelSpec) -> tuple[ModelShape, list[str]]:
     """Derive vocab_size from ``params`` when it is omitted (the design notes' minimal spec)."""
     if spec.vocab_size is not None:
-        return shape
+        return shape, []
 
     assert spec.params is not None  # guaranteed by ModelSpec validation
     body = count_params(replace(shape, vocab=0))
@@ -237,14 +244,15 @@ def _with_vocab(shape: ModelShape, spec: ModelSpec, notes: list[str]) -> ModelSh
         )
     per_row = count_params(replace(shape, vocab=1)) - body
     vocab = max(0, (spec.params - body) // per_row)
-    notes.append(f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)")
-    return replace(shape, vocab=vocab)
+    note = f"vocab_size not given: {vocab:,} (params minus the layers, divided by the embedding width)"
+    return replace(shape, vocab=vocab), [note]
 
 
-def resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
+def resolve_moe(spec: ModelSpec, ffn: int) -> tuple[MoeShape | None, list[str]]:
     """MoE keys of the spec with defaults (each recorded); None for a dense model."""
     if spec.experts is None:
-        return None
+        return None, []
+    notes: list[str] = []
     top_k = spec.experts_per_token
     if top_k is None:
         top_k = min(DEFAULT_TOP_K, spec.experts)
@@ -265,4 +273,4 @@ def resolve_moe(spec: ModelSpec, ffn: int, notes: list[str]) -> MoeShape | None:
     )
     if spec.layers is not None and moe.frequency > spec.layers:
         raise SpecError(f"model.moe_layer_frequency: {moe.frequency} is more than layers ({spec.layers}): no MoE layer")
-    return moe
+    return moe, notes

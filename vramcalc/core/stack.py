@@ -87,15 +87,15 @@ class Device:
 TODAY_STACK = Stack()
 
 
-def overhead_terms(overhead: Overhead, stack: Stack, assumptions: list[str]) -> tuple[int, ReserveRule]:
+def overhead_terms(overhead: Overhead, stack: Stack) -> tuple[int, ReserveRule, list[str]]:
     """The CUDA context's bytes and the allocator reserve's rule: the spec's ``overhead`` section, else the
-    stack's (its assumptions added to ``assumptions``)."""
+    stack's, with the assumptions that state the stack's."""
+    notes: list[str] = []
     context = overhead.cuda_context
     if context is None:
         context = stack.cuda_context_bytes
-        assumptions.append(stack.cuda_context_note)
+        notes.append(stack.cuda_context_note)
     given = overhead.allocator_reserve
     if given is not None:
-        return context, ReserveRule(float(given), of_transient=False)
-    assumptions.append(stack.reserve_note)
-    return context, stack.reserve
+        return context, ReserveRule(float(given), of_transient=False), notes
+    return context, stack.reserve, [*notes, stack.reserve_note]

@@ -86,12 +86,17 @@ def tokens_for(spec: Spec, shape: ModelShape, batch: Any, context_parallel: int 
     return act.Tokens(batch=batch, seq=seq, target=target)
 
 
-def weight_count(shape: ModelShape, assumptions: list[str]) -> int:
+def weight_count(shape: ModelShape) -> int:
     """Parameters the weights are sized by: ``params`` when the spec states it, else the exact count."""
+    return shape.stated_params or count_params(shape)
+
+
+def weight_count_notes(shape: ModelShape) -> list[str]:
+    """What :func:`weight_count` says when the stated ``params`` is more than 1 % off the shape's count."""
     derived = count_params(shape)
     if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
-        assumptions.append(f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}")
-    return shape.stated_params or derived
+        return [f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}"]
+    return []
 
 
 def default_optimizer(spec: Spec) -> Optimizer:
@@ -131,7 +136,8 @@ def build_workload(spec: Spec, shape: ModelShape, notes: list[str], stack: Stack
     """The resolved workload of ``spec`` (not ResNet, which has no transformer shape) on ``stack``, from its
     resolved ``shape`` and the ``notes`` its resolution made: the dtypes, the step's tokens, the weight count
     and the optimizer."""
-    n_params = weight_count(shape, notes)
+    n_params = weight_count(shape)
+    notes = [*notes, *weight_count_notes(shape)]
     dtypes = DTYPES[spec.workload.precision]
     tokens = tokens_for(spec, shape, spec.workload.batch_size)
     return ResolvedWorkload(spec, shape, dtypes, tokens, n_params, default_optimizer(spec), tuple(notes), stack)

@@ -67,7 +67,8 @@ def assemble(
     peak_phase = max(totals, key=lambda name: totals[name])
     components = full[peak_phase]
     component_peaks = {key: max(comps[key] for comps in full.values()) for key in COMPONENTS}
-    context, reserve = overhead_terms(spec.overhead, stack, assumptions)
+    context, reserve, said = overhead_terms(spec.overhead, stack)
+    assumptions += said
     overhead = {"cuda_context": context, "allocator_reserve": reserve.bytes_of(components)}
     return Estimate(
         name=spec.name or "unnamed",

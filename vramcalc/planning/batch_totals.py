@@ -66,7 +66,7 @@ class BatchTotals:
         if not _symbolic_path(spec):
             return cls(spec, hopper_or_newer, interconnect=interconnect)
         work = resolve_workload(spec)
-        context, reserve = overhead_terms(spec.overhead, work.stack, [])
+        context, reserve, _ = overhead_terms(spec.overhead, work.stack)
         try:
             totals = [(phase_total(m), reserve.kept_of(m)) for m in _symbolic_moments(work, hopper_or_newer)]
             peak = _coefficients(maximum(*(total for total, _ in totals)))

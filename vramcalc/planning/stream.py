@@ -36,7 +36,7 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
         n_bytes = per_expert * param_bytes
     else:
         layout = quant_layout(q.method, litgpt_gptq(spec.workload))
-        wb = quantization.weight_bytes(shape, q, weight_count(shape, []), param_bytes, layout)
+        wb = quantization.weight_bytes(shape, q, weight_count(shape), param_bytes, layout)
         n_bytes = round(Fraction(wb.quantized_bytes, max(1, wb.quantized_params)) * per_expert)
     return ExpertStream(shape.moe.experts, shape.moe.top_k, moe_layers(shape), per_expert, n_bytes)
 

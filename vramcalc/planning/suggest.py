@@ -210,6 +210,6 @@ def accumulation_total(result: Estimate, spec: Spec) -> int:
     moments = [comps | {"gradients": grads} for comps in result.phase_components.values()]
     totals = [result.phases[name] - comps["gradients"] + grads for name, comps in result.phase_components.items()]
     peak = totals.index(max(totals))  # the first of equals, as estimate picks its peak phase
-    _, reserve = overhead_terms(spec.overhead, stack_of(spec), [])
+    _, reserve, _ = overhead_terms(spec.overhead, stack_of(spec))
     outside = sum(bytes_ for key, bytes_ in result.overhead.items() if key != "allocator_reserve")
     return totals[peak] + outside + reserve.of_base(reserve.base_of(moments[peak], totals[peak]))
