@@ -5,10 +5,10 @@ the same job with the same libraries.
     python benchmarks/startup.py --instructions
 
 The floor program (FLOOR below) is what any program built on vramcalc's libraries pays at least: a
-one-command typer app takes the spec path, PyYAML reads the file (``yaml.safe_load``, the pure-Python
-safe loader that vramcalc's bounded loader also builds on), a pydantic model of the spec's top-level
-sections (``name``, and ``model`` and ``workload`` as plain dicts) validates it, and rich prints a
-table of the workload through a ``Console``.
+one-command typer app takes the spec path, PyYAML reads the file (its safe loader over libyaml's parser
+where PyYAML has it, as vramcalc's bounded loader reads such a spec), a pydantic model of the spec's
+top-level sections (``name``, and ``model`` and ``workload`` as plain dicts) validates it, and rich
+prints a table of the workload through a ``Console``.
 
 Runs are paired and interleaved (floor, vramcalc, floor, vramcalc, ...), each a fresh interpreter with
 its output discarded, after one warm-up run of each that also writes the bytecode caches (children may
@@ -63,7 +63,8 @@ class Spec(BaseModel):
 
 
 def estimate(spec: Path) -> None:
-    loaded = Spec.model_validate(yaml.safe_load(spec.read_text(encoding="utf-8")))
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loaded = Spec.model_validate(yaml.load(spec.read_text(encoding="utf-8"), Loader=loader))
     table = Table(title=loaded.name, title_justify="left")
     table.add_column("key")
     table.add_column("value", justify="right")

@@ -11,12 +11,16 @@ import functools
 import itertools
 import math
 import os
+import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramcalc.errors import SpecError
 from vramcalc.units import quoted
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 #: Spec files larger than this are rejected before parsing (a real spec is a few hundred bytes).
 MAX_SPEC_BYTES = 1_000_000
@@ -34,16 +38,19 @@ _REFUSED_YAML_TAGS = ("binary", "set", "omap", "pairs")
 
 
 @functools.cache
-def _yaml_loader() -> Any:
-    """The bounded loader class, built once per process."""
+def _yaml_loaders() -> tuple[Any, Any | None]:
+    """The bounded loader (PyYAML's pure-Python parser), and the same loader over libyaml's parser (None
+    where PyYAML was built without libyaml); built once per process."""
     import yaml
-    from yaml.composer import ComposerError
-    from yaml.constructor import ConstructorError
+    from yaml.composer import Composer, ComposerError
+    from yaml.constructor import ConstructorError, SafeConstructor
+    from yaml.resolver import Resolver
 
-    class BoundedLoader(yaml.SafeLoader):
-        """SafeLoader (no Python object tags) that also bounds aliases, nesting and node count, and
-        rejects duplicate keys."""
+    class BoundedComposer(Composer):
+        """Bounds aliases, nesting and node count while the document is composed."""
 
+        peek_event: Callable[[], Any]  # the parser's, in the loaders below
+        check_event: Callable[..., bool]
         alias_count = 0
         node_count = 0
         depth = 0
@@ -64,6 +71,9 @@ def _yaml_loader() -> Any:
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1
+
+    class BoundedConstructor(SafeConstructor):
+        """SafeConstructor (no Python object tags) that rejects duplicate keys and the refused tags."""
 
         def construct_object(self, node: Any, deep: bool = False) -> Any:
             try:
@@ -92,8 +102,52 @@ def _yaml_loader() -> Any:
         raise ConstructorError(None, None, f"!!{kind} values are not read in specs", node.start_mark)
 
     for kind in _REFUSED_YAML_TAGS:
-        BoundedLoader.add_constructor(f"tag:yaml.org,2002:{kind}", refuse)
-    return BoundedLoader
+        BoundedConstructor.add_constructor(f"tag:yaml.org,2002:{kind}", refuse)
+
+    class BoundedLoader(BoundedComposer, BoundedConstructor, yaml.SafeLoader):
+        """SafeLoader (no Python object tags) that also bounds aliases, nesting and node count, and
+        rejects duplicate keys: PyYAML's pure-Python reader, scanner and parser."""
+
+    try:
+        from yaml._yaml import CParser as parser  # present where PyYAML was built with libyaml
+    except ImportError:
+        return BoundedLoader, None
+
+    class FastBoundedLoader(BoundedComposer, parser, BoundedConstructor, Resolver):
+        """BoundedLoader over libyaml's parser: the same composer (with its bounds), constructor and
+        resolver in Python, fed events that C code scanned and parsed."""
+
+        def __init__(self, stream: str) -> None:
+            parser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+
+    return BoundedLoader, FastBoundedLoader
+
+
+def _yaml_loader() -> Any:
+    """The bounded loader over PyYAML's pure-Python parser."""
+    return _yaml_loaders()[0]
+
+
+#: What libyaml's parser is given (comments aside, see :func:`libyaml_reads_alike`): printable ASCII and
+#: line feeds, without tabs or carriage returns, the indicators of block scalars (| >), tags (!), complex
+#: keys (?), anchors and aliases (& *), the reserved @ and `, backslashes, or a directive (% starting a line).
+_LIBYAML_REFUSED = re.compile(r"[^\n -~]|[|>!?&*@`\\]|^%", re.MULTILINE)
+#: A comment: "#" starting a line or after a space, to the end of the line.
+_COMMENT = re.compile(r"(?:^|(?<= ))#[^\n]*", re.MULTILINE)
+
+
+def libyaml_reads_alike(text: str) -> bool:
+    """Whether ``text`` keeps to the YAML that libyaml's parser reads as PyYAML's pure-Python parser does
+    (:data:`_LIBYAML_REFUSED`; in a text without quotes, whose every "#" after a space starts a comment,
+    the comments may hold anything). Beyond it the two differ: libyaml reads tabs inside plain scalars, a
+    BOM or NEL inside the text, "? " inside a flow collection, a lone "!" ('' for PyYAML's None) and a
+    block scalar's header directly followed by "#"."""
+    if "'" not in text and '"' not in text:
+        text = _COMMENT.sub("", text)
+    return _LIBYAML_REFUSED.search(text) is None
 
 
 def _os_problem(exc: OSError | ValueError) -> str:
@@ -151,11 +205,22 @@ def read_yaml(path: Path) -> Any:
 
 
 def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text (a file's, or a flag's) as :func:`read_yaml` does; errors name ``source``."""
+    """Parse YAML text (a file's, or a flag's) as :func:`read_yaml` does; errors name ``source``.
+
+    The bounded loader reads a text that :func:`libyaml_reads_alike` over libyaml's parser, where PyYAML
+    has it (several times faster); any other text, and one that it does not read without an error, is read
+    over PyYAML's pure-Python parser, whose result (a value, or the error) is the one returned, so every
+    message is that parser's, with or without libyaml."""
     import yaml
 
+    loader, fast = _yaml_loaders()
+    if fast is not None and libyaml_reads_alike(text):
+        try:
+            return yaml.load(text, Loader=fast)  # noqa: S506 - a SafeConstructor, bounded as BoundedLoader is
+        except Exception:  # noqa: S110 - reported as the pure-Python parser reports it, below
+            pass
     try:
-        return yaml.load(text, Loader=_yaml_loader())  # noqa: S506 - BoundedLoader is a SafeLoader
+        return yaml.load(text, Loader=loader)  # noqa: S506 - BoundedLoader is a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
