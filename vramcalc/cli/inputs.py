@@ -50,9 +50,10 @@ def load_for_estimate(
     """The spec of ``estimate``: a spec file with flag overrides, a config.json with flag workload, or a
     catalog model (``--model``) with the spec file's workload or the flags'."""
     from vramcalc.cli._common import input_name, load_spec_file, load_spec_or_model
+    from vramcalc.spec.flags import given as given_flags
     from vramcalc.spec.load import override_workload
 
-    given = flags.given()
+    given = given_flags(flags)
     if model is not None:
         if hf_config is not None:
             raise SpecError("--model and --hf-config: give one of the two")
