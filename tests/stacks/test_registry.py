@@ -31,6 +31,14 @@ def test_every_module_of_the_wing_is_a_registered_library() -> None:
         importlib.import_module(library.module)  # the row names a module that imports
 
 
+def test_each_row_says_which_parts_of_the_protocol_its_module_has() -> None:
+    # resolving a spec asks only the rows that say they refine the stack or refuse what they do not model
+    for library in LIBRARIES:
+        module = importlib.import_module(library.module)
+        assert library.refines == hasattr(module, "refine"), library.name
+        assert library.checks == hasattr(module, "check_spec"), library.name
+
+
 def test_every_runtime_has_its_stack_module() -> None:
     assert set(RUNTIMES) == set(Runtime)
     registered = {library.module for library in LIBRARIES}

@@ -93,8 +93,10 @@ def weight_count(shape: ModelShape) -> int:
 
 def weight_count_notes(shape: ModelShape) -> list[str]:
     """What :func:`weight_count` says when the stated ``params`` is more than 1 % off the shape's count."""
+    if not shape.stated_params:
+        return []
     derived = count_params(shape)
-    if shape.stated_params and abs(shape.stated_params - derived) > 0.01 * derived:
+    if abs(shape.stated_params - derived) > 0.01 * derived:
         return [f"params {shape.stated_params:,} used for weights; the shape gives {derived:,}"]
     return []
 

@@ -13,10 +13,11 @@ until every runtime, quantization method and adapter type has its row.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from types import ModuleType
+from typing import Any
 
 from vramcalc.choices import TORCHAO_INT8, AdapterType, Checkpointing, Mode, QuantMethod, Runtime
 from vramcalc.core.shape import ModelShape
@@ -56,20 +57,33 @@ def loads_plain_weights(workload: Workload) -> bool:
 @dataclass(frozen=True)
 class Library:
     """One built-in stack: its name, the spec keys it owns (for the docs and the error lines that name them),
-    when a workload uses it, and its module."""
+    when a workload uses it, its module, and which parts of the protocol the module has (``refines``: a
+    ``refine``; ``checks``: a ``check_spec``; ``tests/stacks/test_registry.py`` holds the flags to the
+    module), so resolving a spec asks only the libraries that can change its stack or refuse it."""
 
     name: str
     module: str
     keys: tuple[str, ...]
     applies: Callable[[Workload], bool]
+    refines: bool = False
+    checks: bool = False
 
     def refine(self, stack: Stack, workload: Workload) -> Stack:
         """``stack`` with this library's facts (its module's ``refine``; unchanged where it has none)."""
-        refine: Callable[[Stack, Workload], Stack] | None = getattr(self.load(), "refine", None)
+        refine: Callable[[Stack, Workload], Stack] | None = _function(self.module, "refine")
         return stack if refine is None else refine(stack, workload)
 
-    def load(self) -> ModuleType:
-        return importlib.import_module(self.module)
+    def check(self, spec: Spec, shape: ModelShape) -> None:
+        """Refuse what this library does not model (its module's ``check_spec``, where it has one)."""
+        check: Callable[[Spec, ModelShape], None] | None = _function(self.module, "check_spec")
+        if check is not None:
+            check(spec, shape)
+
+
+@functools.cache
+def _function(module: str, name: str) -> Any:
+    """A function of a stack module, or None where it has none (the module imported once, when first asked)."""
+    return getattr(importlib.import_module(module), name, None)
 
 
 def _pins(library: str) -> Callable[[Workload], bool]:
@@ -97,22 +111,25 @@ _LORA = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
 
 #: The built-in stacks, in the order their facts are applied.
 LIBRARIES: tuple[Library, ...] = (
-    Library("PyTorch releases", "vramcalc.stacks.torch", ("versions.torch",), _pins("torch")),
+    Library("PyTorch releases", "vramcalc.stacks.torch", ("versions.torch",), _pins("torch"), refines=True),
     Library("transformers releases", "vramcalc.stacks.transformers", ("versions.transformers",), lambda wl: True),
     Library(
         "torchtune, torchao and Liger training techniques",
         "vramcalc.stacks.techniques",
         TECHNIQUE_KEYS,
         lambda wl: bool(given_techniques(wl)),
+        refines=True,
     ),
     Library(
         "torchtitan's selective checkpointing",
         "vramcalc.stacks.sac",
         ("gradient_checkpointing",),
         lambda wl: wl.gradient_checkpointing is Checkpointing.selective_op,
+        refines=True,
+        checks=True,
     ),
-    Library("vLLM", "vramcalc.stacks.vllm", (*VLLM_KEYS, "versions.vllm"), _serves(Runtime.vllm)),
-    Library("llama.cpp", "vramcalc.stacks.llamacpp", LLAMACPP_KEYS, _serves(Runtime.llama_cpp)),
+    Library("vLLM", "vramcalc.stacks.vllm", (*VLLM_KEYS, "versions.vllm"), _serves(Runtime.vllm), refines=True),
+    Library("llama.cpp", "vramcalc.stacks.llamacpp", LLAMACPP_KEYS, _serves(Runtime.llama_cpp), refines=True),
     Library("GGUF files", "vramcalc.stacks.gguf", ("quantization",), _quantizes(*GGUF)),
     Library("litgpt", "vramcalc.stacks.litgpt", ("runtime", "adapter.framework"), _litgpt_model),
     Library(
@@ -150,6 +167,9 @@ LIBRARIES: tuple[Library, ...] = (
 )
 
 
+_REFINING = tuple(library for library in LIBRARIES if library.refines)
+_CHECKING = tuple(library for library in LIBRARIES if library.checks)
+
 #: The stack module that models each runtime (its generation's allocations; ``hf`` and ``hf-legacy`` are
 #: transformers' ``generate``).
 RUNTIMES: dict[Runtime, str] = {
@@ -165,11 +185,17 @@ def resolve_stack(spec: ModelSpec, workload: Workload) -> Stack:
     """The stack a workload runs on: the runtime that serves it and how its weights load, then the facts of
     every library it uses (:data:`LIBRARIES`): the PyTorch release it pins, the training techniques it turns
     on, its checkpointing policy, the runtime's CUDA context and allocator reserve where it has its own."""
-    stack = Stack(runtime=serving_runtime(workload), loads_plain_weights=loads_plain_weights(workload))
-    for library in LIBRARIES:
+    stack = _base_stack(serving_runtime(workload), loads_plain_weights(workload))
+    for library in _REFINING:
         if library.applies(workload):
             stack = library.refine(stack, workload)
     return stack
+
+
+@functools.cache
+def _base_stack(runtime: Runtime | None, plain_weights: bool) -> Stack:
+    """The stack before any library's facts (one instance for each runtime and weight loading)."""
+    return Stack(runtime=runtime, loads_plain_weights=plain_weights)
 
 
 def technique_notes(workload: Workload) -> list[str]:
@@ -185,11 +211,9 @@ def technique_notes(workload: Workload) -> list[str]:
 def check_stack(spec: Spec, shape: ModelShape) -> None:
     """What the libraries a spec uses do not model, refused with one line naming the key (each module's
     ``check_spec``)."""
-    for library in LIBRARIES:
+    for library in _CHECKING:
         if library.applies(spec.workload):
-            check: Callable[[Spec, ModelShape], None] | None = getattr(library.load(), "check_spec", None)
-            if check is not None:
-                check(spec, shape)
+            library.check(spec, shape)
 
 
 def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelShape, list[str]]:
@@ -204,4 +228,6 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
     from vramcalc.stacks import transformers
 
     code, notes = transformers.model_code(spec, workload, shape)
+    if code == shape.code:  # today's code: the resolved shape itself, which the formulas' caches know
+        return shape, notes
     return replace(shape, code=code), notes
