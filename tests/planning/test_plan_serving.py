@@ -1,5 +1,6 @@
-"""`vramcalc plan` on serving specs: tensor x pipeline x replicas, nothing sharded, and the same per-GPU total
-as `check` for the one-GPU layout; specs modelled on one GPU only are refused with their reason."""
+"""`vramcalc plan` on serving specs: tensor x pipeline x replicas, nothing sharded, and the same verdict as
+`check` for the one-GPU layout (for vLLM: its pool, not the total); specs modelled on one GPU only are refused
+with their reason."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from vramcalc.cli import app
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.planning.budget import budget_for
+from vramcalc.planning.budget import budget_for, estimate_on, fit_on
 from vramcalc.planning.plan_layouts import best_plans
 from vramcalc.spec.load import parse_spec
 
@@ -27,10 +28,18 @@ def spec(**workload: Any) -> Any:
 @pytest.mark.parametrize("runtime", ["vllm", "hf"])
 def test_one_card_is_the_first_plan_and_agrees_with_the_estimate(runtime: str) -> None:
     serving = spec(runtime=runtime)
-    search = best_plans(serving, budget_for(get_gpu("h100-sxm")))
+    budget = budget_for(get_gpu("h100-sxm"))
+    search = best_plans(serving, budget)
     first = search.plans[0]
     assert first.gpus == 1
-    assert first.needed_bytes == estimate(serving).total_bytes  # what `check` compares with the card
+    verdict = fit_on(serving, budget)  # what `check` compares, and with what
+    assert (first.needed_bytes, first.available_bytes) == (verdict.needed_bytes, verdict.available_bytes)
+    assert first.total_bytes == estimate_on(serving, budget).total_bytes
+    if runtime == "vllm":  # vLLM's pool decides: its needed bytes are not the total, nor its available the card's
+        assert verdict.kv_pool is not None and first.max_sequences == verdict.kv_pool.max_sequences
+        assert first.available_bytes < budget.available_bytes
+    else:
+        assert first.needed_bytes == estimate(serving).total_bytes and first.max_sequences is None
     for plan in search.plans:
         assert not {"zero", "fsdp", "distributed_optimizer"} & set(plan.parallel)
         assert plan.parallel["sequence_parallel"] is False

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import yaml
+from cli_json import run_json as _json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -62,12 +63,6 @@ def _spec_file(tmp: Path, config: str, gpu: str, reserve: str | None, batch: int
     path = tmp / f"{Path(config).stem}-{gpu}-{batch}.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
     return path
-
-
-def _json(args: list[str], codes: tuple[int, ...] = (0, 1)) -> Any:
-    result = runner.invoke(app, args)
-    assert result.exit_code in codes, result.output
-    return json.loads(result.stdout)
 
 
 def _estimate_fits(path: Path, gpu: str) -> bool:
@@ -204,7 +199,9 @@ def test_serving_verdict_by_hand() -> None:
     pool = fits[1].kv_pool
     assert pool is not None and pool.max_sequences == pool.budget_bytes // per_sequence
     assert pool.tokens == pool.budget_bytes // (16 * 1024) * 16
-    assert pool.max_concurrency == pool.tokens * 100 // 100 / 100  # tokens / 100-token context, cut
+    # vLLM's "maximum concurrency": the blocks over one request's 7 blocks (V1's
+    # get_max_concurrency_for_kv_cache_config in vllm/v1/core/kv_cache_utils.py), cut to two decimals
+    assert pool.max_concurrency == pool.blocks * 100 // 7 / 100
 
 
 def test_serving_spec_that_holds_one_sequence_fits(tmp_path: Path) -> None:

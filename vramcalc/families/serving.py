@@ -39,7 +39,7 @@ import vramcalc.families.llm as llm
 from vramcalc.choices import Architecture, Head, Mode
 from vramcalc.core.params import embedding_params, head_params, layer_params
 from vramcalc.core.shape import ModelShape
-from vramcalc.core.stack import Stack
+from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, input_bytes, workspace_bytes
 from vramcalc.errors import SpecError
 from vramcalc.families.estimate import Estimate, assemble
@@ -155,21 +155,22 @@ def check_serving(spec: Spec, shape: ModelShape) -> None:
 
 def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
     """One rank of an LLM serving job across GPUs."""
-    phases, n_params, assumptions, ranked, details = serving_estimate(spec, stack, target.hopper_or_newer)
+    phases, n_params, assumptions, ranked, details = serving_estimate(spec, stack, target.hopper_or_newer, target.card)
     result = assemble(spec, n_params, phases, assumptions, stack)
     return replace(result, parallel=ranked, llm=details)
 
 
 def serving_estimate(
-    spec: Spec, stack: Stack, hopper_or_newer: bool
+    spec: Spec, stack: Stack, hopper_or_newer: bool, card: Device | None = None
 ) -> tuple[Phases, int, list[str], ParallelDetails, Any]:
     """Phases of the most loaded rank, the model's parameter count, assumptions, plan details and the
-    LLM details (its KV pool carries every stage's, so capacity is the minimum over the ranks)."""
+    LLM details (its KV pool carries every stage's, so capacity is the minimum over the ranks); ``card``: the
+    GPU every rank runs on, where one is named (vLLM's default batch sizes depend on it)."""
     work = resolve_workload(spec, stack)
     shape = work.shape
     check_serving(spec, shape)
     plan, plan_notes = resolve_plan(spec, shape, zero3.release_refinement(spec))
-    built = {s.name: _stage(work, plan, s, hopper_or_newer) for s in stages(shape, plan.pipeline)}
+    built = {s.name: _stage(work, plan, s, hopper_or_newer, card) for s in stages(shape, plan.pipeline)}
     peaks = {name: max(sum(c.values()) for c in phases.values()) for name, (phases, _, _, _) in built.items()}
     worst = max(peaks, key=lambda s: peaks[s])
     phases, details, notes, n_rank = built[worst]
@@ -181,7 +182,9 @@ def serving_estimate(
     return phases, work.n_params, [*head, *plan_notes, *notes], ranked, details
 
 
-def _stage(work: ResolvedWorkload, plan: Plan, stage: Stage, hopper: bool) -> tuple[Phases, Any, list[str], int]:
+def _stage(
+    work: ResolvedWorkload, plan: Plan, stage: Stage, hopper: bool, card: Device | None
+) -> tuple[Phases, Any, list[str], int]:
     """One rank of ``stage``: the single-GPU LLM phases of its share of the model."""
     shape = work.shape
     full_weights = stage_weight_params(shape, 1, Stage("only", shape.layers, True, True))
@@ -196,7 +199,7 @@ def _stage(work: ResolvedWorkload, plan: Plan, stage: Stage, hopper: bool) -> tu
         "inputs": input_bytes(local, work.tokens, Mode.inference, 0, work.dtypes.param),
         "workspace": workspace_bytes(Mode.inference, hopper),
     }
-    phases, details = llm.llm_phases(rank_work, base, notes)
+    phases, details = llm.llm_phases(rank_work, base, notes, card)
     if plan.tensor * plan.pipeline > 1:
         phases = {k: {**v, "communication_buffers": MULTI_GPU_NON_TORCH_BYTES} for k, v in phases.items()}
         details = _with_comm(details)

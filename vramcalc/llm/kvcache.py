@@ -16,7 +16,7 @@ counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
   minus the non-KV peak of the profile run (weights + activation peak + non-torch memory; see
   :mod:`vramcalc.stacks.vllm`); the CUDA context is in vLLM's baseline and is not subtracted.
   ``num_blocks = budget // (block x bytes per token)``; "GPU KV cache size" = num_blocks x block tokens;
-  "maximum concurrency" = KV tokens / context length.
+  "maximum concurrency" = KV blocks / one request's blocks (V1; V0 printed KV tokens / context length).
 * Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence.
 * Multi-head latent attention (DeepSeek V2/V3) caches one latent per token and layer, no separate K and V:
   ``layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes`` (vLLM ``MLAAttentionSpec``: "For MLA we
@@ -193,9 +193,11 @@ def capacity(
 
     ``budget = floor(memory_utilization x usable) - non_kv_bytes`` (0 when negative);
     ``blocks = budget // (block x per_token)``; ``tokens = blocks x block``;
-    ``max_concurrency = tokens / context`` as vLLM prints it ("2.69x"), but cut, not rounded, to two
-    decimals, so that 1.00x or more always means one whole sequence fits (an encoder-decoder's
-    cross-attention K/V counts too);
+    ``max_concurrency``: vLLM's "maximum concurrency", the blocks over one request's blocks
+    (``blocks / ceil(context / block)``, V1's ``get_max_concurrency_for_kv_cache_config``; V0 printed
+    ``tokens / context``, the same figure when the context is whole blocks), cut, not rounded, to two
+    decimals, so that its whole part is the sequences that fit (an encoder-decoder's cross-attention K/V
+    and sliding windows count too: :func:`_concurrency`);
     ``max_sequences = budget // per_sequence``: whole sequences that fit, ``per_sequence`` bytes each
     (default: ``context`` tokens rounded up to whole blocks; an encoder-decoder adds its cross-attention
     K/V). For a decoder this equals ``blocks // ceil(context / block)``.
@@ -210,17 +212,23 @@ def capacity(
         blocks=blocks,
         tokens=tokens,
         context_tokens=context,
-        max_concurrency=_concurrency(tokens, context, budget, per_sequence, paged_tokens(context, block) * per_token),
+        max_concurrency=_concurrency(blocks, context, block, budget, per_sequence, per_token),
         max_sequences=budget // per_sequence if per_sequence else 0,
     )
 
 
-def _concurrency(tokens: int, context: int, budget: int, per_sequence: int, self_attention: int) -> float:
-    """vLLM's "maximum concurrency" (KV tokens / context) cut to two decimals; with cross-attention K/V
-    per sequence, at most the whole sequences' share of the budget."""
+def _concurrency(blocks: int, context: int, block: int, budget: int, per_sequence: int, per_token: int) -> float:
+    """vLLM's "maximum concurrency" cut to two decimals: the pool's blocks over the blocks one request of
+    ``context`` tokens takes. With cross-attention K/V per sequence, at most the whole sequences' share of
+    the budget. With sliding-window layers a sequence holds fewer than ``context`` tokens in those layers,
+    and vLLM's figure counts the memory a request uses (the pool over one request's share): the budget
+    over one sequence's bytes. Either way its whole part is ``max_sequences``."""
     if not context:
         return 0.0
-    hundredths = tokens * 100 // context
+    self_attention = paged_tokens(context, block) * per_token
+    hundredths = blocks * 100 // math.ceil(context / block)
     if per_sequence > self_attention:
         hundredths = min(hundredths, budget * 100 // per_sequence)
+    elif 0 < per_sequence < self_attention:
+        hundredths = budget * 100 // per_sequence
     return hundredths / 100

@@ -6,7 +6,8 @@ Pure: neither typer nor rich, no I/O. The search varies what the model shape all
   FSDP or Megatron-LM): ZeRO 0-3 (2 and 3 only without pipeline stages, as DeepSpeed requires); FSDP
   no_shard / shard_grad_op / full_shard; Megatron with and without the distributed optimizer;
 * tensor parallelism over divisors of ``heads``, ``kv_heads`` and ``ffn_size`` up to one node
-  (``gpus_per_node``, default 8: TP needs the node's NVLink), with sequence parallelism on;
+  (``gpus_per_node``, default 8: TP needs the node's NVLink), with sequence parallelism on; a serving spec
+  may also replicate its KV heads over a multiple of their count, as vLLM does;
 * pipeline stages over divisors of ``layers`` (1 for encoder-decoders), with the spec's micro-batches
   (default: as many as stages);
 * the data-parallel degree: for each combination above the smallest that fits. Per-GPU bytes never
@@ -14,23 +15,23 @@ Pure: neither typer nor rich, no I/O. The search varies what the model shape all
 
 Everything else is the spec's: the micro-batch per GPU (``batch_size``), sequence, precision,
 optimizer, checkpointing, context parallelism, offload, buckets. The global batch grows with the
-data-parallel degree. Needed bytes are ``Estimate.total_bytes`` per GPU, compared with the card's
-usable memory less the reserve (:class:`vramcalc.planning.limits.Budget`).
+data-parallel degree. Each plan is estimated on the card and judged by the one verdict,
+:func:`vramcalc.planning.budget.fit_of`: ``Estimate.total_bytes`` per GPU against the card's usable memory
+less the reserve, or for a vLLM serving spec vLLM's own KV-pool rule (then a data-parallel rank is a replica
+and its concurrent sequences are listed).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vramcalc.choices import Architecture, Mode
 from vramcalc.errors import SpecError
-from vramcalc.families import estimate
 from vramcalc.families.estimate import Estimate
 from vramcalc.families.resolve import resolve_model
 from vramcalc.parallel.layout import DEFAULT_GPUS_PER_NODE
-from vramcalc.planning.budget import Budget
+from vramcalc.planning.budget import Budget, estimate_on, fit_of
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import Framework, ParallelSpec
 from vramcalc.spec.versions import zeroes_gradients_in_place
@@ -60,6 +61,8 @@ class Candidate:
     grad_accumulation: int | None = None
     cost: StepCost | None = None
     nccl_bytes: int = 0  # NCCL's buffers among needed_bytes (vramcalc/stacks/nccl.py)
+    total_bytes: int = 0  # the estimate's total per GPU (needed_bytes, unless vLLM's pool decides)
+    max_sequences: int | None = None  # a vLLM serving plan: concurrent sequences per replica
 
     @property
     def relative_cost(self) -> float | None:
@@ -116,12 +119,12 @@ def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
     if spec.workload.mode is Mode.train and zeroes_gradients_in_place(spec.workload.versions):
         torch = (spec.workload.versions or {})["torch"]
         raise SpecError(f"workload.versions.torch: {torch} is modelled on one GPU; plan searches multi-GPU layouts")
-    estimate(spec, hopper_or_newer=budget.hopper_or_newer, interconnect=budget.interconnect)
+    estimate_on(spec, budget)
     smallest = combinations(spec, gpus)[:1]  # no tensor or pipeline split: what the spec itself refuses
     try:
         for base in smallest:
             one_gpu = spec.model_copy(update={"parallel": ParallelSpec.model_validate({**base, "data": 1})})
-            estimate(one_gpu, hopper_or_newer=budget.hopper_or_newer, interconnect=budget.interconnect)
+            estimate_on(one_gpu, budget)
     except SpecError as exc:  # runtime: litgpt, llama.cpp, experts, one-GPU techniques, ...
         raise SpecError(f"{exc}; plan searches multi-GPU layouts") from None
 
@@ -138,12 +141,13 @@ def combinations(spec: Spec, max_gpus: int) -> list[dict[str, Any]]:
     section = spec.parallel
     context = section.context if section else 1
     per_node = section.gpus_per_node if section and section.gpus_per_node else TP_LIMIT
-    g = math.gcd(math.gcd(shape.heads, shape.kv_heads), shape.ffn)
-    tensors = [t for t in range(1, min(per_node, max_gpus) + 1) if g % t == 0]
+    train = spec.workload.mode is Mode.train  # serving: tensor, pipeline and replicas, nothing sharded
+    tensors = [
+        t for t in range(1, min(per_node, max_gpus) + 1) if _splits(shape.heads, shape.kv_heads, shape.ffn, t, train)
+    ]
     pipelines = [p for p in range(1, min(shape.layers, max_gpus) + 1) if shape.layers % p == 0]
     if shape.architecture is Architecture.encoder_decoder:
         pipelines = [1]
-    train = spec.workload.mode is Mode.train  # serving: tensor, pipeline and replicas, nothing sharded
     out = []
     for t in tensors:
         for p in pipelines:
@@ -155,6 +159,14 @@ def combinations(spec: Spec, max_gpus: int) -> list[dict[str, Any]]:
                 for scheme in (_schemes(spec, p) if train else [{}])
             ]
     return out
+
+
+def _splits(heads: int, kv_heads: int, ffn: int, tensor: int, train: bool) -> bool:
+    """Whether ``tensor`` ranks can split the attention and the MLP: the heads, the KV heads and the MLP's
+    width evenly; serving (vLLM) may also replicate the KV heads over a multiple of their count."""
+    if heads % tensor or ffn % tensor:
+        return False
+    return kv_heads % tensor == 0 or (not train and tensor % kv_heads == 0)
 
 
 def _schemes(spec: Spec, pipeline: int) -> list[dict[str, Any]]:
@@ -211,9 +223,7 @@ class _Search:
     def _estimate(self, parallel: dict[str, Any]) -> Candidate | None:
         changed = self.spec.model_copy(update={"parallel": ParallelSpec.model_validate(parallel)})
         try:
-            result = estimate(
-                changed, hopper_or_newer=self.budget.hopper_or_newer, interconnect=self.budget.interconnect
-            )
+            result = estimate_on(changed, self.budget)
         except SpecError:  # a combination the spec's other keys rule out
             return None
         self.count += 1
@@ -254,13 +264,16 @@ def fewest_degree(search: _Search, base: dict[str, Any], lo: int, hi: int) -> in
 def _candidate(parallel: dict[str, Any], result: Estimate, budget: Budget) -> Candidate:
     details = result.parallel
     assert details is not None  # a plan's estimate is per rank
+    verdict = fit_of(result, budget)
     return Candidate(
         parallel=parallel,
         gpus=details.plan.gpus,
         label=details.plan.summary,
-        needed_bytes=result.total_bytes,
+        needed_bytes=verdict.needed_bytes,
         peak_allocated_bytes=result.peak_allocated_bytes,
         host_bytes=details.host_bytes,
-        available_bytes=budget.available_bytes,
+        available_bytes=verdict.available_bytes,
         nccl_bytes=result.overhead.get("nccl", 0),
+        total_bytes=result.total_bytes,
+        max_sequences=None if verdict.kv_pool is None else verdict.kv_pool.max_sequences,
     )

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from vramcalc.errors import SpecError
 from vramcalc.llm.kvcache import KvPool
 from vramcalc.planning.batch_totals import BatchTotals
-from vramcalc.planning.budget import Budget, estimate_on, fit_of_pool, fit_on
+from vramcalc.planning.budget import Budget, Fit, estimate_on, fit_of_pool, fit_on
 from vramcalc.planning.limits import MAX_SPEC_COUNT, check_seq_is_free, with_workload
 from vramcalc.spec.models import Spec
 from vramcalc.units import parse_count
@@ -29,7 +29,17 @@ class Sweep:
     totals: list[int]
     budget: Budget | None
     #: The verdict at each point (:func:`~vramcalc.planning.budget.fit_of`); None without a card.
-    fits: list[bool] | None = None
+    verdicts: list[Fit] | None = None
+
+    @property
+    def fits(self) -> list[bool] | None:
+        """Whether each point fits the card (None without one)."""
+        return None if self.verdicts is None else [verdict.fits for verdict in self.verdicts]
+
+    @property
+    def serving(self) -> bool:
+        """A vLLM serving spec on a card: its points are judged by vLLM's pool, not by their totals."""
+        return self.verdicts is not None and any(verdict.kv_pool is not None for verdict in self.verdicts[:1])
 
     def points(self) -> list[tuple[int, int | None, int]]:
         """(batch_size, seq_len, total_bytes) for every grid point."""
@@ -80,13 +90,18 @@ def sweep(spec: Spec, batch_sizes: list[int], seq_lens: list[int] | None, budget
     hopper, link = (budget.hopper_or_newer, budget.interconnect) if budget else (True, "nvswitch")
     totals = grid_totals(spec, batch_sizes, seqs, hopper_or_newer=hopper, interconnect=link)
     return Sweep(
-        spec.name or "unnamed", batch_sizes, seqs, totals, budget, grid_fits(spec, batch_sizes, seqs, totals, budget)
+        spec.name or "unnamed",
+        batch_sizes,
+        seqs,
+        totals,
+        budget,
+        grid_verdicts(spec, batch_sizes, seqs, totals, budget),
     )
 
 
-def grid_fits(
+def grid_verdicts(
     spec: Spec, batch_sizes: Sequence[int], seqs: Sequence[int | None], totals: list[int], budget: Budget | None
-) -> list[bool] | None:
+) -> list[Fit] | None:
     """The verdict at every grid point (batch outer), None without a card. For a training or plain
     inference spec it is ``total_bytes`` against the budget; a vLLM serving spec runs the verdict per
     point (its KV pool, not its total, decides)."""
@@ -94,13 +109,11 @@ def grid_fits(
         return None
     probe = fit_on(spec, budget)
     if probe.kv_pool is None:
-        return [total <= probe.available_bytes for total in totals]
+        return [Fit(total, probe.available_bytes) for total in totals]
     columns = []
     for seq in seqs:  # one estimate per length: the pool's profile and per-sequence KV do not depend on the batch
         pool = _kv_pool(spec if seq is None else with_workload(spec, seq_len=seq), budget)
-        columns.append(
-            [fit_of_pool(replace(pool, kv_bytes=b * pool.bytes_per_sequence), budget).fits for b in batch_sizes]
-        )
+        columns.append([fit_of_pool(replace(pool, kv_bytes=b * pool.bytes_per_sequence), budget) for b in batch_sizes])
     return [column[i] for i in range(len(batch_sizes)) for column in columns]
 
 

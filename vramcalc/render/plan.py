@@ -40,21 +40,39 @@ def render_parallel(result: Estimate, console: Console) -> None:
 def render_plan_search(search: PlanSearch, console: Console) -> None:
     """Fitting plans in the search's order (its ``criterion``), one row per layout; what the columns
     mean and the order in lines below the table. Narrow terminals wrap the layout column; no cell is
-    cut short."""
+    cut short. A vLLM serving spec's rows are replicas judged by vLLM's pool: tensor and pipeline degrees,
+    replicas and the concurrent sequences of each, against the memory vLLM manages."""
     b = search.budget
     where = f"on {search.gpus} GPUs" if search.gpus is not None else f"within {search.max_gpus} GPUs"
+    shown = search.plans[0] if search.plans else search.closest
+    serving = shown is not None and shown.max_sequences is not None
+    available = f"{gib(shown.available_bytes)} GiB vLLM manages" if serving and shown else None
+    available = available or f"{gib(b.available_bytes)} GiB available"
     if not search.plans:
-        console.print(
-            f"{search.name}: no plan fits {b.gpu_name} ({gib(b.available_bytes)} GiB available per GPU) {where}",
-            highlight=False,
-        )
+        console.print(f"{search.name}: no plan fits {b.gpu_name} ({available} per GPU) {where}", highlight=False)
         if search.closest is not None:
             c = search.closest
             console.print(f"closest: {c.label}: needs {gib(c.needed_bytes)} GiB per GPU", highlight=False)
         return
-    title = f"{search.name} on {b.gpu_name}: {gib(b.available_bytes)} GiB available per GPU"
+    title = f"{search.name} on {b.gpu_name}: {available} per GPU"
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("GPUs", justify="right", no_wrap=True)
+    if serving:
+        for column in ("TP", "PP", "replicas"):
+            table.add_column(column, justify="right", no_wrap=True)
+        table.add_column("GiB/GPU", justify="right", no_wrap=True)
+        table.add_column("free GiB", justify="right", no_wrap=True)
+        table.add_column("seqs/replica", justify="right", no_wrap=True)
+        table.add_column("seqs", justify="right", no_wrap=True)
+        for c in search.plans:
+            p, per_replica = c.parallel, c.max_sequences or 0
+            degrees = [str(p["tensor"]), str(p["pipeline"]), str(p["data"])]
+            figures = [gib(c.needed_bytes), gib(c.headroom_bytes), f"{per_replica:,}", f"{per_replica * p['data']:,}"]
+            table.add_row(str(c.gpus), *degrees, *figures)
+        console.print(table)
+        for line in _serving_footer(search):
+            console.print(line, highlight=False, markup=False)
+        return
     table.add_column("layout", overflow="fold")
     varied = search.plans[0].cost is not None
     if varied:
@@ -97,6 +115,19 @@ SCHEMES = {
     "Megatron distributed optimizer": "Megatron dist-opt",
     "Megatron (no distributed optimizer)": "Megatron",
 }
+
+
+def _serving_footer(search: PlanSearch) -> list[str]:
+    first = "" if search.gpus is not None else "fewest GPUs, then "
+    return [
+        f"order: {first}cost, then most free memory; TP, PP: tensor and pipeline parallel degrees of one "
+        "replica; replicas: copies of the model serving requests side by side",
+        "GiB/GPU: what vLLM needs on each GPU (its profiling step's non-KV peak + the spec's batch of KV cache); "
+        "free: what vLLM manages (memory_utilization x the total it sees) minus that; seqs/replica: the "
+        "concurrent sequences of the spec's context that the KV blocks of one replica hold; seqs: all replicas "
+        "together",
+        f"{search.n_estimates} plans estimated",
+    ]
 
 
 def _footer(search: PlanSearch) -> list[str]:

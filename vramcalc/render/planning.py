@@ -88,12 +88,14 @@ def fit_table(
     width = width or terminal_width()
     if _natural_width(table, width) > width:
         narrow_table(table, flexible=5)
-    notes = [
-        NEEDED,
-        AVAILABLE + ": the driver total (nvidia-smi) where the catalog has it, else the nominal size.",
-        sharding_note(search) + ".",
-    ]
+    serving = any(card.verdict.kv_pool is not None for card in cards)  # every row, as they share the spec
+    judged = [SERVING + "."] if serving else [NEEDED, AVAILABLE + ": " + USABLE]
+    notes = [*judged, sharding_note(search) + "."]
     return _render(table, *notes, *target_lines(target), width=width)
+
+
+#: Where a card's usable memory comes from.
+USABLE = "the driver total (nvidia-smi) where the catalog has it, else the nominal size."
 
 
 def _natural_width(table: Any, width: int) -> int:
@@ -186,10 +188,14 @@ def sweep_json(source: str, sweep: Sweep) -> str:
 
 
 def sweep_csv(sweep: Sweep) -> str:
-    lines = ["batch_size,seq_len,total_bytes,fits"]
+    """One line per point; ``needed_bytes`` and ``available_bytes`` are the verdict's (empty without a card)."""
+    lines = ["batch_size,seq_len,total_bytes,fits,needed_bytes,available_bytes"]
     for i, (b, s, t) in enumerate(sweep.points()):
         fits = _fits(sweep, i)
-        lines.append(f"{b},{'' if s is None else s},{t},{'' if fits is None else str(fits).lower()}")
+        verdict = (
+            "," if sweep.verdicts is None else f"{sweep.verdicts[i].needed_bytes},{sweep.verdicts[i].available_bytes}"
+        )
+        lines.append(f"{b},{'' if s is None else s},{t},{'' if fits is None else str(fits).lower()},{verdict}")
     return "\n".join(lines) + "\n"
 
 
@@ -198,22 +204,31 @@ _COLUMN_FRAME = 3
 
 
 def sweep_table(source: str, sweep: Sweep, width: int | None = None) -> str:
-    """Rows: batch sizes; columns: sequence lengths; cells: total GiB, marked when it does not fit. A grid
-    wider than ``width`` (default: the terminal's) is split into several tables of fewer columns."""
+    """Rows: batch sizes; columns: sequence lengths; cells: GiB needed, marked when it does not fit: the
+    estimate's total, or for a vLLM serving spec on a card what vLLM needs against the memory it manages
+    (the verdict's figures). A grid wider than ``width`` (default: the terminal's) is split into several
+    tables of fewer columns."""
     from rich.table import Table
 
     width = width or terminal_width()
     where = f" on {sweep.budget.gpu_id} ({gib(sweep.budget.available_bytes)} GiB available)" if sweep.budget else ""
-    title = terminal_line(f"{sweep.name} ({source}): total GiB{where}")
+    if sweep.serving and sweep.budget and sweep.verdicts:
+        managed = gib(sweep.verdicts[0].available_bytes)
+        where = (
+            f" on {sweep.budget.gpu_id} (vLLM manages {managed} of {gib(sweep.budget.available_bytes)} GiB available)"
+        )
+    what = "GiB vLLM needs" if sweep.serving else "total GiB"
+    title = terminal_line(f"{sweep.name} ({source}): {what}{where}")
     headers = ["spec's" if seq is None else f"{seq:,}" for seq in sweep.seq_lens]
     rows: list[list[str]] = []
-    points = iter(enumerate(sweep.totals))
+    shown = sweep.totals if sweep.verdicts is None else [verdict.needed_bytes for verdict in sweep.verdicts]
+    points = iter(enumerate(shown))
     for _ in sweep.batch_sizes:
         cells = []
         for _ in sweep.seq_lens:
-            i, total = next(points)
+            i, needed = next(points)
             fits = _fits(sweep, i)
-            cells.append(gib(total) + ("" if fits is None else (" ok" if fits else " NO")))
+            cells.append(gib(needed) + ("" if fits is None else (" ok" if fits else " NO")))
         rows.append(cells)
     first = max(len("batch \\"), *(len(f"{batch:,}") for batch in sweep.batch_sizes))
     cell = max(map(len, [*headers, *(c for row in rows for c in row)]))
@@ -228,7 +243,7 @@ def sweep_table(source: str, sweep: Sweep, width: int | None = None) -> str:
             table.add_row(f"{batch:,}", *cells[start : start + per_table])
         tables.append(table)
     legend = "ok: fits; NO: does not fit. " if sweep.budget else "Give --gpu (or target.gpu) to mark what fits. "
-    return _render(title, *tables, legend + NEEDED + ".", width=width)
+    return _render(title, *tables, legend + (SERVING if sweep.serving else NEEDED) + ".", width=width)
 
 
 #: Format names of `vramcalc sweep --format`.

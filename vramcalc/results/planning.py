@@ -57,7 +57,10 @@ class CardResult(Result):
         "memory_utilization x that)."
     )
     capacity_basis: str = Field(description="Where usable_bytes comes from (one line).")
-    needed_bytes: int = Field(description="Bytes the spec needs on the card (the estimate's total_bytes).")
+    needed_bytes: int = Field(
+        description="Bytes the spec needs on the card: the estimate's total_bytes; for a vLLM serving spec, "
+        "vLLM's profiling step's non-KV peak + the batch's KV cache."
+    )
     headroom_bytes: int = Field(description="available_bytes - needed_bytes (negative when it does not fit).")
     fits: bool = Field(description="needed_bytes <= available_bytes.")
     min_cards: int | None = Field(
@@ -120,6 +123,14 @@ class SweepPoint(Result):
     seq_len: int | None = Field(description="Sequence length at this point (null: the spec's own).")
     total_bytes: int = Field(description="The estimate's total at this point, bytes.")
     fits: bool | None = Field(description="Whether it fits the card (null without a card).")
+    needed_bytes: int | None = Field(
+        description="What the fit verdict compares, bytes: total_bytes, or for a vLLM serving spec vLLM's "
+        "profiling step's non-KV peak + the batch's KV cache (null without a card)."
+    )
+    available_bytes: int | None = Field(
+        description="What needed_bytes is compared with, bytes: the card's available bytes, or the memory vLLM "
+        "manages (null without a card)."
+    )
 
 
 class SweepResult(Result):
@@ -132,8 +143,16 @@ class SweepResult(Result):
 
     @classmethod
     def of(cls, source: str, sweep: Sweep) -> SweepResult:
+        verdicts = sweep.verdicts
         points = [
-            SweepPoint(batch_size=b, seq_len=s, total_bytes=t, fits=None if sweep.fits is None else sweep.fits[i])
+            SweepPoint(
+                batch_size=b,
+                seq_len=s,
+                total_bytes=t,
+                fits=None if verdicts is None else verdicts[i].fits,
+                needed_bytes=None if verdicts is None else verdicts[i].needed_bytes,
+                available_bytes=None if verdicts is None else verdicts[i].available_bytes,
+            )
             for i, (b, s, t) in enumerate(sweep.points())
         ]
         gpu = BudgetResult.of(sweep.budget) if sweep.budget else None
@@ -146,12 +165,25 @@ class PlanCandidate(Result):
     gpus: int = Field(description="GPUs of the plan.")
     plan: str = Field(description="The plan in words: degrees and sharding scheme.")
     parallel: dict[str, Any] = Field(description="The plan as a spec's parallel section.")
-    needed_bytes: int = Field(description="Bytes one GPU needs: its estimate's total_bytes.")
+    needed_bytes: int = Field(
+        description="Bytes one GPU needs, as the fit verdict counts them: its estimate's total_bytes; for a "
+        "vLLM serving spec, vLLM's profiling step's non-KV peak + the batch's KV cache."
+    )
+    total_bytes: int = Field(
+        description="One GPU's estimate: total_bytes (equal to needed_bytes unless vLLM's pool decides)."
+    )
     peak_allocated_bytes: int = Field(description="One GPU's allocated peak, bytes.")
     host_bytes: int = Field(description="Host memory per GPU's process for offloaded states, bytes.")
-    available_bytes: int = Field(description="Bytes available on one card.")
+    available_bytes: int = Field(
+        description="Bytes available on one card (for a vLLM serving spec, the memory vLLM manages: "
+        "memory_utilization x the total it sees)."
+    )
     headroom_bytes: int = Field(description="available_bytes - needed_bytes.")
     fits: bool = Field(description="needed_bytes <= available_bytes.")
+    max_concurrent_sequences: int | None = Field(
+        description="A vLLM serving plan: the sequences of the spec's context one replica's KV blocks hold "
+        "at once (null for other specs)."
+    )
     checkpointing: str | None = Field(description="Activation checkpointing of the plan: none, selective or full.")
     micro_batch: int | None = Field(description="Sequences per micro-batch on one data-parallel rank.")
     grad_accumulation: int | None = Field(
@@ -174,11 +206,13 @@ class PlanCandidate(Result):
             plan=c.label,
             parallel=c.parallel,
             needed_bytes=c.needed_bytes,
+            total_bytes=c.total_bytes,
             peak_allocated_bytes=c.peak_allocated_bytes,
             host_bytes=c.host_bytes,
             available_bytes=c.available_bytes,
             headroom_bytes=c.headroom_bytes,
             fits=c.fits,
+            max_concurrent_sequences=c.max_sequences,
             checkpointing=c.checkpointing,
             micro_batch=c.micro_batch,
             grad_accumulation=c.grad_accumulation,
