@@ -173,18 +173,17 @@ def test_latent_attention_targets() -> None:
     kv_b_proj 512 -> 16 x (128 + 128) = 4096; o_proj 16 x 128 = 2048 -> 2048.
     Rank 8 on all four: 27 x 8 x ((2048 + 3072) + (2048 + 576) + (512 + 4096) + (2048 + 2048)) = 3,552,768."""
     shape = _mla_shape(0)
-    notes: list[str] = []
-    keys = lora_targets.resolve_targets(shape, ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"], False, notes)
+    keys, _ = lora_targets.resolve_targets(shape, ["q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"], False)
     assert adapters.trainable_params(adapters.lora_matrices(shape, keys), 8) == 3_552_768
-    assert lora_targets.resolve_targets(shape, ["attention"], False, []) == keys
+    assert lora_targets.resolve_targets(shape, ["attention"], False)[0] == keys
     # a compressed q (q_lora_rank 1536, DeepSeek-V3): q_a 2048 -> 1536, q_b 1536 -> 3072:
     #   27 x 8 x ((2048 + 1536) + (1536 + 3072)) = 1,769,472
     shape = _mla_shape(1536)
-    keys = lora_targets.resolve_targets(shape, ["q_a_proj", "q_b_proj"], False, [])
+    keys, _ = lora_targets.resolve_targets(shape, ["q_a_proj", "q_b_proj"], False)
     assert adapters.trainable_params(adapters.lora_matrices(shape, keys), 8) == 1_769_472
-    assert lora_targets.resolve_targets(shape, ["q"], False, []) == ("q_a", "q_b")
+    assert lora_targets.resolve_targets(shape, ["q"], False)[0] == ("q_a", "q_b")
     with pytest.raises(SpecError, match="'q_a_proj' exists only with model.q_lora_rank"):
-        lora_targets.resolve_targets(_mla_shape(0), ["q_a_proj"], False, [])
+        lora_targets.resolve_targets(_mla_shape(0), ["q_a_proj"], False)
 
 
 @pytest.mark.parametrize(
@@ -229,4 +228,4 @@ def test_distilbert_module_names() -> None:
     # DistilBERT (modeling_distilbert.py): q_lin, k_lin, v_lin, out_lin in attention; lin1, lin2 in the FFN
     shape = SimpleNamespace(fused_qkv=False, gated=False, kv_lora_rank=None)
     names = ["q_lin", "k_lin", "v_lin", "out_lin", "lin1", "lin2"]
-    assert lora_targets.resolve_targets(shape, names, False, []) == ("q", "k", "v", "o", "up", "down")
+    assert lora_targets.resolve_targets(shape, names, False)[0] == ("q", "k", "v", "o", "up", "down")

@@ -20,7 +20,7 @@ from vramcalc.stacks import bnb
 
 
 def release(version: str) -> bnb.Release:
-    return bnb.resolve({"bitsandbytes": version}, [])
+    return bnb.release_of({"bitsandbytes": version})
 
 
 @pytest.mark.parametrize(

@@ -45,7 +45,8 @@ def method(
     work = resolve_workload(s)
     release = peft_release(s.workload.versions)
     old = release is not None and release < peft_boft.BOFT_INPUT_ROTATION
-    return peft_boft.boft(work.shape, s.workload.adapter, work.tokens, work.dtypes, 4, [], old)
+    m, _ = peft_boft.boft(work.shape, s.workload.adapter, work.tokens, work.dtypes, 4, old)
+    return m
 
 
 def test_trainable_count_of_the_peft_method_comparison() -> None:

@@ -116,7 +116,8 @@ def test_dora_with_dropout_keeps_the_cast_weight() -> None:
 
 
 def _method(adapter: dict[str, Any], attention: Attention = Attention.sdpa) -> Any:
-    return peft_methods.method(tiny_shape(), AdapterSpec(**adapter), TOKENS, BF16, attention, [])
+    m, _ = peft_methods.method(tiny_shape(), AdapterSpec(**adapter), TOKENS, BF16, attention)
+    return m
 
 
 def test_ia3_keeps_outputs_and_the_fp32_down_input() -> None:

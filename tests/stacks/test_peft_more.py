@@ -54,7 +54,7 @@ def test_trainable_params(model: dict[str, Any], adapter: dict[str, Any], traina
 
 
 def test_vera_by_hand() -> None:
-    m = peft_more.vera(tiny_shape(), AdapterSpec(type="vera", rank=8, targets=QV), TOKENS, BF16, 4, [])
+    m, _ = peft_more.vera(tiny_shape(), AdapterSpec(type="vera", rank=8, targets=QV), TOKENS, BF16, 4)
     # shared fp32 projections: vera_A 8 x 64 (largest input), vera_B 64 x 8 (largest output)
     assert m.buffers == (8 * 64 + 64 * 8) * 4
     # per token and layer, fp32: q keeps A(x) (8) and B(.) (64), v 8 and 32: 112 x 4 B x 2 layers x 10 tokens
@@ -64,7 +64,7 @@ def test_vera_by_hand() -> None:
 
 def test_loha_by_hand() -> None:
     adapter = AdapterSpec(type="loha", rank=4, targets=QV)
-    m = peft_more.loha(tiny_shape(), adapter, TOKENS, BF16, 4, [])
+    m, _ = peft_more.loha(tiny_shape(), adapter, TOKENS, BF16, 4)
     # fp32 input copies on a bf16 base: q and v each 64 wide, 2 layers, 10 tokens: 2,560 x 4 B;
     # the fp32 delta weights of layer 1 only (layer 0's q/v input needs no gradient): 64 x 64 + 32 x 64
     assert m.saved == 2 * 2 * 64 * 10 * 4 + (64 * 64 + 32 * 64) * 4
@@ -72,13 +72,12 @@ def test_loha_by_hand() -> None:
     assert m.forward_transient == 3 * 64 * 64 * 4
     assert m.backward_transient == 4 * 64 * 64 * 4
     # fp32 base: no cast, q and v read the same normed input, kept once per layer
-    m32 = peft_more.loha(tiny_shape(), adapter, TOKENS, FP32, 4, [])
+    m32, _ = peft_more.loha(tiny_shape(), adapter, TOKENS, FP32, 4)
     assert m32.saved == 2 * 64 * 10 * 4 + (64 * 64 + 32 * 64) * 4
 
 
 def test_defaults_are_noted() -> None:
-    notes: list[str] = []
-    m = peft_more.vera(tiny_shape(), AdapterSpec(type="vera", targets=QV), TOKENS, BF16, 4, notes)
+    m, notes = peft_more.vera(tiny_shape(), AdapterSpec(type="vera", targets=QV), TOKENS, BF16, 4)
     assert m.params == 2 * (64 + 256 + 32 + 256)  # PEFT's VeraConfig r=256
     assert any("256" in n for n in notes)
 
@@ -129,7 +128,7 @@ def test_adalora_llama32_3b_matches_peft_count() -> None:
 
 def test_adalora_by_hand() -> None:
     adapter = AdapterSpec(type="adalora", init_r=4, targets=QV)
-    m = peft_more.adalora(tiny_shape(), adapter, TOKENS, BF16, 4, [])
+    m, _ = peft_more.adalora(tiny_shape(), adapter, TOKENS, BF16, 4)
     # per token and layer, fp32 on a bf16 base: q and v each keep the input cast to fp32 (64) and
     # x (A E)^T (4): 2 x 68 x 4 B; 2 layers, 10 tokens
     tokens = 2 * 68 * 4 * 2 * 10
@@ -160,8 +159,7 @@ def test_adalora_states_are_with_the_optimizer() -> None:
 
 
 def test_adalora_defaults_are_noted() -> None:
-    notes: list[str] = []
-    m = peft_more.adalora(tiny_shape(), AdapterSpec(type="adalora", targets=QV), TOKENS, BF16, 4, notes)
+    m, notes = peft_more.adalora(tiny_shape(), AdapterSpec(type="adalora", targets=QV), TOKENS, BF16, 4)
     assert m.params == 12 * 2 * (129 + 97)  # PEFT's AdaLoraConfig init_r=12
     assert any("init_r not given: 12" in n for n in notes)
 

@@ -41,6 +41,14 @@ def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, i
     return base, assumptions
 
 
+def without_unallocated_workspace(assumptions: list[str], phases: dict[str, dict[str, int]]) -> list[str]:
+    """``assumptions`` less the size of the cuBLAS workspace where no phase allocates one (llama.cpp; litgpt's
+    gptq.int4, whose linears are Triton kernels)."""
+    if any(phase.get("workspace") for phase in phases.values()):
+        return assumptions
+    return [note for note in assumptions if not note.startswith("cuBLAS workspace")]
+
+
 def estimate_dense(spec: Spec, stack: Stack, target: Target) -> Estimate:
     """A transformer step without LLM keys on one GPU."""
     work = resolve_workload(spec, stack)

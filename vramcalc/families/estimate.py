@@ -68,7 +68,6 @@ def assemble(
     components = full[peak_phase]
     component_peaks = {key: max(comps[key] for comps in full.values()) for key in COMPONENTS}
     context, reserve, said = overhead_terms(spec.overhead, stack)
-    assumptions += said
     overhead = {"cuda_context": context, "allocator_reserve": reserve.bytes_of(components)}
     return Estimate(
         name=spec.name or "unnamed",
@@ -80,5 +79,5 @@ def assemble(
         phases=totals,
         phase_components=full,
         overhead=overhead,
-        assumptions=assumptions,
+        assumptions=[*assumptions, *said],
     )

@@ -32,7 +32,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
-from vramcalc.families.dense import base_components
+from vramcalc.families.dense import base_components, without_unallocated_workspace
 from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
@@ -57,20 +57,23 @@ Phases = dict[str, dict[str, int]]
 LORA_TYPES = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
 
 
-def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes: list[str]) -> tuple[int, Any]:
+def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int) -> tuple[int, Any, list[str]]:
+    """The weights' bytes, their quantization details for ``--json`` (None: not quantized) and their notes."""
     q = spec.workload.quantization
     if q is None:
-        return n_params * dt.param, None
+        return n_params * dt.param, None, []
     layout = quant_layout(q.method, litgpt_gptq(spec.workload))
     wb = quantization.weight_bytes(shape, q, n_params, dt.param, layout)
     gw = gguf.spec_weights(shape, q, n_params) if q.method in GGUF else None
     if gw is not None:
-        notes.append(f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights")
+        notes = [f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights"]
     else:
-        notes.append(f"quantization {layout.describe(q)}")
-        notes.append(quantization.kept_line(shape, q, wb.kept_params, spec.workload.precision.value))
+        notes = [
+            f"quantization {layout.describe(q)}",
+            quantization.kept_line(shape, q, wb.kept_params, spec.workload.precision.value),
+        ]
         if q.compute_dtype is not None:
-            release = bnb.resolve(spec.workload.versions, [])
+            release = bnb.release_of(spec.workload.versions)
             given = (spec.workload.versions or {}).get("bitsandbytes") is not None
             inp = bnb.dtype_name(spec.workload.precision.value, dt.compute)
             notes.append(bnb.compute_note(q.compute_dtype, release, inp, given))
@@ -86,42 +89,47 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int, notes
         info["gguf_types"] = {
             n: {"tensors": t.tensors, "params": t.params, "bytes": t.bytes} for n, t in gw.by_type.items()
         }
-    return wb.total_bytes, info
+    return wb.total_bytes, info, notes
 
 
 def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
     """A step with LLM keys on one GPU: quantized weights, an adapter, experts, a KV cache."""
     work = resolve_workload(spec, stack)
     base, assumptions = base_components(work, target)
-    phases, details = llm_phases(work, base, assumptions, target.card)
+    phases, details, notes = llm_phases(work, base, target.card)
+    assumptions = [*without_unallocated_workspace(assumptions, phases), *notes]
     result = assemble(spec, work.n_params + details.frozen_adapter_params, phases, assumptions, stack)
     return replace(result, llm=details, host_bytes=host_bytes(work))
 
 
 def llm_phases(
-    work: ResolvedWorkload, base: dict[str, int], notes: list[str], card: Device | None = None
-) -> tuple[Phases, LlmDetails]:
-    """Phases of one step of an LLM workload, and the details for the ``--json`` document; ``card`` is the
-    GPU where one is named (vLLM's batch defaults depend on it)."""
+    work: ResolvedWorkload, base: dict[str, int], card: Device | None = None
+) -> tuple[Phases, LlmDetails, list[str]]:
+    """Phases of one step of an LLM workload, the details for the ``--json`` document and the notes on what
+    was assumed; ``card`` is the GPU where one is named (vLLM's batch defaults depend on it)."""
     spec, shape, tk, dt, n_params = work.spec, work.shape, work.tokens, work.dtypes, work.n_params
     wl = spec.workload
-    weights, qinfo = _weights(spec, shape, dt, n_params, notes)
+    weights, qinfo, notes = _weights(spec, shape, dt, n_params)
     # a pinned older transformers release's per-layer buffers load with the weights (vramcalc/stacks/transformers.py)
     base = {**base, "parameters": weights + shape.code.buffer_bytes}
     active = active_params(shape, n_params) if shape.moe is not None else None
     details = LlmDetails(quantization=qinfo, active_params=active)
     if wl.mode is Mode.train:
         if wl.adapter is not None:
-            phases, trainable, frozen = adapter_phases(spec, shape, tk, dt, base, notes, qinfo, stack=work.stack)
-            return phases, replace(details, trainable_params=trainable, frozen_adapter_params=frozen)
+            phases, trainable, frozen, said = adapter_phases(spec, shape, tk, dt, base, qinfo, stack=work.stack)
+            details = replace(details, trainable_params=trainable, frozen_adapter_params=frozen)
+            return phases, details, notes + said
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
-        return moe_training_phases(work, base, notes), details
+        phases, said = moe_training_phases(work, base)
+        return phases, details, notes + said
     if is_generation(wl) and runs_llamacpp(wl):
         if recompute.is_recompute(wl):
             raise SpecError("workload.use_cache: false generates with transformers; llama.cpp caches")
-        return llamacpp_phases(spec, shape, n_params, base, details, notes)
-    return inference_phases(spec, shape, tk, dt, base, details, notes, card)
+        phases, details, said = llamacpp_phases(spec, shape, n_params, base, details)
+        return phases, details, notes + said
+    phases, details, said = inference_phases(spec, shape, tk, dt, base, details, card)
+    return phases, details, notes + said
 
 
 def _dequant(
@@ -153,10 +161,10 @@ def inference_phases(
     dt: act.Dtypes,
     base: dict[str, int],
     details: LlmDetails,
-    notes: list[str],
     card: Device | None = None,
-) -> tuple[Phases, LlmDetails]:
-    """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode."""
+) -> tuple[Phases, LlmDetails, list[str]]:
+    """A plain forward (with its cache when ``use_cache``) or a generation's prefill and decode, with the notes
+    on the defaults taken."""
     wl = spec.workload
     attention = wl.attention
     if not is_generation(wl):
@@ -167,16 +175,18 @@ def inference_phases(
         activations = generation.forward_activations(shape, tk, dt, attention)
         temporaries = _dequant(spec, shape, tk.encoder, dt, at=(tk, tk.encoder, activations))
         forward = {**base, "activations": activations, "kv_cache": kv, "temporaries": temporaries}
+        notes: list[str] = []
         if wl.use_cache is None and per_token:
             notes.append("use_cache not given: false (one forward, no KV cache kept; give prompt_len to generate)")
-        return {"forward": forward}, replace(
+        details = replace(
             details, kv_cache_bytes=kv, kv_cache_bytes_per_token=per_token, kv_block_size=1, context_tokens=wl.seq_len
         )
+        return {"forward": forward}, details, notes
     if recompute.is_recompute(wl):  # generation without a KV cache: one phase, the last step
-        comps, tokens, context = recompute.phase(shape, wl, dt, notes)
+        comps, tokens, context, notes = recompute.phase(shape, wl, dt)
         step = {**base, **comps, "temporaries": _dequant(spec, shape, wl.batch_size * tokens, dt)}
-        return {"generate": step}, replace(details, kv_cache_bytes=0, context_tokens=context)
-    gen = generation.resolve(shape, wl, dt.compute, notes)
+        return {"generate": step}, replace(details, kv_cache_bytes=0, context_tokens=context), notes
+    gen, notes = generation.resolve(shape, wl, dt.compute)
     cross = gen.batch * kvcache.cross_attention_bytes(shape, gen.prompt, gen.kv_dtype, dt.compute)
     prefill = {**base, **generation.prefill_phase(shape, gen, dt, attention)}
     prefill["kv_cache"] += cross
@@ -189,12 +199,14 @@ def inference_phases(
     decode["temporaries"] += _dequant(spec, shape, gen.batch, dt, at=(step_tokens, gen.batch, decode["activations"]))
     phases = {"prefill": prefill, "decode": decode}
     if gen.runtime is Runtime.litgpt:
-        phases = litgpt.generate_phases(spec, shape, base, phases, notes)
+        phases, said = litgpt.generate_phases(spec, shape, base, phases)
+        notes += said
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
     pool = None
     vllm.check_keys(wl, gen.runtime is Runtime.vllm)
     if gen.runtime is Runtime.vllm:
-        non_kv, profile, activations = profile_non_kv_bytes(spec, shape, gen, dt, base, notes, card)
+        non_kv, profile, activations, said = profile_non_kv_bytes(spec, shape, gen, dt, base, card)
+        notes += said
         per_sequence = decode["kv_cache"] // gen.batch
         pool = kvcache.KvPool(
             gen.memory_utilization,
@@ -215,7 +227,7 @@ def inference_phases(
                 vllm.NON_TORCH_BYTES,
             ),
         )
-    return phases, replace(
+    details = replace(
         details,
         kv_pool=pool,
         kv_cache_bytes=decode["kv_cache"],
@@ -225,18 +237,19 @@ def inference_phases(
         memory_utilization=gen.memory_utilization,
         non_kv_peak_bytes=non_kv,
     )
+    return phases, details, notes
 
 
 def llamacpp_phases(
-    spec: Spec, shape: ModelShape, n_params: int, base: dict[str, int], details: LlmDetails, notes: list[str]
-) -> tuple[Phases, LlmDetails]:
-    """llama.cpp serving a GGUF file (:mod:`vramcalc.stacks.llamacpp`): one phase, its buffers allocated once."""
+    spec: Spec, shape: ModelShape, n_params: int, base: dict[str, int], details: LlmDetails
+) -> tuple[Phases, LlmDetails, list[str]]:
+    """llama.cpp serving a GGUF file (:mod:`vramcalc.stacks.llamacpp`): one phase, its buffers allocated once
+    (no PyTorch cuBLAS handles: no workspace); with the notes on llama.cpp's settings."""
     if spec.parallel is not None:
         raise SpecError("workload.runtime: llama.cpp across several GPUs (parallel:) is not modelled")
-    notes[:] = [n for n in notes if not n.startswith("cuBLAS workspace")]  # llama.cpp: no PyTorch cuBLAS handles
-    phase, setup = llamacpp.phase(shape, spec.workload, base["parameters"], n_params, notes)
+    phase, setup, notes = llamacpp.phase(shape, spec.workload, base["parameters"], n_params)
     per_token = llamacpp.cell_bytes(shape, setup.type_k, setup.type_v) * shape.layers
-    return {"serving": phase}, replace(
+    details = replace(
         details,
         kv_cache_bytes=phase["kv_cache"],
         kv_cache_bytes_per_token=per_token,
@@ -244,6 +257,7 @@ def llamacpp_phases(
         context_tokens=setup.n_ctx_seq,
         non_kv_peak_bytes=phase["parameters"] + phase["temporaries"],
     )
+    return {"serving": phase}, details, notes
 
 
 def profile_non_kv_bytes(
@@ -252,14 +266,13 @@ def profile_non_kv_bytes(
     gen: generation.Generation,
     dt: act.Dtypes,
     base: dict[str, int],
-    notes: list[str],
     card: Device | None = None,
-) -> tuple[int, vllm.Profile, int]:
+) -> tuple[int, vllm.Profile, int, list[str]]:
     """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.stacks.vllm`):
     weights plus one forward of ``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` dummy
     requests (logits for each request's last token) plus memory outside PyTorch, whatever the number of
-    requests the spec serves. Returns the bytes, the engine settings and the profile's activation peak."""
-    profile = vllm.resolve(spec.workload, gen.context, notes, card)
+    requests the spec serves. Returns the bytes, the engine settings, the profile's activation peak and its notes."""
+    profile, notes = vllm.resolve(spec.workload, gen.context, card)
     tokens, rows = profile.max_num_batched_tokens, profile.requests
     flat = act.Tokens(batch=1, seq=tokens, target=tokens)  # varlen attention: no S x S scores
     head = generation.head_bytes(shape, rows, rows, dt, fp32_copy=True)
@@ -271,21 +284,21 @@ def profile_non_kv_bytes(
         f"(vLLM {profile.version}, {profile.engine}; independent of batch_size); CUDA graphs are captured "
         "after the KV cache, outside its budget"
     )
-    return sum(peak.values()) + vllm.NON_TORCH_BYTES, profile, activations
+    return sum(peak.values()) + vllm.NON_TORCH_BYTES, profile, activations, notes
 
 
-def moe_training_phases(work: ResolvedWorkload, base: dict[str, int], notes: list[str]) -> Phases:
-    """Full fine-tuning of a MoE model: the dense phases plus the routed activations of the MoE layers."""
+def moe_training_phases(work: ResolvedWorkload, base: dict[str, int]) -> tuple[Phases, list[str]]:
+    """Full fine-tuning of a MoE model: the dense phases plus the routed activations of the MoE layers; with
+    the note on the optimizer's default."""
     spec, shape, tk, dt = work.spec, work.shape, work.tokens, work.dtypes
-    if spec.workload.optimizer is None:
-        notes.append(DEFAULT_OPTIMIZER_NOTE)
+    notes = [DEFAULT_OPTIMIZER_NOTE] if spec.workload.optimizer is None else []
     phases = training_phases(work, base)
     full = spec.workload.gradient_checkpointing is Checkpointing.full
     extra = moe.saved_delta_per_layer(shape, tk.encoder, dt) if full else moe.saved_delta(shape, tk.encoder, dt)
     for name in ("forward", "backward"):
         if phases[name].get("gradients", 0) < base["parameters"]:  # not the end-of-backward state
             phases[name] = {**phases[name], "activations": phases[name].get("activations", 0) + extra}
-    return phases
+    return phases, notes
 
 
 def adapter_phases(
@@ -294,18 +307,18 @@ def adapter_phases(
     tk: act.Tokens,
     dt: act.Dtypes,
     base: dict[str, int],
-    notes: list[str],
     qinfo: dict[str, Any] | None = None,
     *,
     stack: Stack,
-) -> tuple[Phases, int, int]:
+) -> tuple[Phases, int, int, list[str]]:
     """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
     other PEFT methods in :mod:`vramcalc.stacks.peft_methods`. With the trainable parameters and the frozen
-    ones the adapter adds."""
+    ones the adapter adds, and the notes on what was assumed."""
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
     adapters.check_supported(shape, adapter)
+    notes: list[str] = []
     if wl.versions and "peft" in wl.versions:
         notes.append(peft_methods.PEFT_PINNED.format(wl.versions["peft"]))
     encdec = shape.architecture is Architecture.encoder_decoder
@@ -314,14 +327,16 @@ def adapter_phases(
     if wl.keep_outputs and (encdec or adapter.type not in LORA_TYPES):
         raise SpecError("workload.keep_outputs: modelled with adapter.type lora, dora or lora_fa on decoder models")
     if adapter.type not in LORA_TYPES:
-        return peft_methods.method_phases(spec, shape, tk, dt, base, notes, stack)
+        phases, trainable, frozen, said = peft_methods.method_phases(spec, shape, tk, dt, base, stack)
+        return phases, trainable, frozen, notes + said
     rank = adapter.rank or 0
     if encdec and wl.quantization is not None:
         raise SpecError(
             "workload.quantization: QLoRA (a quantized base under an adapter) is not modelled for "
             "encoder-decoder models; drop quantization for LoRA on the full-precision base"
         )
-    targets = adapters.resolve_targets(shape, adapter, notes)
+    targets, said = adapters.resolve_targets(shape, adapter)
+    notes += said
     matrices = adapters.lora_matrices(shape, targets, adapters.is_litgpt(adapter))
     a = adapters.adapter_bytes_per_param(adapter, dt)
     dora = peft_methods.dora_for(adapter, matrices, a, dt, tk.encoder, shape.layers, wl.quantization is not None)
@@ -333,7 +348,8 @@ def adapter_phases(
         notes.append(DEFAULT_OPTIMIZER_NOTE)
     elif optimizer in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit):
         notes.append(bnb.paged_state_note(optimizer.value))
-    kbit = peft_lora.resolve_kbit(spec, dt, qinfo, notes)
+    kbit, said = peft_lora.resolve_kbit(spec, dt, qinfo)
+    notes += said
     live = {
         **base,
         "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes,
@@ -376,7 +392,7 @@ def adapter_phases(
         forward = _plus(forward, after + held.fresh_cache)
         backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))
         step = _plus(step, after)
-    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, frozen
+    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, frozen, notes
 
 
 def _plus(phase: dict[str, int], activations: int) -> dict[str, int]:

@@ -125,8 +125,9 @@ def adapter_rank_estimate(
     work = resolve_workload(spec, stack)
     plan, plan_notes = resolve_plan(spec, work.shape, zero3.release_refinement(spec))
     check_adapter_plan(spec, plan)
-    notes = [f"per GPU: {plan.summary}", *work.notes, *technique_notes(wl), *plan_notes]
-    work = replace(work, spec=sharded_defaults(spec, plan, notes))
+    sharded, said = sharded_defaults(spec, plan)
+    notes = [f"per GPU: {plan.summary}", *work.notes, *technique_notes(wl), *plan_notes, *said]
+    work = replace(work, spec=sharded)
     base = {
         "parameters": work.n_params * work.dtypes.param,
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, 0, work.dtypes.param),
@@ -136,7 +137,8 @@ def adapter_rank_estimate(
         base["allocator_rounding"] = weights_rounding_bytes(work.shape, work.dtypes.param)
     if not hopper_or_newer:
         notes.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
-    phases, details = llm.llm_phases(work, base, notes)
+    phases, details, said = llm.llm_phases(work, base)
+    notes += said
     trainable = details.trainable_params or 0
     adapter_bytes = trainable * adapters.adapter_bytes_per_param(wl.adapter, work.dtypes)
     frozen_total = phases["forward"]["parameters"] - adapter_bytes
@@ -185,13 +187,14 @@ def check_adapter_plan(spec: Spec, plan: Plan) -> None:
         )
 
 
-def sharded_defaults(spec: Spec, plan: Plan, notes: list[str]) -> Spec:
+def sharded_defaults(spec: Spec, plan: Plan) -> tuple[Spec, list[str]]:
     """The spec with the defaults of a sharded 4-bit base filled in: ``quant_storage`` bf16 and
-    ``prepare_kbit`` false (TRL skips prepare_model_for_kbit_training there)."""
+    ``prepare_kbit`` false (TRL skips prepare_model_for_kbit_training there); with a note on each."""
     wl = spec.workload
     q, adapter = wl.quantization, wl.adapter
     if q is None or adapter is None or q.method not in BNB_4BIT or not params_sharded(plan):
-        return spec
+        return spec, []
+    notes: list[str] = []
     if q.quant_storage is None:
         notes.append(
             f"quantization.quant_storage not given: {SHARDED_STORAGE} ({plan.label} shards float tensors only; "
@@ -204,7 +207,7 @@ def sharded_defaults(spec: Spec, plan: Plan, notes: list[str]) -> Spec:
             f"4-bit base sharded by {plan.label}: embeddings and norms stay 16-bit)"
         )
         adapter = adapter.model_copy(update={"prepare_kbit": False})
-    return spec.model_copy(update={"workload": wl.model_copy(update={"quantization": q, "adapter": adapter})})
+    return spec.model_copy(update={"workload": wl.model_copy(update={"quantization": q, "adapter": adapter})}), notes
 
 
 def frozen_base(work: ResolvedWorkload, frozen_total: int, qinfo: dict[str, Any] | None) -> FrozenBase:
@@ -307,7 +310,7 @@ def _persistent_adapter_params(work: ResolvedWorkload, threshold: int) -> int:
     adapter = work.spec.workload.adapter
     if adapter is None or adapter.type not in (AdapterType.lora, AdapterType.lora_fa):
         return 0
-    targets = adapters.resolve_targets(work.shape, adapter, [])
+    targets, _ = adapters.resolve_targets(work.shape, adapter)
     matrices = adapters.lora_matrices(work.shape, targets, adapters.is_litgpt(adapter))
     return sum(n * r * c for n, r, c in adapters.adapter_tensors(matrices, adapter.rank or 0) if r * c <= threshold)
 

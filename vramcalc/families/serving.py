@@ -192,18 +192,17 @@ def _stage(
     if work.n_params != full_weights:  # a stated parameter count scales every rank's share alike
         n = (n * work.n_params + full_weights // 2) // full_weights
     local = replace(rank_shape(shape, plan.tensor), layers=stage.layers, head=shape.head if stage.last else Head.none)
-    notes = list(work.notes)
-    rank_work = replace(work, shape=local, n_params=n, notes=tuple(notes))
+    rank_work = replace(work, shape=local, n_params=n)
     base = {
         "parameters": n * work.dtypes.param,
         "inputs": input_bytes(local, work.tokens, Mode.inference, 0, work.dtypes.param),
         "workspace": workspace_bytes(Mode.inference, hopper),
     }
-    phases, details = llm.llm_phases(rank_work, base, notes, card)
+    phases, details, notes = llm.llm_phases(rank_work, base, card)
     if plan.tensor * plan.pipeline > 1:
         phases = {k: {**v, "communication_buffers": MULTI_GPU_NON_TORCH_BYTES} for k, v in phases.items()}
         details = _with_comm(details)
-    return phases, details, notes, n
+    return phases, details, [*work.notes, *notes], n
 
 
 def _with_comm(details: Any) -> Any:

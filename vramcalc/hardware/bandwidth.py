@@ -252,17 +252,16 @@ class Report:
         return self.gpu.name if self.gpu is not None else "custom card"
 
 
-def _roofline(bus: MemoryBus, gpu: GPU | None, weights: Weights, batch: int, notes: list[str]) -> Roofline | None:
+def _roofline(bus: MemoryBus, gpu: GPU | None, weights: Weights, batch: int) -> tuple[Roofline | None, list[str]]:
+    """The decode roofline of ``weights`` on the card; None, with the note that says why, where a figure is missing."""
     fp8, fp16 = (gpu.fp8_flops_per_s, gpu.fp16_flops_per_s) if gpu is not None else (None, None)
     use_fp8 = weights.dtype == "fp8" and fp8 is not None
     flops = fp8 if use_fp8 else fp16
     if flops is None:
-        notes.append("roofline skipped: no dense FP16 tensor TFLOPS for this card")
-        return None
+        return None, ["roofline skipped: no dense FP16 tensor TFLOPS for this card"]
     if weights.flop_params is None:
-        notes.append("roofline skipped: parameter count unknown (give --params or --dtype with --weights)")
-        return None
-    return Roofline(
+        return None, ["roofline skipped: parameter count unknown (give --params or --dtype with --weights)"]
+    roofline = Roofline(
         n_params=weights.flop_params,
         weights_bytes=weights.weights_bytes,
         batch=batch,
@@ -271,14 +270,15 @@ def _roofline(bus: MemoryBus, gpu: GPU | None, weights: Weights, batch: int, not
         precision="FP8" if use_fp8 else "FP16/BF16",
         experts=weights.experts,
     )
+    return roofline, []
 
 
-def _host(gpu: GPU | None, weights: Weights, efficiency: float, notes: list[str]) -> HostTransfer | None:
+def _host(gpu: GPU | None, weights: Weights, efficiency: float) -> tuple[HostTransfer | None, list[str]]:
+    """Loading ``weights`` over the card's PCIe link; None, with the note that says why, where no link is known."""
     link = gpu.host_link if gpu is not None else None
     if link is None or link.pcie_gen is None or link.pcie_lanes is None:
-        notes.append("host transfer skipped: no PCIe link known for this card")
-        return None
-    return HostTransfer(link.pcie_gen, link.pcie_lanes, weights.weights_bytes, efficiency)
+        return None, ["host transfer skipped: no PCIe link known for this card"]
+    return HostTransfer(link.pcie_gen, link.pcie_lanes, weights.weights_bytes, efficiency), []
 
 
 def analyse(
@@ -310,15 +310,17 @@ def analyse(
     kv = None
     if weights.kv_bytes_per_token is not None and weights.context_tokens is not None:
         kv = KvCache(weights.kv_bytes_per_token, weights.context_tokens, size)
+    host, host_notes = _host(gpu, weights, host_efficiency)
+    roofline, roofline_notes = _roofline(bus, gpu, weights, size)
     return Report(
         bus=bus,
         gpu=gpu,
         efficiency=efficiency,
         weights=weights,
         streaming=Streaming(weights.streamed_bytes(1), bus.bytes_per_s, efficiency),
-        host=_host(gpu, weights, host_efficiency, notes),
-        roofline=_roofline(bus, gpu, weights, size, notes),
+        host=host,
+        roofline=roofline,
         kv=kv,
-        notes=notes,
+        notes=[*notes, *host_notes, *roofline_notes],
         batch=size,
     )

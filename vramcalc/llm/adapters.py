@@ -58,12 +58,13 @@ def is_litgpt(adapter: AdapterSpec) -> bool:
     return adapter.framework == "litgpt"
 
 
-def resolve_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> tuple[str, ...]:
+def resolve_targets(shape: ModelShape, adapter: AdapterSpec) -> tuple[tuple[str, ...], list[str]]:
     """Projection keys (q, k, v, o, qkv, gate, up, down, gate_up, q_a, q_b, kv_a, kv_b) the adapter targets
-    (vramcalc/llm/lora_targets.py: the family names, the short forms, PEFT's and litgpt's semantics)."""
-    if "framework" not in adapter.model_fields_set:
-        notes.append("adapter.framework not given: peft")
-    return lora_targets.resolve_targets(shape, adapter.targets, is_litgpt(adapter), notes)
+    (vramcalc/llm/lora_targets.py: the family names, the short forms, PEFT's and litgpt's semantics), and
+    the notes on the defaults taken and what the targets adapt."""
+    notes = [] if "framework" in adapter.model_fields_set else ["adapter.framework not given: peft"]
+    targets, said = lora_targets.resolve_targets(shape, adapter.targets, is_litgpt(adapter))
+    return targets, notes + said
 
 
 def _dims(shape: ModelShape, name: str, ffn: int) -> tuple[int, int]:

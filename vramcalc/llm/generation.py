@@ -72,11 +72,12 @@ def prompt_and_context(wl: Workload) -> tuple[int, int]:
     return (wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)), context
 
 
-def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str]) -> Generation:
-    """Fill the generation defaults (each recorded in ``notes``)."""
+def resolve(shape: ModelShape, wl: Workload, compute_bytes: int) -> tuple[Generation, list[str]]:
+    """Fill the generation defaults; with a note on each default taken."""
     if shape.architecture is Architecture.encoder:
         raise SpecError("workload.prompt_len: an encoder-only model has no KV cache (it does not generate)")
     prompt, context = prompt_and_context(wl)
+    notes: list[str] = []
     if wl.prompt_len is None and wl.max_new_tokens is None:
         notes.append(f"prompt_len not given: {prompt} (the whole seq_len is the prompt; largest prefill)")
     runtime = wl.runtime or Runtime.vllm
@@ -98,7 +99,7 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str
         key = FP32 if code.fp32_rotary_key else compute_bytes
         per_token = layers * shape.kv_width * (key + compute_bytes)
         prefill_per_token = layers * kept
-    return Generation(
+    gen = Generation(
         runtime=runtime,
         batch=wl.batch_size,
         prompt=prompt,
@@ -112,6 +113,7 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int, notes: list[str
         window=shape.sliding_window,
         prefill_per_token=prefill_per_token,
     )
+    return gen, notes
 
 
 def block_transient(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:

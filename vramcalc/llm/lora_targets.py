@@ -138,49 +138,52 @@ def _expand_group(keys: tuple[str, ...], shape: ModelShape) -> tuple[str, ...]:
     return tuple(k for k in keys if k != "gate" or shape.gated)
 
 
-def _on_shape(
-    name: str, key: str, shape: ModelShape, litgpt: bool, notes: list[str], fused: list[str]
-) -> tuple[str, ...]:
-    """One projection key as this model (and framework) has it; ``fused`` gathers the names of q, k or v
-    read as a whole fused module (one note for them all)."""
+def _on_shape(name: str, key: str, shape: ModelShape, litgpt: bool) -> tuple[tuple[str, ...], list[str]]:
+    """One projection key as this model (and framework) has it, and the note on what it adapts where the
+    model has it otherwise (latent attention)."""
     mla = mla_of(shape)
     if key in ("q_a", "q_b", "kv_a", "kv_b"):
         if mla is None:
             raise _not_here(f"{_show(name)} is a latent-attention (MLA) module; this model has none", shape)
         if key in ("q_a", "q_b") and not mla.q_rank:
             raise _not_here(f"{_show(name)} exists only with model.q_lora_rank (q is not compressed here)", shape)
-        return (key,)
+        return (key,), []
     if mla is not None and key in ("k", "v", "qkv"):
-        notes.append(f"adapter.targets: {name} on latent attention: kv_a_proj_with_mqa and kv_b_proj")
-        return ("kv_a", "kv_b")
+        return ("kv_a", "kv_b"), [f"adapter.targets: {name} on latent attention: kv_a_proj_with_mqa and kv_b_proj"]
     if mla is not None and key == "q":
-        return ("q_a", "q_b") if mla.q_rank else ("q",)
+        return (("q_a", "q_b") if mla.q_rank else ("q",)), []
     if key in ("gate", "gate_up") and not shape.gated:
         raise _not_here(f"{_show(name)} exists only in gated MLPs (mlp: swiglu or geglu)", shape)
     if key == "gate_up" and litgpt:
-        return ("gate", "up")  # litgpt's LLaMAMLP keeps fc_1 and fc_2 apart
+        return ("gate", "up"), []  # litgpt's LLaMAMLP keeps fc_1 and fc_2 apart
     if litgpt:
-        return ("q", "k", "v") if key == "qkv" else (key,)  # LoRAQKVLinear: enable_lora per part
+        return (("q", "k", "v") if key == "qkv" else (key,)), []  # LoRAQKVLinear: enable_lora per part
     if key == "qkv" and not shape.fused_qkv:
         raise _not_here(f"{_show(name)} is a fused projection; this model has separate q/k/v projections", shape)
     if key in ("q", "k", "v") and shape.fused_qkv:
-        fused.append(name)
-        return ("qkv",)
-    return (key,)
+        return ("qkv",), []  # the whole fused module (one note for them all: :func:`_named_targets`)
+    return (key,), []
 
 
 def resolve_targets(
-    shape: ModelShape, targets: list[str] | str | None, litgpt: bool, notes: list[str]
-) -> tuple[str, ...]:
-    """The projection keys an adapter's ``targets`` name on this model, in a stable order, each once."""
+    shape: ModelShape, targets: list[str] | str | None, litgpt: bool
+) -> tuple[tuple[str, ...], list[str]]:
+    """The projection keys an adapter's ``targets`` name on this model, in a stable order, each once; and the
+    notes on what they adapt (the default's, when ``targets`` is not given)."""
     if targets is None:
         source = "litgpt's lora_query and lora_value" if litgpt else "PEFT's default for this kind of model"
         if mla_of(shape) is not None:
             source = "assumed: PEFT has no default for latent attention"
         whole = shape.fused_qkv and not litgpt and mla_of(shape) is None
-        notes.append(f"adapter.targets not given: {'query_key_value' if whole else 'q, v'} ({source})")
-        targets = ["qkv"] if whole else ["q", "v"]
-        notes = []  # the default's own note says it all
+        note = f"adapter.targets not given: {'query_key_value' if whole else 'q, v'} ({source})"
+        keys, _ = _named_targets(shape, ["qkv"] if whole else ["q", "v"], litgpt)
+        return keys, [note]  # the default's own note says it all
+    return _named_targets(shape, targets, litgpt)
+
+
+def _named_targets(shape: ModelShape, targets: list[str] | str, litgpt: bool) -> tuple[tuple[str, ...], list[str]]:
+    """:func:`resolve_targets` of the names given."""
+    notes: list[str] = []
     out: list[str] = []
     fused: list[str] = []  # names of q, k or v that PEFT reads as the whole fused module
     for name in [targets] if isinstance(targets, str) else targets:
@@ -189,16 +192,21 @@ def resolve_targets(
             if shape.fused_qkv and not litgpt:
                 expanded = tuple(dict.fromkeys("qkv" if k in ("q", "k", "v") else k for k in expanded))
             for key in expanded:
-                out += _on_shape(name, key, shape, litgpt, [], [])
+                keys, _ = _on_shape(name, key, shape, litgpt)
+                out += keys
             continue
         if name not in TARGET_NAMES:
             raise _not_here(f"unknown module {_show(name)}", shape)
         for key in TARGET_NAMES[name]:
-            out += _on_shape(name, key, shape, litgpt, notes, fused)
+            keys, said = _on_shape(name, key, shape, litgpt)
+            out += keys
+            notes += said
+            if key in ("q", "k", "v") and keys == ("qkv",):  # read as the whole fused module
+                fused.append(name)
     if fused:
         width = shape.q_width + 2 * shape.kv_width
         notes.append(
             f"adapter.targets: {', '.join(dict.fromkeys(fused))} on a fused QKV projection: PEFT adapts the "
             f"whole module ({width:,} outputs: q, k and v); framework: litgpt adapts only the parts named"
         )
-    return tuple(dict.fromkeys(out))
+    return tuple(dict.fromkeys(out)), notes

@@ -38,7 +38,7 @@ def _keys(shape: ModelShape, names: list[str]) -> frozenset[str]:
     if not names:
         return frozenset()
     try:
-        keys = resolve_targets(shape, names, False, [])
+        keys, _ = resolve_targets(shape, names, False)
     except SpecError as err:
         raise SpecError(str(err).replace("workload.adapter.targets", KEY)) from None
     out: set[str] = set()

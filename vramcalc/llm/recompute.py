@@ -57,8 +57,9 @@ def positions(shape: ModelShape, wl: Workload) -> tuple[int, int, int]:
     return prompt, last + (1 if shape.architecture is Architecture.encoder else 0), context
 
 
-def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> tuple[dict[str, int], int, int]:
-    """Components of the last step beyond weights and workspace, its tokens per sequence and the context."""
+def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes) -> tuple[dict[str, int], int, int, list[str]]:
+    """Components of the last step beyond weights and workspace, its tokens per sequence, the context and the
+    notes on how it runs."""
     check(shape, wl)
     batch = wl.batch_size
     prompt, tokens, context = positions(shape, wl)
@@ -76,6 +77,7 @@ def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> 
         kept, every = code.step_outputs_kept, code.all_prompt_logits
         returned = act.FP32 if code.logits_upcast else dt.compute
     held = 0
+    notes: list[str] = []
     if kept and shape.head is Head.lm:
         held = (batch * (tokens - 1) if every else batch) * shape.vocab * returned
         notes.append("generate: the previous step's logits stay allocated through the next forward (up to 4.41)")
@@ -84,4 +86,4 @@ def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes, notes: list[str]) -> 
         "activations": generation.prefill_transient(shape, tk, dt, wl.attention, head) + held,
         "inputs": generation.ids_bytes(out),
     }
-    return comps, tokens, context
+    return comps, tokens, context, notes

@@ -159,11 +159,12 @@ class ParallelDetails:
 
 
 def resolve_plan(
-    spec: Spec, shape: ModelShape, refine: Callable[[Plan, list[str]], Plan] | None = None
+    spec: Spec, shape: ModelShape, refine: Callable[[Plan], tuple[Plan, list[str]]] | None = None
 ) -> tuple[Plan, list[str]]:
     """The plan of ``spec`` (a one-GPU plan for ``mixed-*`` precision without a ``parallel`` section),
-    checked against the model; raises :class:`SpecError` naming the ``parallel.KEY`` that fails. ``refine``:
-    what the framework's release changes in the plan, with its notes (vramcalc/stacks/zero3.py)."""
+    checked against the model, and the notes on its defaults; raises :class:`SpecError` naming the
+    ``parallel.KEY`` that fails. ``refine``: what the framework's release changes in the plan, with its notes
+    (vramcalc/stacks/zero3.py)."""
     # workload.optimizer_offload on one GPU with mixed-* precision: DeepSpeed ZeRO-Offload (stage 1)
     one_gpu = {"zero": 1, "offload": {"optimizer": "cpu"}} if spec.workload.optimizer_offload == "cpu" else {}
     section = spec.parallel or ParallelSpec.model_validate(one_gpu)
@@ -173,18 +174,19 @@ def resolve_plan(
         raise SpecError(str(exc)) from None
     check_supported(spec, section)
     check_shape(spec, section, shape)
-    notes: list[str] = []
-    plan = _plan(section, shape, notes)
+    plan, notes = _plan(section, shape)
     if refine is not None:
-        plan = refine(plan, notes)
+        plan, said = refine(plan)
+        notes += said
     if section.micro_batches is None and section.pipeline > 1 and spec.workload.mode is Mode.train:
         notes.append(f"parallel.micro_batches not given: {plan.micro_batches} (= pipeline)")
     _check_micro_batches(plan)
     return plan, notes
 
 
-def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
-    """Defaults filled in: data = gpus / (tensor x pipeline x context), the shard group, buckets."""
+def _plan(section: ParallelSpec, shape: ModelShape) -> tuple[Plan, list[str]]:
+    """Defaults filled in: data = gpus / (tensor x pipeline x context), the shard group, buckets; with the
+    note on the shard group where it is a default."""
     model_parallel = section.tensor * section.pipeline * section.context
     data = section.data or (section.gpus // model_parallel if section.gpus else 1)
     gpus = data * model_parallel
@@ -192,7 +194,8 @@ def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
     framework = section.resolved_framework
     group = data * section.context
     fsdp_offload = framework is Framework.fsdp and section.offload.params == "cpu"
-    return Plan(
+    shard, notes = _hybrid_shard(section, group, per_node) if section.fsdp is FsdpStrategy.hybrid else (group, [])
+    plan = Plan(
         gpus=gpus,
         data=data,
         tensor=section.tensor,
@@ -202,7 +205,7 @@ def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
         framework=framework,
         stage=section.stage,
         fsdp=section.fsdp or (FsdpStrategy.full_shard if framework is Framework.fsdp else None),
-        shard=_hybrid_shard(section, group, per_node, notes) if section.fsdp is FsdpStrategy.hybrid else group,
+        shard=shard,
         offload_optimizer=section.offload.optimizer == "cpu" or fsdp_offload,
         offload_params=section.offload.params == "cpu",
         offload_activations=section.offload.activations == "cpu",
@@ -218,6 +221,7 @@ def _plan(section: ParallelSpec, shape: ModelShape, notes: list[str]) -> Plan:
         reuse_distance=_given(section.zero3.max_reuse_distance, DEEPSPEED_REUSE_DISTANCE),
         persistence=_given(section.zero3.param_persistence_threshold, DEEPSPEED_PERSISTENCE),
     )
+    return plan, notes
 
 
 def _given(value: int | None, default: int) -> int:
@@ -231,14 +235,14 @@ def _bucket(given: int | None, default: int, framework: Framework) -> int:
     return default if framework is Framework.deepspeed else 0
 
 
-def _hybrid_shard(section: ParallelSpec, group: int, per_node: int, notes: list[str]) -> int:
+def _hybrid_shard(section: ParallelSpec, group: int, per_node: int) -> tuple[int, list[str]]:
+    """FSDP hybrid's shard group: ``shard_size``, else the largest divisor of the group within a node (noted)."""
     if section.shard_size is not None:
         if group % section.shard_size:
             raise SpecError(f"parallel.shard_size: {section.shard_size} does not divide data x context ({group})")
-        return section.shard_size
+        return section.shard_size, []
     shard = max(d for d in range(1, min(group, per_node) + 1) if group % d == 0)
-    notes.append(f"parallel.shard_size not given: {shard} (FSDP hybrid shards within a node of {per_node} GPUs)")
-    return shard
+    return shard, [f"parallel.shard_size not given: {shard} (FSDP hybrid shards within a node of {per_node} GPUs)"]
 
 
 def _check_micro_batches(plan: Plan) -> None:

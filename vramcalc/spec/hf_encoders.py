@@ -5,7 +5,7 @@ DeBERTa-v2/v3, T5 (T5 v1.1, Flan-T5) and ViT, with their heads from ``architectu
 from __future__ import annotations
 
 from vramcalc.spec.hf_heads import encoder_head, head_kind
-from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.spec.hf_reader import Imported, Model, Reader
 from vramcalc.units import quoted
 
 
@@ -25,18 +25,19 @@ def _bert_body(r: Reader) -> Model:
     }
 
 
-def bert(r: Reader, notes: list[str]) -> Model:
+def bert(r: Reader) -> Imported:
     """BERT and RoBERTa (same tensors; RoBERTa's classification head is dense + out_proj, counted as
     the pooler plus the classifier)."""
-    return {
+    model = {
         **_bert_body(r),
         "max_position_embeddings": r.count("max_position_embeddings", default=512),
         "type_vocab_size": r.count("type_vocab_size", default=2, minimum=0),
         **encoder_head(r, head_kind(r, "mlm"), bare_pooler=True),
     }
+    return model, []
 
 
-def distilbert(r: Reader, notes: list[str]) -> Model:
+def distilbert(r: Reader) -> Imported:
     """DistilBERT: BERT's blocks and embedding LayerNorm without token types; no pooler in the bare
     ``DistilBertModel``; ``pre_classifier`` + ``classifier`` count as a pooler plus the classifier and the
     masked-LM head (vocab_transform, vocab_layer_norm, vocab_projector) as BERT's."""
@@ -46,9 +47,10 @@ def distilbert(r: Reader, notes: list[str]) -> Model:
     activation = r.text("activation", "gelu")
     if activation not in ("gelu", "relu"):
         raise r.fail("activation", f"{quoted(activation)} is not supported (gelu, relu)")
+    notes: list[str] = []
     if r.flag("sinusoidal_pos_embds", False):
         notes.append("sinusoidal_pos_embds: the position table is a frozen parameter (counted as trainable)")
-    return {
+    model = {
         "architecture": "encoder",
         "layers": r.need("n_layers", "num_hidden_layers"),
         "hidden_size": r.need("dim", "hidden_size"),
@@ -64,9 +66,10 @@ def distilbert(r: Reader, notes: list[str]) -> Model:
         "type_vocab_size": 0,
         **encoder_head(r, kind, bare_pooler=False),
     }
+    return model, notes
 
 
-def deberta_v2(r: Reader, notes: list[str]) -> Model:
+def deberta_v2(r: Reader) -> Imported:
     """DeBERTa-v2/v3. Its relative-position table ``rel_embeddings`` (2 x position_buckets rows, else
     2 x max_relative_positions) is counted with the learned position rows, and the LayerNorm on it
     (``norm_rel_ebd: layer_norm``) as an embedding norm: the same parameters."""
@@ -76,6 +79,7 @@ def deberta_v2(r: Reader, notes: list[str]) -> Model:
             raise r.fail(name, f"{value} is not modelled (DeBERTa-v2 with an extra convolution or embedding width)")
     model = {**_bert_body(r), "type_vocab_size": r.count("type_vocab_size", default=0, minimum=0)}
     rows = (r.count("max_position_embeddings", default=512) or 512) if r.flag("position_biased_input", True) else 0
+    notes: list[str] = []
     if r.flag("relative_attention", False):
         if not r.flag("share_att_key", False) and set(r.names("pos_att_type")) & {"c2p", "p2c"}:
             raise r.fail("share_att_key", "false is not modelled (separate position key/query projections)")
@@ -92,10 +96,10 @@ def deberta_v2(r: Reader, notes: list[str]) -> Model:
     kind = head_kind(r, "none")
     if kind == "classification" and r.count("pooler_hidden_size", default=None) not in (None, model["hidden_size"]):
         raise r.fail("pooler_hidden_size", "a pooler wider or narrower than hidden_size is not modelled")
-    return {**model, **encoder_head(r, kind, bare_pooler=False)}
+    return {**model, **encoder_head(r, kind, bare_pooler=False)}, notes
 
 
-def t5(r: Reader, notes: list[str]) -> Model:
+def t5(r: Reader) -> Imported:
     """T5, T5 v1.1 and Flan-T5 (``gated-gelu``: a GeGLU MLP). ``tie_word_embeddings: false`` (T5 v1.1 and
     Flan-T5 on the Hub) keeps a separate LM head, as transformers 4 builds it and as the checkpoints store
     it (flan-t5-small: 77M parameters on its model card). transformers 5 ties it whatever the config says;
@@ -105,6 +109,7 @@ def t5(r: Reader, notes: list[str]) -> Model:
     if mlp is None:
         raise r.fail("feed_forward_proj", f"{quoted(ff)} is not supported (relu, gelu, gated-gelu, gated-silu)")
     tied = r.flag("tie_word_embeddings", True)
+    notes: list[str] = []
     if not tied:
         notes.append(
             "tie_word_embeddings false: a separate LM head (vocab x d_model) is counted, as transformers 4 "
@@ -130,14 +135,14 @@ def t5(r: Reader, notes: list[str]) -> Model:
         "relative_attention_buckets": r.count("relative_attention_num_buckets", default=32),
     }
     if kind == "encoder":  # T5EncoderModel: the shared embedding and the encoder stack
-        return {"architecture": "encoder", **model, "type_vocab_size": 0, "head": "none", "pooler": False}
+        return {"architecture": "encoder", **model, "type_vocab_size": 0, "head": "none", "pooler": False}, notes
     if kind not in ("lm", "none"):
         raise r.fail("architectures", f"{quoted(r.architectures())}: T5 heads other than the LM are not modelled")
     decoder_layers = r.count("num_decoder_layers", default=layers)
-    return {"architecture": "encoder-decoder", **model, "decoder_layers": decoder_layers, "head": kind}
+    return {"architecture": "encoder-decoder", **model, "decoder_layers": decoder_layers, "head": kind}, notes
 
 
-def vit(r: Reader, notes: list[str]) -> Model:
+def vit(r: Reader) -> Imported:
     """ViT: ``ViTForImageClassification`` (classifier, no pooler) or the bare ``ViTModel`` (pooler)."""
     kind = head_kind(r, "classification")
     if kind not in ("classification", "none"):
@@ -153,5 +158,5 @@ def vit(r: Reader, notes: list[str]) -> Model:
         "patch_size": r.count("patch_size", default=16),
     }
     if kind == "none":
-        return {**model, "head": "none", "pooler": True}
-    return {**model, "num_labels": r.label_count()}
+        return {**model, "head": "none", "pooler": True}, []
+    return {**model, "num_labels": r.label_count()}, []

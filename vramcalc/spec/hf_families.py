@@ -12,50 +12,51 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from vramcalc.spec.hf_heads import decoder_head, head_kind
-from vramcalc.spec.hf_reader import MAX_POSITIONS, Model, Reader
+from vramcalc.spec.hf_reader import MAX_POSITIONS, Imported, Model, Reader
 
-Converter = Callable[[Reader, list[str]], Model]
+Converter = Callable[[Reader], Imported]
 
 
-def _sliding(r: Reader, model: Model, notes: list[str], default: int | None = None, pattern: int = 0) -> None:
-    """Sliding-window attention: ``layer_types`` (transformers 5) where given, else ``sliding_window`` on
-    every layer, or every layer but each ``pattern``-th (Gemma 2: 2, Gemma 3: 6)."""
+def _sliding(r: Reader, default: int | None = None, pattern: int = 0) -> Imported:
+    """Sliding-window attention as spec keys (none without a window): ``layer_types`` (transformers 5) where
+    given, else ``sliding_window`` on every layer, or every layer but each ``pattern``-th (Gemma 2: 2,
+    Gemma 3: 6)."""
     window = r.count("sliding_window", default=default, minimum=0) or None  # 0: none (Qwen2-MoE)
     types = r.names("layer_types")
     if types:
         sliding = [kind == "sliding_attention" for kind in types]
         if window is None or not any(sliding):
-            return
+            return {}, []
         pattern = 0 if all(sliding) else sliding.index(False) + 1
         if pattern and sliding != [(i + 1) % pattern != 0 for i in range(len(sliding))]:
-            notes.append("layer_types: irregular sliding layers; KV cache counted in full")
-            return
+            return {}, ["layer_types: irregular sliding layers; KV cache counted in full"]
     elif window is None:
-        return
-    model["sliding_window"] = window
-    if pattern:
-        model["sliding_window_pattern"] = pattern
+        return {}, []
+    return {"sliding_window": window} | ({"sliding_window_pattern": pattern} if pattern else {}), []
 
 
-def _qwen_window(r: Reader, model: Model, notes: list[str]) -> None:
+def _qwen_window(r: Reader) -> Imported:
     """Qwen2/Qwen3: a window only with ``use_sliding_window``, on layers from ``max_window_layers`` on."""
     if r.names("layer_types"):
-        _sliding(r, model, notes)
-    elif r.flag("use_sliding_window", False) and r.count("sliding_window", default=None, minimum=0):
+        return _sliding(r)
+    if r.flag("use_sliding_window", False) and r.count("sliding_window", default=None, minimum=0):
         if r.count("max_window_layers", default=0, minimum=0) == 0:
-            _sliding(r, model, notes)
-        else:
-            notes.append("use_sliding_window: per-layer window not modelled; KV cache in full")
+            return _sliding(r)
+        return {}, ["use_sliding_window: per-layer window not modelled; KV cache in full"]
+    return {}, []
 
 
-def _rope_note(r: Reader, notes: list[str]) -> None:
+def _rope_notes(r: Reader) -> list[str]:
+    """What partial rotary (``partial_rotary_factor``, ``rotary_pct``) leaves out: no parameters depend on it."""
+    notes: list[str] = []
     for name in ("partial_rotary_factor", "rotary_pct"):
         value = r.config.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool) and value != 1:
             notes.append(f"{name} {value}: rotary on part of each head (no parameters)")
+    return notes
 
 
-def _base(r: Reader, notes: list[str], *, tie: bool, head_dim: int | None = None) -> Model:
+def _base(r: Reader, *, tie: bool, head_dim: int | None = None) -> Imported:
     """The fields every Llama-like config has, with the class defaults of ``LlamaConfig``."""
     heads = r.need("num_attention_heads")
     hidden = r.need("hidden_size")
@@ -81,8 +82,7 @@ def _base(r: Reader, notes: list[str], *, tie: bool, head_dim: int | None = None
     if max_positions is not None:
         model["max_position_embeddings"] = max_positions
     model.update(decoder_head(r, head_kind(r, "lm")))
-    _rope_note(r, notes)
-    return model
+    return model, _rope_notes(r)
 
 
 def _biases(r: Reader, model: Model) -> Model:
@@ -93,61 +93,64 @@ def _biases(r: Reader, model: Model) -> Model:
     return model
 
 
-def llama(r: Reader, notes: list[str]) -> Model:
-    model = _biases(r, _base(r, notes, tie=False))
-    _sliding(r, model, notes)  # Mistral v0.1's 4,096; none in Llama
-    return model
+def llama(r: Reader) -> Imported:
+    model, notes = _base(r, tie=False)
+    model = _biases(r, model)
+    window, said = _sliding(r)  # Mistral v0.1's 4,096; none in Llama
+    return model | window, notes + said
 
 
-def qwen2(r: Reader, notes: list[str]) -> Model:
-    model = _base(r, notes, tie=False)
+def qwen2(r: Reader) -> Imported:
+    model, notes = _base(r, tie=False)
     model["qkv_bias"] = True  # Qwen2Attention: q/k/v with bias, o_proj without
-    _qwen_window(r, model, notes)
-    return model
+    window, said = _qwen_window(r)
+    return model | window, notes + said
 
 
-def qwen3(r: Reader, notes: list[str]) -> Model:
-    model = _biases(r, _base(r, notes, tie=False, head_dim=128))
-    model["qk_norm"] = "head"
-    _qwen_window(r, model, notes)
-    return model
+def qwen3(r: Reader) -> Imported:
+    model, notes = _base(r, tie=False, head_dim=128)
+    model = {**_biases(r, model), "qk_norm": "head"}
+    window, said = _qwen_window(r)
+    return model | window, notes + said
 
 
-def gemma(r: Reader, notes: list[str]) -> Model:
-    return {**_biases(r, _base(r, notes, tie=True, head_dim=256)), "mlp": "geglu"}
+def gemma(r: Reader) -> Imported:
+    model, notes = _base(r, tie=True, head_dim=256)
+    return {**_biases(r, model), "mlp": "geglu"}, notes
 
 
-def gemma2(r: Reader, notes: list[str]) -> Model:
-    model = {**gemma(r, notes), "norms_per_layer": 4}
-    _sliding(r, model, notes, default=4096, pattern=2)
-    return model
+def gemma2(r: Reader) -> Imported:
+    model, notes = gemma(r)
+    window, said = _sliding(r, default=4096, pattern=2)
+    return {**model, "norms_per_layer": 4, **window}, notes + said
 
 
-def gemma3_text(r: Reader, notes: list[str]) -> Model:
-    model = {**gemma(r, notes), "norms_per_layer": 4, "qk_norm": "head"}
-    _sliding(r, model, notes, default=4096, pattern=r.count("sliding_window_pattern", default=6) or 6)
-    return model
+def gemma3_text(r: Reader) -> Imported:
+    model, notes = gemma(r)
+    window, said = _sliding(r, default=4096, pattern=r.count("sliding_window_pattern", default=6) or 6)
+    return {**model, "norms_per_layer": 4, "qk_norm": "head", **window}, notes + said
 
 
-def olmo(r: Reader, notes: list[str]) -> Model:
+def olmo(r: Reader) -> Imported:
     """OLMo 1: LayerNorm without weights (nothing to count) before attention, MLP and the LM head."""
-    model = _biases(r, _base(r, notes, tie=False))
-    return {**model, "norm": "layernorm", "norms_per_layer": 0, "final_norm": False}
+    model, notes = _base(r, tie=False)
+    return {**_biases(r, model), "norm": "layernorm", "norms_per_layer": 0, "final_norm": False}, notes
 
 
-def olmo2(r: Reader, notes: list[str]) -> Model:
+def olmo2(r: Reader) -> Imported:
     """OLMo 2: RMSNorm on the whole q and k projections; norms after attention and after the MLP."""
-    return {**_biases(r, _base(r, notes, tie=False)), "qk_norm": "projection"}
+    model, notes = _base(r, tie=False)
+    return {**_biases(r, model), "qk_norm": "projection"}, notes
 
 
-def phi3(r: Reader, notes: list[str]) -> Model:
-    model = {**_base(r, notes, tie=False), "fused_qkv": True}  # qkv_proj and gate_up_proj
-    _sliding(r, model, notes)
-    return model
+def phi3(r: Reader) -> Imported:
+    model, notes = _base(r, tie=False)
+    window, said = _sliding(r)
+    return {**model, "fused_qkv": True, **window}, notes + said  # qkv_proj and gate_up_proj
 
 
-def starcoder2(r: Reader, notes: list[str]) -> Model:
-    model = _base(r, notes, tie=True)
+def starcoder2(r: Reader) -> Imported:
+    model, notes = _base(r, tie=True)
     model.update(mlp="gelu_tanh", norm="layernorm", bias=r.flag("use_bias", True))
-    _sliding(r, model, notes)
-    return model
+    window, said = _sliding(r)
+    return model | window, notes + said

@@ -5,9 +5,9 @@ classes' defaults.
 
 from __future__ import annotations
 
-from vramcalc.spec.hf_families import _rope_note
+from vramcalc.spec.hf_families import _rope_notes
 from vramcalc.spec.hf_heads import decoder_head, head_kind
-from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.spec.hf_reader import Imported, Model, Reader
 from vramcalc.units import quoted
 
 #: ``activation_function`` values (transformers' ACT2FN names) and the MLP kind they make.
@@ -33,9 +33,9 @@ def _activation(r: Reader, name: str, default: str) -> str:
     return ACTIVATIONS[value]
 
 
-def gpt2(r: Reader, notes: list[str]) -> Model:
+def gpt2(r: Reader) -> Imported:
     hidden = r.need("n_embd", "hidden_size")
-    return _decoder(
+    model = _decoder(
         r,
         {
             "layers": r.need("n_layer", "num_hidden_layers"),
@@ -52,11 +52,12 @@ def gpt2(r: Reader, notes: list[str]) -> Model:
             "fused_qkv": True,
         },
     )
+    return model, []
 
 
-def gpt_neox(r: Reader, notes: list[str]) -> Model:
+def gpt_neox(r: Reader) -> Imported:
     """GPT-NeoX/Pythia: fused query_key_value; two LayerNorms per layer even with the parallel residual."""
-    _rope_note(r, notes)
+    notes = _rope_notes(r)
     model = _decoder(
         r,
         {
@@ -79,16 +80,16 @@ def gpt_neox(r: Reader, notes: list[str]) -> Model:
     )
     if not r.flag("attention_bias", True):
         model["attention_bias"] = False
-    return model
+    return model, notes
 
 
-def phi(r: Reader, notes: list[str]) -> Model:
+def phi(r: Reader) -> Imported:
     """Phi-1/1.5/2: one LayerNorm feeding attention and MLP in parallel; a bias on the LM head."""
     if r.flag("qk_layernorm", False):
         raise r.fail("qk_layernorm", "true is not modelled (LayerNorms of head_dim on q and k)")
-    _rope_note(r, notes)
+    notes = _rope_notes(r)
     heads = r.need("num_attention_heads")
-    return _decoder(
+    model = _decoder(
         r,
         {
             "layers": r.need("num_hidden_layers"),
@@ -108,9 +109,10 @@ def phi(r: Reader, notes: list[str]) -> Model:
             "lm_head_bias": True,
         },
     )
+    return model, notes
 
 
-def falcon(r: Reader, notes: list[str]) -> Model:
+def falcon(r: Reader) -> Imported:
     """Falcon: fused QKV (multi-query in the 7B layout, grouped in ``new_decoder_architecture``);
     LayerNorms per layer: 2 (ln_attn, ln_mlp) or ``num_ln_in_parallel_attn`` in the new layout, 1 in the
     7B parallel layout, 2 when attention and MLP are sequential."""
@@ -145,10 +147,10 @@ def falcon(r: Reader, notes: list[str]) -> Model:
     )
     if norms not in (1, 2):
         raise r.fail("num_ln_in_parallel_attn", f"{norms}: Falcon has 1 or 2 LayerNorms per layer")
-    return model
+    return model, []
 
 
-def opt(r: Reader, notes: list[str]) -> Model:
+def opt(r: Reader) -> Imported:
     """OPT: learned positions with an offset of 2 rows; a narrower token embedding with bias-free
     project_in/project_out (OPT-350m); no final LayerNorm in the post-LN layout (do_layer_norm_before false)."""
     if not r.flag("layer_norm_elementwise_affine", True):
@@ -177,13 +179,13 @@ def opt(r: Reader, notes: list[str]) -> Model:
         model["embedding_dim"] = width
     if not r.flag("do_layer_norm_before", True) or r.flag("_remove_final_layer_norm", False):
         model["final_norm"] = False
-    return model
+    return model, []
 
 
-def bloom(r: Reader, notes: list[str]) -> Model:
+def bloom(r: Reader) -> Imported:
     """BLOOM: ALiBi (no position parameters), a LayerNorm right after the word embeddings, fused QKV."""
     hidden = r.need("hidden_size", "n_embed")
-    return _decoder(
+    model = _decoder(
         r,
         {
             "layers": r.need("n_layer", "num_hidden_layers"),
@@ -200,15 +202,17 @@ def bloom(r: Reader, notes: list[str]) -> Model:
             "embedding_norm": True,
         },
     )
+    return model, []
 
 
-def gptj(r: Reader, notes: list[str]) -> Model:
+def gptj(r: Reader) -> Imported:
     """GPT-J (``GPTJForCausalLM``): one LayerNorm feeding attention and MLP in parallel; bias-free q, k, v
     and out projections, fc_in/fc_out with biases; rotary on ``rotary_dim`` of each head; an LM head with
     a bias."""
     heads = r.need("n_head", "num_attention_heads")
     hidden = r.need("n_embd", "hidden_size")
     rotary = r.count("rotary_dim", default=None) if "rotary_dim" in r.config else 64  # null: whole head
+    notes: list[str] = []
     if rotary is not None and rotary != hidden // heads:
         notes.append(f"rotary_dim {rotary}: rotary on part of each head (no parameters)")
     kind = head_kind(r, "lm")
@@ -232,17 +236,17 @@ def gptj(r: Reader, notes: list[str]) -> Model:
             "norms_per_layer": 1,
         },
     )
-    return model | ({"lm_head_bias": True} if kind == "lm" else {})
+    return model | ({"lm_head_bias": True} if kind == "lm" else {}), notes
 
 
-def gpt_bigcode(r: Reader, notes: list[str]) -> Model:
+def gpt_bigcode(r: Reader) -> Imported:
     """GPT-BigCode (StarCoder, SantaCoder): GPT-2's layout with one fused c_attn of q + 2 x kv outputs,
     multi-query (one KV head) unless ``multi_query`` is false."""
     if r.flag("add_cross_attention", False):
         raise r.fail("add_cross_attention", "true is not modelled (cross-attention blocks in a decoder)")
     hidden = r.need("n_embd", "hidden_size")
     heads = r.need("n_head", "num_attention_heads")
-    return _decoder(
+    model = _decoder(
         r,
         {
             "layers": r.need("n_layer", "num_hidden_layers"),
@@ -260,3 +264,4 @@ def gpt_bigcode(r: Reader, notes: list[str]) -> Model:
             "fused_qkv": True,
         },
     )
+    return model, []

@@ -19,7 +19,7 @@ from vramcalc.spec import hf_encoders as enc
 from vramcalc.spec import hf_families as fam
 from vramcalc.spec import hf_gpt as gpt
 from vramcalc.spec import hf_moe as moe
-from vramcalc.spec.hf_reader import Config, Model, Reader
+from vramcalc.spec.hf_reader import Config, Imported, Model, Reader
 from vramcalc.units import quoted
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ MAX_CONFIG_BYTES = 1_000_000
 
 
 #: model_type -> converter (vramcalc/spec/hf_families.py, hf_moe.py, hf_gpt.py, hf_encoders.py).
-FAMILIES: dict[str, Callable[[Reader, list[str]], Model]] = {
+FAMILIES: dict[str, Callable[[Reader], Imported]] = {
     "llama": fam.llama,
     "mistral": fam.llama,
     "mixtral": moe.mixtral,
@@ -95,7 +95,8 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     if converter is None:
         known = ", ".join(sorted([*FAMILIES, *TEXT_CONFIGS]))
         raise SpecError(f"{source}: model_type: {quoted(model_type)} is not supported (supported: {known})")
-    return converter(Reader(config, source), notes), notes
+    model, said = converter(Reader(config, source))
+    return model, notes + said
 
 
 #: torch_dtype / dtype values and the precision they name.

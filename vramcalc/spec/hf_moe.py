@@ -8,15 +8,15 @@ and refuses, with the field named, what the spec cannot express.
 from __future__ import annotations
 
 from vramcalc.spec.hf_families import _base, _biases, _sliding, llama, qwen2, qwen3
-from vramcalc.spec.hf_reader import Model, Reader
+from vramcalc.spec.hf_reader import Imported, Model, Reader
 from vramcalc.units import quoted
 
 
-def mixtral(r: Reader, notes: list[str]) -> Model:
-    model = llama(r, notes)
+def mixtral(r: Reader) -> Imported:
+    model, notes = llama(r)
     model["experts"] = r.count("num_local_experts", default=8)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
-    return model
+    return model, notes
 
 
 def _moe_layers(r: Reader, model: Model, step_field: str) -> None:
@@ -32,8 +32,8 @@ def _moe_layers(r: Reader, model: Model, step_field: str) -> None:
         model["first_dense_layers"] = len(dense)
 
 
-def qwen2_moe(r: Reader, notes: list[str]) -> Model:
-    model = qwen2(r, notes)
+def qwen2_moe(r: Reader) -> Imported:
+    model, notes = qwen2(r)
     if not r.flag("qkv_bias", True):
         del model["qkv_bias"]
     model["experts"] = r.count("num_experts", default=60)
@@ -43,21 +43,22 @@ def qwen2_moe(r: Reader, notes: list[str]) -> Model:
     if shared:
         model.update(shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
     _moe_layers(r, model, "decoder_sparse_step")
-    return model
+    return model, notes
 
 
-def qwen3_moe(r: Reader, notes: list[str]) -> Model:
-    model = qwen3(r, notes)
+def qwen3_moe(r: Reader) -> Imported:
+    model, notes = qwen3(r)
     model["experts"] = r.count("num_experts", default=128)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
     model["expert_ffn_size"] = r.count("moe_intermediate_size", default=768)
     _moe_layers(r, model, "decoder_sparse_step")
-    return model
+    return model, notes
 
 
-def deepseek(r: Reader, notes: list[str]) -> Model:
+def deepseek(r: Reader) -> Imported:
     """DeepSeek V2/V3: multi-head latent attention, routed + shared experts after dense first layers."""
-    model = _biases(r, _base(r, notes, tie=False))
+    model, notes = _base(r, tie=False)
+    model = _biases(r, model)
     model.pop("head_dim", None)
     model.pop("kv_heads", None)
     model["kv_lora_rank"] = r.count("kv_lora_rank", default=512)
@@ -68,7 +69,7 @@ def deepseek(r: Reader, notes: list[str]) -> Model:
     model["v_head_dim"] = r.count("v_head_dim", default=128)
     experts = r.count("n_routed_experts", default=None, minimum=0)
     if not experts:
-        return model
+        return model, notes
     if r.count("moe_layer_freq", default=1) != 1:
         raise r.fail("moe_layer_freq", "only 1 (every layer after first_k_dense_replace) is modelled")
     model["experts"] = experts
@@ -78,14 +79,14 @@ def deepseek(r: Reader, notes: list[str]) -> Model:
     first_dense = r.count("first_k_dense_replace", default=0, minimum=0)
     if first_dense:
         model["first_dense_layers"] = first_dense
-    return model
+    return model, notes
 
 
-def phimoe(r: Reader, notes: list[str]) -> Model:
+def phimoe(r: Reader) -> Imported:
     """PhiMoE (Phi-3.5-MoE, ``PhimoeForCausalLM``): LayerNorms with weight and bias (two per layer and the
     final one), ``attention_bias`` on q, k, v and o, a bias-free router and gated experts in every layer,
     and ``lm_head_bias``. ``PhimoeConfig`` defaults to 8 KV heads and 16 experts."""
-    model = _base(r, notes, tie=False)
+    model, notes = _base(r, tie=False)
     model.update(norm="layernorm", kv_heads=r.count("num_key_value_heads", default=8))
     if r.flag("attention_bias", False):
         model["attention_bias"] = True
@@ -93,14 +94,14 @@ def phimoe(r: Reader, notes: list[str]) -> Model:
         model["lm_head_bias"] = True
     model["experts"] = r.count("num_local_experts", default=16)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
-    _sliding(r, model, notes)
-    return model
+    window, said = _sliding(r)
+    return model | window, notes + said
 
 
-def olmoe(r: Reader, notes: list[str]) -> Model:
+def olmoe(r: Reader) -> Imported:
     """OLMoE (``OlmoeForCausalLM``): OLMo-style RMSNorms on the whole q (``hidden_size`` wide) and k
     projections, a bias-free router and gated experts of ``intermediate_size`` in every layer."""
-    model = _base(r, notes, tie=False)
+    model, notes = _base(r, tie=False)
     if "head_dim" in model:  # q_norm is hidden_size wide: only the same as the q projection without head_dim
         raise r.fail("head_dim", f"{model['head_dim']} x heads != hidden_size is not modelled (q_norm width)")
     if r.flag("attention_bias", False):
@@ -108,7 +109,7 @@ def olmoe(r: Reader, notes: list[str]) -> Model:
     model["qk_norm"] = "projection"
     model["experts"] = r.count("num_experts", "num_local_experts", default=64)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
-    return model
+    return model, notes
 
 
 def _llama4_moe_layers(r: Reader, model: Model) -> bool:
@@ -133,11 +134,11 @@ def _llama4_moe_layers(r: Reader, model: Model) -> bool:
     return True
 
 
-def llama4_text(r: Reader, notes: list[str]) -> Model:
+def llama4_text(r: Reader) -> Imported:
     """Llama 4's text model (``Llama4ForCausalLM``): dense layers with a SwiGLU MLP of
     ``intermediate_size_mlp``; MoE layers with ``num_local_experts`` experts of ``intermediate_size``, a
     bias-free router and one shared expert of ``intermediate_size``. The L2 q/k norm has no weights."""
-    model = _base(r, notes, tie=False, head_dim=128)  # Llama4TextConfig: head_dim 128
+    model, notes = _base(r, tie=False, head_dim=128)  # Llama4TextConfig: head_dim 128
     if r.flag("attention_bias", False):
         model["attention_bias"] = True
     model["ffn_size"] = r.count("intermediate_size_mlp", default=16384)
@@ -149,4 +150,4 @@ def llama4_text(r: Reader, notes: list[str]) -> Model:
     chunk = r.count("attention_chunk_size", default=None if "attention_chunk_size" in r.config else 8192)
     if chunk:
         notes.append(f"attention_chunk_size {chunk}: chunked attention on the RoPE layers; KV cache counted in full")
-    return model
+    return model, notes

@@ -11,6 +11,9 @@ from vramcalc.units import quoted
 
 Config = dict[str, Any]
 Model = dict[str, Any]
+#: What a converter reads: spec keys (the ``model`` mapping of a spec, or some of its keys) and notes on what
+#: the config says that they leave out, in order.
+Imported = tuple[Model, list[str]]
 #: The largest size or count a spec accepts (``PositiveInt`` in vramcalc/spec/models.py): a larger
 #: config value is refused where the error can still name the config's own field.
 MAX_FIELD = 10**7

@@ -131,7 +131,7 @@ def forward_buffer(
     assert q is not None
     if q.compute_dtype is None or n_tokens <= 1:
         return quantization.dequant_buffer_bytes(shape, q, n_tokens, dt.compute, layout)
-    release = resolve(wl.versions, [])
+    release = release_of(wl.versions)
     inp = dtype_name(wl.precision.value, input_bytes)
     largest = max(quantization.quantized_matrices(shape, q), key=lambda m: m.out * m.inp)
     weight = dtype_name(wl.precision.value, dt.param)
@@ -155,14 +155,19 @@ def dtype_name(precision: str, n_bytes: int) -> str:
     return "bf16" if "bf16" in precision else "fp16"
 
 
-def resolve(versions: dict[str, str] | None, notes: list[str]) -> Release:
-    """The release a spec pins (or the default, noted)."""
-    given = (versions or {}).get("bitsandbytes")
-    version = given or DEFAULT_VERSION
+def release_of(versions: dict[str, str] | None) -> Release:
+    """The release a spec pins, else the default."""
+    version = (versions or {}).get("bitsandbytes") or DEFAULT_VERSION
     key = parse_version(version)
-    if given is None:
-        notes.append(f"bitsandbytes version not given (versions: {{bitsandbytes: ...}}): {version} assumed")
     return Release(version, key < FOUR_BIT_DROPS_INPUT, key < INT8_DROPS_CAT)
+
+
+def resolve(versions: dict[str, str] | None) -> tuple[Release, list[str]]:
+    """The release a spec pins, else the default with the note that says so."""
+    release = release_of(versions)
+    if (versions or {}).get("bitsandbytes") is None:
+        return release, [f"bitsandbytes version not given (versions: {{bitsandbytes: ...}}): {release.version} assumed"]
+    return release, []
 
 
 def uses_bnb(method: QuantMethod | None) -> bool:
@@ -313,7 +318,7 @@ def lightning_load_copy(wl: Workload, largest: int) -> int:
     q = wl.quantization
     if q is None or q.method not in BNB_4BIT or wl.precision.value in ("fp16", "amp-fp16", "mixed-fp16"):
         return 0
-    return 2 * largest if resolve(wl.versions, []).key < DEQUANTS_TO_COMPUTE else 0
+    return 2 * largest if release_of(wl.versions).key < DEQUANTS_TO_COMPUTE else 0
 
 
 def paged_state_note(optimizer_value: str) -> str:

@@ -78,18 +78,19 @@ AUTOTUNE_FLUSH_BYTES = 256_000_000
 GPTQ_PAD_ROWS = 256
 
 
-def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases: Phases, notes: list[str]) -> Phases:
+def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases: Phases) -> tuple[Phases, list[str]]:
     """litgpt's ``generate``: with its own ``gptq.int4``, :func:`gptq_phases`; through Lightning's
     ``BitsandbytesPrecision``, the prefill's 4-bit dequantization also holds the fp16 weight before
     bitsandbytes 0.50 (:func:`vramcalc.stacks.bnb.lightning_load_copy`), and a ``load`` phase: the model is built
     on the GPU, each linear quantized as it is made, and loading the checkpoint quantizes every weight again
     from its fp16 copy, the whole model allocated (``_quantize_on_load_hook``): the largest weight's fp16 copy
-    and its new quantized form beside it (:func:`vramcalc.stacks.bnb.requantize_bytes`)."""
+    and its new quantized form beside it (:func:`vramcalc.stacks.bnb.requantize_bytes`). With the notes on
+    how litgpt runs them."""
     q = spec.workload.quantization
     if q is not None and q.method is QuantMethod.gptq:
-        return gptq_phases(spec, shape, phases, notes)
+        return gptq_phases(spec, shape, phases)
     if q is None or q.method not in (*BNB_4BIT, QuantMethod.int8):
-        return phases
+        return phases, []
     largest = max(m.out * m.inp for m in quantization.quantized_matrices(shape, q))
     prefill = {**phases["prefill"]}
     if phases["prefill"]["temporaries"]:
@@ -99,10 +100,10 @@ def generate_phases(spec: Spec, shape: ModelShape, base: dict[str, int], phases:
         "allocator_rounding": base.get("allocator_rounding", 0),
         "temporaries": bnb.requantize_bytes(q, largest),
     }
-    return {"load": load, "prefill": prefill, "decode": phases["decode"]}
+    return {"load": load, "prefill": prefill, "decode": phases["decode"]}, []
 
 
-def gptq_phases(spec: Spec, shape: ModelShape, phases: Phases, notes: list[str]) -> Phases:
+def gptq_phases(spec: Spec, shape: ModelShape, phases: Phases) -> tuple[Phases, list[str]]:
     """litgpt's ``gptq.int4`` (quantize/gptq.py, litgpt 2023): the checkpoint is already quantized and is
     copied into the GPU buffers as it loads (no load phase, no whole weight dequantized: the Triton kernel
     dequantizes tile by tile). Each linear call pads its rows to a multiple of 256 and returns a view of a
@@ -110,7 +111,8 @@ def gptq_phases(spec: Spec, shape: ModelShape, phases: Phases, notes: list[str])
     autotuner beside it (:data:`AUTOTUNE_FLUSH_BYTES`): in the prefill, and again in the decode steps when
     the prompt padded to more than 256 rows. Nothing calls cuBLAS, so no cuBLAS workspace is allocated: the
     linears are Triton kernels and the attention with litgpt's mask runs PyTorch's memory-efficient kernel
-    (PyTorch 2.1 and later)."""
+    (PyTorch 2.1 and later). With the note that says so (the phases hold no cuBLAS workspace, so the caller
+    drops the assumption on its size)."""
     wl = spec.workload
     q = wl.quantization
     assert q is not None
@@ -123,13 +125,12 @@ def gptq_phases(spec: Spec, shape: ModelShape, phases: Phases, notes: list[str])
     new_shape = _padded(prompt_rows) != _padded(step_rows)
     decode = {**phases["decode"], "temporaries": AUTOTUNE_FLUSH_BYTES if new_shape else 0, **untouched}
     decode["activations"] = max(decode["activations"], gptq_call_bytes(shape, q, step_rows, compute))
-    notes[:] = [n for n in notes if not n.startswith("cuBLAS workspace")]
-    notes.append(
+    note = (
         "litgpt's gptq.int4: no cuBLAS call (Triton linears, memory-efficient attention); each linear pads its "
         f"rows to a multiple of {GPTQ_PAD_ROWS} and keeps the padded output; Triton's autotuner allocates "
         f"{AUTOTUNE_FLUSH_BYTES // 1_000_000} MB beside the first call of each shape"
     )
-    return {"prefill": prefill, "decode": decode}
+    return {"prefill": prefill, "decode": decode}, [note]
 
 
 def gptq_load_rounding(shape: ModelShape, q: QuantizationSpec, param_bytes: int) -> int:

@@ -116,8 +116,9 @@ def bytes_per_token(shape: ModelShape, wl: Workload, compute_bytes: int) -> int:
     return kvcache.shape_bytes_per_token(shape, wl.kv_cache_dtype or KvCacheDtype.auto, compute_bytes)
 
 
-def resolve(shape: ModelShape, wl: Workload, notes: list[str]) -> Setup:
-    """llama.cpp's context for the spec (defaults noted in ``notes``)."""
+def resolve(shape: ModelShape, wl: Workload) -> tuple[Setup, list[str]]:
+    """llama.cpp's context for the spec, and the notes on it (the defaults taken, the cache it keeps)."""
+    notes: list[str] = []
     if shape.architecture is not Architecture.decoder:
         raise SpecError("workload.runtime: llama.cpp is modelled for decoder-only models")
     if shape.mla is not None:
@@ -144,7 +145,7 @@ def resolve(shape: ModelShape, wl: Workload, notes: list[str]) -> Setup:
         notes.append(f"llama.cpp: sliding-window layers keep {swa:,} cells per sequence (n_swa + n_ubatch)")
     elif shape.sliding_window:
         notes.append("llama.cpp: every layer caches the whole context (no interleaved sliding-window layers)")
-    return Setup(n_seq, n_ctx, n_ctx_seq, n_ubatch, type_k, type_v, flash, swa)
+    return Setup(n_seq, n_ctx, n_ctx_seq, n_ubatch, type_k, type_v, flash, swa), notes
 
 
 def kv_bytes(shape: ModelShape, s: Setup) -> int:
@@ -187,18 +188,17 @@ def host_embedding_bytes(shape: ModelShape, q: QuantizationSpec, n_params: int) 
     return sum(t.rows * gguf.row_bytes(ty, t.cols) for t, ty in types if t.category == "token_embd")
 
 
-def phase(
-    shape: ModelShape, wl: Workload, weights: int, n_params: int, notes: list[str]
-) -> tuple[dict[str, int], Setup]:
+def phase(shape: ModelShape, wl: Workload, weights: int, n_params: int) -> tuple[dict[str, int], Setup, list[str]]:
     """The one phase of llama.cpp serving (its buffers are allocated once): the weights on the GPU, the KV
-    cache and the compute buffer (the ``temporaries`` component: the graph's intermediate tensors)."""
-    s = resolve(shape, wl, notes)
+    cache and the compute buffer (the ``temporaries`` component: the graph's intermediate tensors); its
+    setup and the notes on both."""
+    s, notes = resolve(shape, wl)
     q = wl.quantization
     host = host_embedding_bytes(shape, q, n_params) if q is not None else 0
     if host:
         notes.append(f"llama.cpp keeps the token embedding ({host / 2**20:,.2f} MiB) in host memory, not on the GPU")
     buffers = {"kv_cache": kv_bytes(shape, s), "temporaries": compute_buffer_bytes(shape, s)}
-    return {"parameters": weights - host, **buffers}, s
+    return {"parameters": weights - host, **buffers}, s, notes
 
 
 #: llama.cpp's buffers are allocated once, at their exact sizes: no caching allocator, no reserve.

@@ -78,12 +78,11 @@ def boft(
     tk: act.Tokens,
     dt: act.Dtypes,
     a: int,
-    notes: list[str],
     rotates_weight: bool = False,
-) -> Method:
+) -> tuple[Method, list[str]]:
     """BOFT's trained blocks and scales, the permutation buffers and what every forward keeps; with
-    ``rotates_weight`` the forward of PEFT before 0.19.2."""
-    matrices = adapted_linears(shape, adapter, notes)
+    ``rotates_weight`` the forward of PEFT before 0.19.2. With the notes on the targets and the defaults taken."""
+    matrices, notes = adapted_linears(shape, adapter)
     if any(m.count != m.passes or m.stack for m in matrices):
         raise SpecError("workload.adapter.type: boft is modelled on the linears of decoder-only dense models")
     if adapter.block_size is None and adapter.block_num is None:
@@ -155,4 +154,4 @@ def boft(
     saved = n * per_token + per_forward
     return Method(
         params, tensors, a, tk, saved, saved // layers, note, mlp, backward, buffers=buffers, forward_transient=forward
-    )
+    ), notes

@@ -84,16 +84,17 @@ class Kbit:
     bnb_compute: int = 2
 
 
-def resolve_kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes: list[str]) -> Kbit:
+def resolve_kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None) -> tuple[Kbit, list[str]]:
     """PEFT's prepare_model_for_kbit_training (on by default for PEFT on a bitsandbytes base: its
     documented first step for k-bit training, as in the QLoRA reference scripts; litgpt does not call
-    it) and the bitsandbytes release (vramcalc/stacks/bnb.py)."""
+    it) and the bitsandbytes release (vramcalc/stacks/bnb.py); with the notes on the defaults taken and
+    what the preparation changes."""
     wl = spec.workload
     adapter, q = wl.adapter, wl.quantization
     assert adapter is not None
     method = q.method if q is not None else None
     on_bnb = bnb.uses_bnb(method)
-    release = bnb.resolve(wl.versions, notes) if on_bnb else None
+    release, notes = bnb.resolve(wl.versions) if on_bnb else (None, [])
     prepare = adapter.prepare_kbit
     if prepare is None:
         prepare = on_bnb and not adapters.is_litgpt(adapter)
@@ -101,7 +102,8 @@ def resolve_kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes
             notes.append("adapter.prepare_kbit not given: true (PEFT prepare_model_for_kbit_training on a k-bit base)")
     full = wl.gradient_checkpointing is Checkpointing.full
     if not prepare:
-        return Kbit(False, full, 0, dt, release, max(dt.param, dt.residual), bnb.compute_bytes(wl, release, dt.compute))
+        kbit = Kbit(False, full, 0, dt, release, max(dt.param, dt.residual), bnb.compute_bytes(wl, release, dt.compute))
+        return kbit, notes
     kept = int(qinfo["kept_params"]) if qinfo is not None else 0
     upcast = kept * (act.FP32 - dt.param) if dt.param < act.FP32 else 0
     ckpt = full
@@ -117,7 +119,8 @@ def resolve_kbit(spec: Spec, dt: act.Dtypes, qinfo: dict[str, Any] | None, notes
         )
     )
     adt = act.Dtypes(param=act.FP32, compute=dt.compute if dt.amp else act.FP32, residual=act.FP32, amp=dt.amp)
-    return Kbit(True, ckpt, upcast, adt, release, act.FP32, bnb.compute_bytes(wl, release, adt.compute, dt.compute))
+    kbit = Kbit(True, ckpt, upcast, adt, release, act.FP32, bnb.compute_bytes(wl, release, adt.compute, dt.compute))
+    return kbit, notes
 
 
 def _adapter_activations(

@@ -134,26 +134,25 @@ def _adapter_bytes(adapter: AdapterSpec, dt: act.Dtypes) -> int:
     return FP32 if _autocast(adapter) else dt.param
 
 
-def ia3_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> tuple[tuple[str, ...], set[str]]:
-    """IA3's target keys and the input-scaled (feed-forward) ones among them."""
+def ia3_targets(shape: ModelShape, adapter: AdapterSpec) -> tuple[tuple[str, ...], set[str], list[str]]:
+    """IA3's target keys, the input-scaled (feed-forward) ones among them, and the notes on both."""
     targets: tuple[str, ...] = IA3_DEFAULT
     if adapter.targets is None:
-        notes.append("adapter.targets not given: k_proj, v_proj, down_proj (PEFT's IA3 default for Llama-like models)")
+        notes = ["adapter.targets not given: k_proj, v_proj, down_proj (PEFT's IA3 default for Llama-like models)"]
     else:
-        targets = lora_targets.resolve_targets(shape, adapter.targets, False, notes)
+        targets, notes = lora_targets.resolve_targets(shape, adapter.targets, False)
     if adapter.feedforward_modules is None:
-        ff = {t for t in targets if t == "down"}
-    else:
-        ff = set(lora_targets.resolve_targets(shape, adapter.feedforward_modules, False, notes))
-        if not ff <= set(targets):
-            raise SpecError("workload.adapter.feedforward_modules: every feed-forward module must be in targets")
-    return targets, ff
+        return targets, {t for t in targets if t == "down"}, notes
+    feedforward, said = lora_targets.resolve_targets(shape, adapter.feedforward_modules, False)
+    if not set(feedforward) <= set(targets):
+        raise SpecError("workload.adapter.feedforward_modules: every feed-forward module must be in targets")
+    return targets, set(feedforward), notes + said
 
 
-def _ia3(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, notes: list[str]) -> Method:
+def _ia3(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes) -> tuple[Method, list[str]]:
     from vramcalc.llm.adapters import lora_matrices
 
-    targets, ff = ia3_targets(shape, adapter, notes)
+    targets, ff, notes = ia3_targets(shape, adapter)
     a = _adapter_bytes(adapter, dt)
     params, tensors, per_token, mlp, back = 0, [], 0, 0, 0
     for m in lora_matrices(shape, targets):
@@ -169,7 +168,7 @@ def _ia3(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
         mlp += kept if m.name in MLP_TARGETS else 0
     saved, layers = tk.encoder * per_token, shape.layers
     note = f"IA3 on {', '.join(targets)} (input-scaled: {', '.join(sorted(ff)) or 'none'})"
-    return Method(params, tensors, a, tk, saved, saved // layers, note, tk.encoder * mlp // layers, back)
+    return Method(params, tensors, a, tk, saved, saved // layers, note, tk.encoder * mlp // layers, back), notes
 
 
 def _prompt(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes) -> Method:
@@ -229,26 +228,25 @@ def method(
     tk: act.Tokens,
     dt: act.Dtypes,
     attention: Attention,
-    notes: list[str],
     peft: tuple[int, int, int] | None = None,
-) -> Method:
+) -> tuple[Method, list[str]]:
     """The trainable parameters and saved bytes of ``adapter`` (any type but lora and dora) under the PEFT
-    release ``peft`` (None: today's)."""
+    release ``peft`` (None: today's), and the notes on the defaults taken and the targets."""
     a = _adapter_bytes(adapter, dt)
     if adapter.type is AdapterType.osf and peft is not None and peft < peft_more.OSF_FACTORED:
-        return peft_more.osf_rebuilt(shape, adapter, tk, dt, a, notes)
+        return peft_more.osf_rebuilt(shape, adapter, tk, dt, a)
     if adapter.type in (AdapterType.vera, AdapterType.loha, AdapterType.adalora, AdapterType.tinylora, AdapterType.osf):
-        return peft_more.method(shape, adapter, tk, dt, a, notes)
+        return peft_more.method(shape, adapter, tk, dt, a)
     if adapter.type is AdapterType.boft:
         rotates_weight = peft is not None and peft < peft_boft.BOFT_INPUT_ROTATION
-        return peft_boft.boft(shape, adapter, tk, dt, a, notes, rotates_weight)
+        return peft_boft.boft(shape, adapter, tk, dt, a, rotates_weight)
     if adapter.type is AdapterType.ia3:
-        return _ia3(shape, adapter, tk, dt, notes)
+        return _ia3(shape, adapter, tk, dt)
     if adapter.type is AdapterType.prompt_tuning:
-        return _prompt(shape, adapter, tk, dt)
+        return _prompt(shape, adapter, tk, dt), []
     if adapter.type is AdapterType.prefix_tuning:
-        return _prefix(shape, adapter, tk, dt, attention)
-    return _ln(shape, tk, dt)
+        return _prefix(shape, adapter, tk, dt, attention), []
+    return _ln(shape, tk, dt), []
 
 
 def check(spec: Spec, shape: ModelShape) -> None:
@@ -271,12 +269,11 @@ def method_phases(
     tk: act.Tokens,
     dt: act.Dtypes,
     base: dict[str, int],
-    notes: list[str],
     stack: Stack,
-) -> tuple[dict[str, dict[str, int]], int, int]:
+) -> tuple[dict[str, dict[str, int]], int, int, list[str]]:
     """Training step of a frozen base with the method's trainable parameters (forward, backward, optimizer),
     as :func:`vramcalc.families.llm.adapter_phases` assembles LoRA's; with the trainable and the frozen
-    parameters the method adds."""
+    parameters the method adds, and the notes on the method."""
     from vramcalc.core import optimizer as optimizer_mod
     from vramcalc.core.workload import default_optimizer
     from vramcalc.llm import adapters
@@ -286,13 +283,11 @@ def method_phases(
     assert adapter is not None  # an adapter method's step
     check(spec, shape)
     peft = peft_release(wl.versions)
-    m = method(shape, adapter, tk, dt, wl.attention, notes, peft)
+    m, said = method(shape, adapter, tk, dt, wl.attention, peft)
     if m.attention_shape is not None:
         shape = m.attention_shape
-    notes.append(m.note)
+    notes = [*said, m.note, *([DEFAULT_OPTIMIZER_NOTE] if wl.optimizer is None else [])]
     optimizer = default_optimizer(spec)
-    if wl.optimizer is None:
-        notes.append(DEFAULT_OPTIMIZER_NOTE)
     a, trainable = m.bytes_per_param, m.params
     live = {
         **base,
@@ -325,4 +320,4 @@ def method_phases(
     temp = trainable * a if foreach and not optimizer_mod.LAYOUTS[optimizer].fused_kernel else 0
     # the method's own update after the optimizer step, before the gradients are zeroed
     step = {**live, "gradients": trainable * a, "temporaries": max(temp, m.step_transient)}
-    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, m.frozen_params
+    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, m.frozen_params, notes

@@ -115,9 +115,10 @@ TINYLORA_RANK = 2
 TINYLORA_U = 64
 
 
-def adapted_linears(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
-    targets = lora_targets.resolve_targets(shape, adapter.targets, False, notes)
-    return lora_matrices(shape, targets)
+def adapted_linears(shape: ModelShape, adapter: AdapterSpec) -> tuple[list[LoraMatrix], list[str]]:
+    """The linears ``adapter.targets`` names (PEFT's reading), and the notes on what they adapt."""
+    targets, notes = lora_targets.resolve_targets(shape, adapter.targets, False)
+    return lora_matrices(shape, targets), notes
 
 
 def inputs_needing_grad(m: LoraMatrix, layers: int) -> int:
@@ -138,12 +139,12 @@ def kept_input_bytes(matrices: list[LoraMatrix], a: int, dt: act.Dtypes) -> int:
     return total + sum(shared.values())
 
 
-def vera(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """VeRA's trained vectors, shared projections (``buffers``) and kept tensors."""
+def vera(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int) -> tuple[Method, list[str]]:
+    """VeRA's trained vectors, shared projections (``buffers``) and kept tensors; and the notes on the
+    defaults taken and the targets."""
     r = adapter.rank or VERA_RANK
-    if adapter.rank is None:
-        notes.append(f"adapter.rank not given: {VERA_RANK} (PEFT's VeRA default)")
-    matrices = adapted_linears(shape, adapter, notes)
+    defaults = [] if adapter.rank is not None else [f"adapter.rank not given: {VERA_RANK} (PEFT's VeRA default)"]
+    matrices, target_notes = adapted_linears(shape, adapter)
     n, c = tk.encoder, dt.compute
     tensors = []
     for m in matrices:
@@ -162,19 +163,23 @@ def vera(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     layers = shape.layers
     saved = n * per_token
     per_layer, mlp_layer = saved // layers, n * mlp // layers
-    return Method(params, tensors, a, tk, saved, per_layer, note, mlp_layer, buffers=buffers, forward_transient=forward)
+    return Method(
+        params, tensors, a, tk, saved, per_layer, note, mlp_layer, buffers=buffers, forward_transient=forward
+    ), defaults + target_notes
 
 
 def tinylora(
-    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]
-) -> Method:
-    """TinyLoRA's trained vectors, its frozen SVD factors and projections (``buffers``) and kept tensors."""
+    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int
+) -> tuple[Method, list[str]]:
+    """TinyLoRA's trained vectors, its frozen SVD factors and projections (``buffers``) and kept tensors; and
+    the notes on the defaults taken and the targets."""
     r, u = adapter.rank or TINYLORA_RANK, adapter.u or TINYLORA_U
+    defaults: list[str] = []
     if adapter.rank is None:
-        notes.append(f"adapter.rank not given: {TINYLORA_RANK} (PEFT's TinyLoRA default)")
+        defaults.append(f"adapter.rank not given: {TINYLORA_RANK} (PEFT's TinyLoRA default)")
     if adapter.u is None:
-        notes.append(f"adapter.u not given: {TINYLORA_U} (PEFT's TinyLoRA default)")
-    matrices = adapted_linears(shape, adapter, notes)
+        defaults.append(f"adapter.u not given: {TINYLORA_U} (PEFT's TinyLoRA default)")
+    matrices, target_notes = adapted_linears(shape, adapter)
     n, c = tk.encoder, dt.compute
     modules = sum(m.count for m in matrices)
     tensors = [(modules, u, 1)]  # one v per adapted linear (weight_tying 0.0, PEFT's default)
@@ -204,22 +209,24 @@ def tinylora(
         n * mlp // layers,
         buffers=buffers,
         forward_transient=forward,
-    )
+    ), defaults + target_notes
 
 
-def _osf_targets(shape: ModelShape, adapter: AdapterSpec, notes: list[str]) -> list[LoraMatrix]:
-    matrices = adapted_linears(shape, adapter, notes)
+def _osf_targets(shape: ModelShape, adapter: AdapterSpec) -> tuple[list[LoraMatrix], list[str]]:
+    """OSF's adapted linears, and the notes on them and on the rank's default."""
+    matrices, notes = adapted_linears(shape, adapter)
     smallest = min(min(m.out, m.inp) for m in matrices)
     if adapter.rank is not None and adapter.rank >= smallest:
         raise SpecError(f"workload.adapter.rank: OSF trains fewer than the {smallest} singular directions a target has")
     if adapter.rank is None:
         notes.append("adapter.rank not given: half of each target's smaller dimension (PEFT's OSF default)")
-    return matrices
+    return matrices, notes
 
 
-def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """OSF's trained low singular subspace, its frozen copies and high subspace (``buffers``), kept tensors."""
-    matrices = _osf_targets(shape, adapter, notes)
+def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int) -> tuple[Method, list[str]]:
+    """OSF's trained low singular subspace, its frozen copies and high subspace (``buffers``), kept tensors;
+    and the notes on the targets and the rank's default."""
+    matrices, notes = _osf_targets(shape, adapter)
     n, c = tk.encoder, dt.compute
     tensors: list[tuple[int, int, int]] = []
     buffers = per_forward = mlp_forward = 0
@@ -249,15 +256,16 @@ def osf(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes,
     mlp = (n * mlp_tokens + mlp_forward) // layers
     return Method(
         params, tensors, a, tk, saved, saved // layers, note, mlp, backward, buffers=buffers, forward_transient=forward
-    )
+    ), notes
 
 
 def osf_rebuilt(
-    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]
-) -> Method:
+    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int
+) -> tuple[Method, list[str]]:
     """OSF as PEFT ran it before 0.21: every forward rebuilds the weight, ``U_high S_high V_high + U_low S_low
-    V_low``, and applies it with ``F.linear`` to the input cast to the adapter dtype."""
-    matrices = _osf_targets(shape, adapter, notes)
+    V_low``, and applies it with ``F.linear`` to the input cast to the adapter dtype. With the notes on the
+    targets and the rank's default."""
+    matrices, notes = _osf_targets(shape, adapter)
     n, c, layers = tk.encoder, dt.compute, shape.layers
     tensors: list[tuple[int, int, int]] = []
     buffers = per_forward = mlp_forward = 0
@@ -293,15 +301,15 @@ def osf_rebuilt(
     mlp = (n * mlp_tokens + mlp_forward) // layers
     return Method(
         params, tensors, a, tk, saved, saved // layers, note, mlp, backward, buffers=buffers, forward_transient=forward
-    )
+    ), notes
 
 
-def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """LoHa's four factors per linear, the kept inputs and delta weights, the delta weight's transients."""
+def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int) -> tuple[Method, list[str]]:
+    """LoHa's four factors per linear, the kept inputs and delta weights, the delta weight's transients; and
+    the notes on the defaults taken and the targets."""
     r = adapter.rank or LOHA_RANK
-    if adapter.rank is None:
-        notes.append(f"adapter.rank not given: {LOHA_RANK} (PEFT's LoHa default)")
-    matrices = adapted_linears(shape, adapter, notes)
+    defaults = [] if adapter.rank is not None else [f"adapter.rank not given: {LOHA_RANK} (PEFT's LoHa default)"]
+    matrices, target_notes = adapted_linears(shape, adapter)
     n, layers = tk.encoder, shape.layers
     tensors = []
     for m in matrices:
@@ -320,18 +328,21 @@ def loha(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes
     note = f"LoHa r={r} on {', '.join(sorted({m.name for m in matrices}))} (a full delta weight per linear)"
     per_layer = saved // layers
     mlp = (n * mlp_tokens + mlp_weights) // layers
-    return Method(params, tensors, a, tk, saved, per_layer, note, mlp, backward, forward_transient=forward)
+    notes = defaults + target_notes
+    return Method(params, tensors, a, tk, saved, per_layer, note, mlp, backward, forward_transient=forward), notes
 
 
 def adalora(
-    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]
-) -> Method:
+    shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int
+) -> tuple[Method, list[str]]:
     """AdaLoRA's three factors and ``ranknum`` per linear, LoRA's kept tensors at ``init_r``, the
-    orthogonality penalty's ``r x r`` differences and the importance scores of the rank allocator."""
+    orthogonality penalty's ``r x r`` differences and the importance scores of the rank allocator; and the
+    notes on the defaults taken and the targets."""
     r = adapter.init_r or ADALORA_INIT_R
+    defaults: list[str] = []
     if adapter.init_r is None:
-        notes.append(f"adapter.init_r not given: {ADALORA_INIT_R} (PEFT's AdaLoRA default)")
-    matrices = adapted_linears(shape, adapter, notes)
+        defaults.append(f"adapter.init_r not given: {ADALORA_INIT_R} (PEFT's AdaLoRA default)")
+    matrices, target_notes = adapted_linears(shape, adapter)
     n, layers = tk.encoder, shape.layers
     tensors = []
     for m in matrices:
@@ -353,31 +364,35 @@ def adalora(
         f"AdaLoRA init_r={r} on {', '.join(sorted({m.name for m in matrices}))}; importance scores "
         "(3 copies of the adapters, update_and_allocate) counted with the optimizer states"
     )
-    return Method(
-        params,
-        tensors,
-        a,
-        tk,
-        in_blocks + penalty,
-        in_blocks // layers,
-        note,
-        mlp_saved // layers,
-        buffers=ranknum * allocation_bytes(dt.param),
-        forward_transient=forward,
-        frozen_params=ranknum,
-        extra_states=3 * sum(k * allocation_bytes(rows * cols * a) for k, rows, cols in tensors),
-        step_transient=3 * biggest * a,
+    return (
+        Method(
+            params,
+            tensors,
+            a,
+            tk,
+            in_blocks + penalty,
+            in_blocks // layers,
+            note,
+            mlp_saved // layers,
+            buffers=ranknum * allocation_bytes(dt.param),
+            forward_transient=forward,
+            frozen_params=ranknum,
+            extra_states=3 * sum(k * allocation_bytes(rows * cols * a) for k, rows, cols in tensors),
+            step_transient=3 * biggest * a,
+        ),
+        defaults + target_notes,
     )
 
 
-def method(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int, notes: list[str]) -> Method:
-    """:func:`vera`, :func:`loha`, :func:`adalora`, :func:`tinylora` or :func:`osf` for the adapter's type."""
+def method(shape: ModelShape, adapter: AdapterSpec, tk: act.Tokens, dt: act.Dtypes, a: int) -> tuple[Method, list[str]]:
+    """:func:`vera`, :func:`loha`, :func:`adalora`, :func:`tinylora` or :func:`osf` for the adapter's type, with
+    its notes."""
     if adapter.type is AdapterType.vera:
-        return vera(shape, adapter, tk, dt, a, notes)
+        return vera(shape, adapter, tk, dt, a)
     if adapter.type is AdapterType.adalora:
-        return adalora(shape, adapter, tk, dt, a, notes)
+        return adalora(shape, adapter, tk, dt, a)
     if adapter.type is AdapterType.tinylora:
-        return tinylora(shape, adapter, tk, dt, a, notes)
+        return tinylora(shape, adapter, tk, dt, a)
     if adapter.type is AdapterType.osf:
-        return osf(shape, adapter, tk, dt, a, notes)
-    return loha(shape, adapter, tk, dt, a, notes)
+        return osf(shape, adapter, tk, dt, a)
+    return loha(shape, adapter, tk, dt, a)

@@ -138,9 +138,10 @@ def check_keys(wl: Workload, is_vllm: bool) -> None:
             raise SpecError(f"workload.{key}: only valid with runtime: vllm")
 
 
-def resolve(wl: Workload, context: int, notes: list[str], device: Device | None = None) -> Profile:
-    """The engine settings of a vLLM serving spec (defaults noted); ``context`` is the request's length,
-    ``device`` the GPU where one is named (its batch defaults)."""
+def resolve(wl: Workload, context: int, device: Device | None = None) -> tuple[Profile, list[str]]:
+    """The engine settings of a vLLM serving spec, with a note on each default taken; ``context`` is the
+    request's length, ``device`` the GPU where one is named (its batch defaults)."""
+    notes: list[str] = []
     versions = wl.versions or {}
     version = versions.get("vllm") or DEFAULT_VERSION
     release = parse_version(version)
@@ -164,7 +165,7 @@ def resolve(wl: Workload, context: int, notes: list[str], device: Device | None 
             notes.append(
                 f"max_num_batched_tokens not given: {tokens:,} (V0 without chunked prefill: max(max_model_len, 2048))"
             )
-        return Profile(version, engine, max_len, tokens, seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS)
+        return Profile(version, engine, max_len, tokens, seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS), notes
     card = None if device is None else card_of(device.name, device.total_bytes)
     default_tokens, default_seqs, rule = batch_defaults(release, card)
     missing = [
@@ -179,7 +180,7 @@ def resolve(wl: Workload, context: int, notes: list[str], device: Device | None 
         notes.append(f"{', '.join(missing)} ({rule})")
     tokens = tokens if tokens is not None else default_tokens
     seqs = seqs if seqs is not None else default_seqs
-    return Profile(version, engine, max_len, tokens, seqs)
+    return Profile(version, engine, max_len, tokens, seqs), notes
 
 
 #: vLLM allocates its whole KV pool once, at start-up, at a size that does not change: it adds no reserve.

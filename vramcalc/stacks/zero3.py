@@ -339,17 +339,17 @@ def coordinator_of(plan: Plan) -> Coordinator:
     return replace(c, world=plan.shard, offloaded=plan.offload_params, gathers_alone=plan.gathers_alone)
 
 
-def release_refinement(spec: Spec) -> Callable[[Plan, list[str]], Plan]:
+def release_refinement(spec: Spec) -> Callable[[Plan], tuple[Plan, list[str]]]:
     """What the DeepSpeed release ``versions.deepspeed`` pins changes in a plan (one GPU gathers before 0.9.0),
     with a note on how a ZeRO-3 plan's gathers allocate; for :func:`vramcalc.parallel.layout.resolve_plan`."""
     given = (spec.workload.versions or {}).get("deepspeed")
     release = deepspeed_release(spec.workload.versions)
 
-    def refine(plan: Plan, notes: list[str]) -> Plan:
+    def refine(plan: Plan) -> tuple[Plan, list[str]]:
         if release is not None:  # a DeepSpeed plan (vramcalc.spec.versions.deepspeed_spec_rules)
             plan = replace(plan, gathers_alone=release < NO_GATHER_ON_ONE_GPU)
         if plan.framework is Framework.deepspeed and plan.stage == 3:
-            notes.append(gather_note(coordinator_of(plan), given))
-        return plan
+            return plan, [gather_note(coordinator_of(plan), given)]
+        return plan, []
 
     return refine
