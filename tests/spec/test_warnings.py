@@ -127,6 +127,45 @@ def test_unknown_keys_get_did_you_mean(data: dict[str, Any], message: str) -> No
     assert str(info.value) == f"s.yaml: {message}"
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"workload": {"batch_sise": 8, "seq_len": 8}}, "workload.batch_sise: unknown key; did you mean 'batch_size'?"),
+        ({"model": {**LLAMA_LIKE, "layers": None, "layrs": 2}}, "model.layrs: unknown key; did you mean 'layers'?"),
+    ],
+)
+def test_a_misspelt_required_key_is_one_did_you_mean_line(data: dict[str, Any], message: str) -> None:
+    # The required key is missing because it is misspelt: the one line says so, with no "Field
+    # required" line for the key it stands for.
+    spec = {"model": LLAMA_LIKE, "workload": {"batch_size": 1, "seq_len": 8}, **data}
+    spec["model"] = {key: value for key, value in spec["model"].items() if value is not None}
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, "s.yaml")
+    assert str(info.value) == f"s.yaml: {message}"
+
+
+def test_a_missing_key_with_no_typo_beside_it_is_still_named() -> None:
+    spec = {"model": LLAMA_LIKE, "workload": {"seq_len": 8, "colour": "red"}}
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, "s.yaml")
+    assert str(info.value).splitlines() == [
+        "s.yaml: workload.batch_size: Field required",
+        "s.yaml: workload.colour: unknown key",
+    ]
+
+
+def test_a_misspelt_required_key_on_the_command_line(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    path = tmp_path / "typo.yaml"
+    path.write_text("model: gpt2\nworkload: {batch_sise: 8, seq_len: 128}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {path}: workload.batch_sise: unknown key; did you mean 'batch_size'?\n"
+
+
 def test_did_you_mean_in_a_flag_override() -> None:
     spec = parse_spec({"model": LLAMA_LIKE, "workload": {"batch_size": 1, "seq_len": 8}})
     with pytest.raises(SpecError, match="s.yaml: workload: seq_lenn: unknown key; did you mean 'seq_len'"):
