@@ -196,6 +196,7 @@ def test_the_copy_the_check_error_suggests_is_checked(empty_dir: Path) -> None:
     [
         ["sweep", "bert-base.yaml", "--batch-size", "1"],
         ["report", "bert-base.yaml"],
+        ["check", "bert-base.yaml", "--gpu", "h100-sxm"],  # no fallback, and still never over the example
     ],
     ids=lambda args: args[0],
 )
@@ -218,7 +219,7 @@ def test_output_never_replaces_the_bundled_example_fallen_back_to(
         assert result.stderr.startswith(f"error: --output: {output}: is an input of this command")
         assert example.read_bytes() == before
     result = runner.invoke(app, [*args, "-o", "out.txt"])  # elsewhere the output is written
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (2 if args[0] == "check" else 0), result.output
     assert (work / "out.txt").stat().st_size > 0
 
 

@@ -157,7 +157,7 @@ def check(
     from vramcalc.planning.check import TargetFlags, run_check
     from vramcalc.render.check import format_check
 
-    sink = output_file(output, specs)
+    sink = output_file(output, spec_inputs(specs))  # a missing bare name's bundled example too
     _refuse_spec_in_search(sink, specs)
     with user_errors():
         flags = TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve))
