@@ -54,7 +54,7 @@ def _version(value: bool) -> None:
 @base_app.callback()
 def main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
     """vramcalc: will it fit, on which card, and how fast can the weights stream?"""
