@@ -43,6 +43,37 @@ def test_pure_16_bit_full_fine_tune_warns(precision: str) -> None:
     text = notes(LLAMA_LIKE, precision=precision)
     assert f"warning: precision {precision} trains with 16-bit weights, gradients and Adam states (8 B/param)" in text
     assert f"Hugging Face Trainer's {precision}=True is precision: amp-{precision}" in text
+    # the warning says how to state that pure 16-bit is meant
+    assert f"(precision: pure-{precision} says pure {precision} is meant)" in text
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_pure_spelling_means_the_same_step_without_the_warning(precision: str) -> None:
+    model, wl = LLAMA_LIKE, {"batch_size": 2, "seq_len": 64}
+    plain = estimate(parse_spec({"model": model, "workload": {**wl, "precision": precision}}))
+    spec = parse_spec({"model": model, "workload": {**wl, "precision": f"pure-{precision}"}})
+    assert spec.workload.precision.value == precision
+    meant = estimate(spec)
+    assert (meant.components, meant.total_bytes) == (plain.components, plain.total_bytes)
+    assert not any("trains with 16-bit weights" in note for note in meant.assumptions)
+    # a flag override keeps the spelling given (the workload is written out and read again)
+    changed = override_workload(spec, "s.yaml", batch_size=4)
+    assert changed.workload.pure_meant and changed.workload.batch_size == 4
+    assert not any("trains with 16-bit weights" in note for note in estimate(changed).assumptions)
+
+
+def test_pure_spelling_on_the_command_line() -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    runner = CliRunner()
+    spec = "configs/gpt2.yaml"
+    flagged = runner.invoke(app, ["estimate", spec, "--precision", "pure-bf16", "--mode", "train"])
+    plain = runner.invoke(app, ["estimate", spec, "--precision", "bf16", "--mode", "train"])
+    assert flagged.exit_code == 0 and plain.exit_code == 0, flagged.output + plain.output
+    assert "warning: precision bf16" in " ".join(plain.stdout.split())
+    assert "warning" not in flagged.stdout and flagged.stderr == ""
 
 
 @pytest.mark.parametrize(
