@@ -160,6 +160,12 @@ def test_gpu_lookup() -> None:
             {"bus_width": 384, "memory_type": "GDDR6X", "memory_clock": "1313MHz", "params": "13B"},
             ["--bus-width", "384", "--memory-type", "GDDR6X", "--memory-clock", "1313MHz", "--params", "13B"],
         ),
+        # a capacity as the card, with its bus: the capacity is kept (custom-32gb, 32 x 10^9 bytes)
+        (
+            "32GB",
+            {"bus_width": 256, "data_rate": "20Gbps", "params": "7B"},
+            ["--bus-width", "256", "--data-rate", "20Gbps", "--params", "7B"],
+        ),
     ],
 )
 def test_bandwidth_matches_the_cli(card: str | None, kwargs: dict[str, Any], args: list[Any]) -> None:
@@ -167,7 +173,9 @@ def test_bandwidth_matches_the_cli(card: str | None, kwargs: dict[str, Any], arg
     result = vramcalc.bandwidth(card, **kwargs)
     assert isinstance(result, vramcalc.BandwidthResult)
     assert result.to_dict() == expected
-    if card is not None:
+    if card == "32GB":  # not a catalog card: vramcalc.gpu() does not take it
+        assert (result.gpu, result.capacity_bytes) == ("custom-32gb", 32 * 10**9)
+    elif card is not None:
         assert vramcalc.bandwidth(vramcalc.gpu(card), **kwargs).to_dict() == expected
 
 

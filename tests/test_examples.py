@@ -1,5 +1,6 @@
 """The bundled examples: configs/ ships in the wheel as `vramcalc.examples`, `vramcalc examples` lists
-and prints them, and a SPEC argument that names no file here falls back to the example of that name.
+and prints them, and a SPEC argument that names no file here falls back to the example of that name
+(for every command but check, the CI gate, where a file that is not there is bad input).
 
 Building a wheel is slow, so the packaging is checked on pyproject.toml itself: every configs/*.yaml
 is package data of `vramcalc.examples`, which maps to configs/, and every sub-package is listed.
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
+CONFIGS_BERT = ROOT / "configs" / "bert-base.yaml"
 NOTE = "note: bert-base.yaml is not a file here; using the bundled example bert-base.yaml\n"
 
 runner = CliRunner()
@@ -133,7 +135,6 @@ def test_a_close_name_is_suggested(empty_dir: Path) -> None:
         ["max-seq", "bert-base.yaml", "--gpu", "h100-sxm"],
         ["sweep", "bert-base.yaml", "--batch-size", "1,2"],
         ["plan", "bert-base.yaml", "--gpu", "h100-sxm"],
-        ["check", "bert-base.yaml", "--gpu", "h100-sxm"],
         ["estimate", "bert-base.yaml", "--timeline"],
         ["report", "bert-base.yaml", "--output", "report.html"],
     ],
@@ -151,11 +152,75 @@ def test_bandwidth_notes_the_bundled_example(empty_dir: Path) -> None:
     assert NOTE.removeprefix("note: ").rstrip() in doc["notes"]
 
 
-def test_check_notes_the_bundled_example_and_reports_the_name_given(empty_dir: Path) -> None:
+@pytest.mark.parametrize("name", ["bert-base.yaml", "bert-base", "./bert-base.yaml"])
+def test_check_never_falls_back_to_a_bundled_example(empty_dir: Path, name: str) -> None:
+    # A CI gate must not pass on a file that is not there: one error line naming the path, exit 2,
+    # and the way to copy the example here.
+    result = runner.invoke(app, ["check", name, "--gpu", "h100-sxm", "--json"])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: {name}: no such file")
+    assert "'vramcalc examples bert-base.yaml > bert-base.yaml'" in line
+    assert "note:" not in result.stderr
+    assert all(row["fits"] is not True for row in json.loads(result.stdout))
+
+
+def test_check_of_a_missing_file_beside_one_that_fits_is_still_exit_2(empty_dir: Path) -> None:
+    (empty_dir / "tiny.yaml").write_text(TINY_SPEC, encoding="utf-8")
+    result = runner.invoke(app, ["check", "tiny.yaml", "gpt2.yaml", "--gpu", "h100-sxm"])
+    assert result.exit_code == 2, result.output
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        "error: gpt2.yaml: no such file (check reads only files that exist, never the bundled example gpt2.yaml; "
+        "'vramcalc examples gpt2.yaml > gpt2.yaml' copies it here)"
+    ]
+
+
+def test_check_of_a_missing_close_name_lists_the_examples(empty_dir: Path) -> None:
+    result = runner.invoke(app, ["check", "bert-bse.yaml", "--gpu", "h100-sxm"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: bert-bse.yaml: no such file; bundled examples with a close name: bert-base.yaml")
+
+
+def test_the_copy_the_check_error_suggests_is_checked(empty_dir: Path) -> None:
+    copied = runner.invoke(app, ["examples", "bert-base.yaml"])
+    (empty_dir / "bert-base.yaml").write_text(copied.stdout, encoding="utf-8")
     result = runner.invoke(app, ["check", "bert-base.yaml", "--gpu", "h100-sxm", "--json"])
     assert result.exit_code == 0, result.output
-    assert result.stderr == NOTE
+    assert result.stderr == ""
     assert [row["spec"] for row in json.loads(result.stdout)] == ["bert-base.yaml"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sweep", "bert-base.yaml", "--batch-size", "1"],
+        ["report", "bert-base.yaml"],
+        ["check", "bert-base.yaml", "--gpu", "h100-sxm"],  # no fallback, and still never over the example
+    ],
+    ids=lambda args: args[0],
+)
+def test_output_never_replaces_the_bundled_example_fallen_back_to(
+    empty_dir: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    # The examples folder stands in for the installed one, so the test writes nothing to configs/.
+    installed = empty_dir / "installed"
+    installed.mkdir()
+    example = installed / "bert-base.yaml"
+    example.write_text(CONFIGS_BERT.read_text(encoding="utf-8"), encoding="utf-8")
+    work = empty_dir / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setattr("vramcalc.spec.load._examples_dir", lambda: installed)
+    before = example.read_bytes()
+    for output in (str(example), "../installed/bert-base.yaml"):
+        result = runner.invoke(app, [*args, "-o", output])
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"error: --output: {output}: is an input of this command")
+        assert example.read_bytes() == before
+    result = runner.invoke(app, [*args, "-o", "out.txt"])  # elsewhere the output is written
+    assert result.exit_code == (2 if args[0] == "check" else 0), result.output
+    assert (work / "out.txt").stat().st_size > 0
 
 
 # --- vramcalc examples -----------------------------------------------------------------------------

@@ -223,7 +223,7 @@ def bandwidth(
         "data_rate": data_rate,
         "clock_source": clock_source,
     }
-    card: GPU | None
+    card: GPU | CustomCard | None
     if isinstance(gpu, GPU):
         given = [key for key, value in custom.items() if value is not None]
         if given:

@@ -17,10 +17,21 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 BERT = str(CONFIGS / "bert-base.yaml")
 
 
-def test_version() -> None:
-    result = runner.invoke(app, ["--version"])
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version(flag: str) -> None:
+    result = runner.invoke(app, [flag])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == f"vramcalc {__version__}"
+
+
+def test_short_version_flag_through_the_entry_point() -> None:
+    # The console entry point picks the app from the first argument: -V must reach the version option.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "vramcalc", "-V"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"vramcalc {__version__}\n" and done.stderr == ""
 
 
 def test_estimate_table() -> None:

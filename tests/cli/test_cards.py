@@ -151,6 +151,39 @@ def test_bandwidth_of_a_capacity_with_its_bus() -> None:
     assert json.loads(result.stdout)["bandwidth_bytes_per_s"] == 960 * 10**9
 
 
+@pytest.mark.parametrize(
+    "bus",
+    [
+        ["--bus-width", "256", "--data-rate", "20Gbps"],
+        ["--bus-width", "256", "--memory-type", "GDDR6", "--memory-clock", "1750MHz"],
+    ],
+    ids=["data-rate", "memory-clock"],
+)
+def test_a_capacity_with_its_bus_keeps_the_capacity(bus: list[str]) -> None:
+    # The card is 32 GB (32 x 10^9 bytes) with the bus the flags describe: both are in the answer.
+    result = runner.invoke(app, ["bandwidth", "--gpu", "32GB", *bus, "--params", "7B", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert (doc["gpu"], doc["name"]) == ("custom-32gb", "custom 32 GB card")
+    assert (doc["capacity_bytes"], doc["capacity_vendor"]) == (32 * 10**9, "32 GB")
+    assert doc["bus_width_bits"] == 256
+    assert "32 GB (32,000,000,000 bytes; 29.80 GiB) usable" in result.stderr
+    text = runner.invoke(app, ["bandwidth", "--gpu", "32GB", *bus])
+    assert text.exit_code == 0, text.output
+    assert "custom 32 GB card (custom-32gb)" in text.stdout
+    assert "32 GB (32,000,000,000 bytes; 29.80 GiB) usable" in text.stdout
+
+
+def test_weights_past_a_capacity_with_its_bus_are_noted() -> None:
+    # 7B parameters x 2 bytes (fp16) = 14 GB > 8 GB
+    args = ["bandwidth", "--gpu", "8GB", "--bus-width", "256", "--data-rate", "20Gbps", "--params", "7B", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["weights_bytes"] == 14 * 10**9 and doc["capacity_bytes"] == 8 * 10**9
+    assert any(note.startswith("the weights exceed the card's 8 GB") for note in doc["notes"])
+
+
 def test_gpus_lists_the_user_cards(gpus_file: str) -> None:
     result = runner.invoke(app, ["gpus", "--gpus-file", gpus_file, "--json"])
     assert result.exit_code == 0, result.output

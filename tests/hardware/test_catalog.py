@@ -142,11 +142,18 @@ def test_a_gap_without_the_flag_is_rejected() -> None:
         parse_catalog([entry(bandwidth_gb_s=480)], "test.yaml")
 
 
-def test_entry_without_source_is_rejected() -> None:
+@pytest.mark.parametrize("source", [None, "the vendor's datasheet"])
+def test_a_bundled_entry_needs_the_url_of_its_figures(source: str | None) -> None:
     data = entry()
     del data["source"]
-    with pytest.raises(CatalogError, match="card-16gb: source"):
-        parse_catalog([data], "test.yaml")
+    if source is not None:
+        data["source"] = source
+    with pytest.raises(CatalogError) as info:
+        parse_catalog([data], "gpus.yaml", cited=True)
+    assert str(info.value) == f"gpus.yaml: entry card-16gb: source: expected the URL of the figures, got {source!r}"
+    # a user's catalog may leave it out, or say where the figures come from in words
+    (gpu,) = parse_catalog([data], "my-gpus.yaml").gpus
+    assert gpu.source == source
 
 
 # --- name resolution -----------------------------------------------------------------------------

@@ -121,7 +121,7 @@ def test_read_nvml_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(LocalGPUError, match=r"no NVIDIA driver or GPU found \(NVML: Driver Not Loaded\)"):
         read_nvml(0)
     monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import raises ImportError
-    with pytest.raises(LocalGPUError, match=r"pip install 'vramcalc-cli\[nvml\]'"):
+    with pytest.raises(LocalGPUError, match=r"NVML bindings: pip install nvidia-ml-py \("):
         read_nvml(0)
 
 
@@ -164,5 +164,22 @@ def test_cli_gpu_local_without_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["estimate", BERT, "--gpu", "local"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip() == (
-        "error: --gpu local needs NVML bindings: pip install 'vramcalc-cli[nvml]' (nvidia-ml-py)"
+        "error: --gpu local needs NVML bindings: pip install nvidia-ml-py (NVIDIA's bindings, in the environment "
+        "vramcalc runs in)"
     )
+
+
+def test_the_install_hint_names_the_package_of_the_nvml_extra() -> None:
+    # The hint installs NVIDIA's package itself, which works for any installation; the nvml extra of a
+    # clone installs the same package.
+    import tomllib
+    from pathlib import Path
+
+    from vramcalc.hardware.local import INSTALL_HINT
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    (requirement,) = pyproject["project"]["optional-dependencies"]["nvml"]
+    package = requirement.split(">")[0].split("=")[0].strip()
+    assert package == "nvidia-ml-py"
+    assert INSTALL_HINT.startswith(f"pip install {package} ")
+    assert "vramcalc-cli" not in INSTALL_HINT and "[" not in INSTALL_HINT

@@ -201,7 +201,7 @@ def test_without_a_file_the_bundled_catalog_is_used(user_file) -> None:  # type:
     ("entries", "text", "error", "message"),
     [
         ([lab_card(bus_width_bits="wide")], None, CatalogError, "entry lab-card-48gb: bus_width_bits: "),
-        ([lab_card(colour="red")], None, CatalogError, "entry lab-card-48gb: colour: Extra inputs"),
+        ([lab_card(colour="red")], None, CatalogError, "entry lab-card-48gb: colour: unknown field"),
         (None, "id: x\n", CatalogError, "expected a list of GPU entries"),
         (None, "", CatalogError, "expected a list of GPU entries"),
         (None, "- [\n", SpecError, "invalid YAML"),
@@ -216,6 +216,60 @@ def test_bad_user_catalogs_name_the_file(user_file, entries: Any, text: str | No
     text_of = str(info.value)
     assert text_of.startswith(f"{path}: ") and message in text_of and "\n" not in text_of
     assert lookup.active_catalog() is load_catalog()  # a bad file leaves nothing behind
+
+
+def test_a_user_entry_needs_no_source(user_file) -> None:  # type: ignore[no-untyped-def]
+    card = lab_card()
+    del card["source"]
+    use_gpus_file(user_file([card, lab_card(id="lab-card-2", aliases=[], source="measured in our lab")]))
+    assert find_card("labcard")[0].source is None
+    assert find_card("lab-card-2")[0].source == "measured in our lab"
+
+
+# A bad value is one line naming the file, the entry and the field, in plain words: what was expected
+# and what the file has (no pydantic wording such as "Input should be" or "Field required").
+BAD_VALUES = [
+    ({"capacity": "lots"}, "capacity: expected a number, got 'lots'"),
+    ({"bus_width_bits": "wide"}, "bus_width_bits: expected a whole number, got 'wide'"),
+    ({"bus_width_bits": 0}, "bus_width_bits: must be greater than 0, got 0"),
+    ({"vendor": "nvida"}, "vendor: expected one of 'nvidia', 'amd', 'intel' or 'apple', got 'nvida'"),
+    ({"capacity_is_binary": "maybe"}, "capacity_is_binary: expected true or false, got 'maybe'"),
+    ({"source": 5}, "source: expected text, got 5"),
+    ({"host_link": {"pcie_gen": 9}}, "host_link.pcie_gen: must be at most 7, got 9"),
+    ({"host_link": "pcie"}, "host_link: expected a mapping of fields, got 'pcie'"),
+    ({"colour": "red"}, "colour: unknown field"),
+]
+
+
+@pytest.mark.parametrize(("changes", "message"), BAD_VALUES, ids=[m.split(":")[0] for _, m in BAD_VALUES])
+def test_a_bad_value_names_the_file_entry_and_field(user_file, changes: dict[str, Any], message: str) -> None:  # type: ignore[no-untyped-def]
+    path = user_file([lab_card(**changes)])
+    with pytest.raises(CatalogError) as info:
+        load_user_catalog(path)
+    assert str(info.value) == f"{path}: entry lab-card-48gb: {message}"
+
+
+@pytest.mark.parametrize(
+    ("field", "typo", "message"),
+    [
+        ("bandwidth_gb_s", "bandwith_gb_s", "bandwith_gb_s: unknown field; did you mean 'bandwidth_gb_s'"),
+        ("name", "nme", "nme: unknown field; did you mean 'name'?"),
+    ],
+)
+def test_a_misspelt_field_leads_with_did_you_mean(user_file, field: str, typo: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    card = lab_card()
+    card[typo] = card.pop(field)  # the field is missing too: the typo explains it
+    with pytest.raises(CatalogError) as info:
+        load_user_catalog(user_file([card]))
+    assert f": entry lab-card-48gb: {message}" in str(info.value)
+    assert "missing" not in str(info.value)
+
+
+def test_a_missing_field_is_named(user_file) -> None:  # type: ignore[no-untyped-def]
+    card = lab_card()
+    del card["capacity"]
+    with pytest.raises(CatalogError, match=r"entry lab-card-48gb: capacity: missing \(every entry needs it\)$"):
+        load_user_catalog(user_file([card]))
 
 
 def test_a_missing_user_catalog_is_one_error(tmp_path: Path) -> None:

@@ -43,6 +43,37 @@ def test_pure_16_bit_full_fine_tune_warns(precision: str) -> None:
     text = notes(LLAMA_LIKE, precision=precision)
     assert f"warning: precision {precision} trains with 16-bit weights, gradients and Adam states (8 B/param)" in text
     assert f"Hugging Face Trainer's {precision}=True is precision: amp-{precision}" in text
+    # the warning says how to state that pure 16-bit is meant
+    assert f"(precision: pure-{precision} says pure {precision} is meant)" in text
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_pure_spelling_means_the_same_step_without_the_warning(precision: str) -> None:
+    model, wl = LLAMA_LIKE, {"batch_size": 2, "seq_len": 64}
+    plain = estimate(parse_spec({"model": model, "workload": {**wl, "precision": precision}}))
+    spec = parse_spec({"model": model, "workload": {**wl, "precision": f"pure-{precision}"}})
+    assert spec.workload.precision.value == precision
+    meant = estimate(spec)
+    assert (meant.components, meant.total_bytes) == (plain.components, plain.total_bytes)
+    assert not any("trains with 16-bit weights" in note for note in meant.assumptions)
+    # a flag override keeps the spelling given (the workload is written out and read again)
+    changed = override_workload(spec, "s.yaml", batch_size=4)
+    assert changed.workload.pure_meant and changed.workload.batch_size == 4
+    assert not any("trains with 16-bit weights" in note for note in estimate(changed).assumptions)
+
+
+def test_pure_spelling_on_the_command_line() -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    runner = CliRunner()
+    spec = "configs/gpt2.yaml"
+    flagged = runner.invoke(app, ["estimate", spec, "--precision", "pure-bf16", "--mode", "train"])
+    plain = runner.invoke(app, ["estimate", spec, "--precision", "bf16", "--mode", "train"])
+    assert flagged.exit_code == 0 and plain.exit_code == 0, flagged.output + plain.output
+    assert "warning: precision bf16" in " ".join(plain.stdout.split())
+    assert "warning" not in flagged.stdout and flagged.stderr == ""
 
 
 @pytest.mark.parametrize(
@@ -125,6 +156,45 @@ def test_unknown_keys_get_did_you_mean(data: dict[str, Any], message: str) -> No
     with pytest.raises(SpecError) as info:
         parse_spec(spec, "s.yaml")
     assert str(info.value) == f"s.yaml: {message}"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"workload": {"batch_sise": 8, "seq_len": 8}}, "workload.batch_sise: unknown key; did you mean 'batch_size'?"),
+        ({"model": {**LLAMA_LIKE, "layers": None, "layrs": 2}}, "model.layrs: unknown key; did you mean 'layers'?"),
+    ],
+)
+def test_a_misspelt_required_key_is_one_did_you_mean_line(data: dict[str, Any], message: str) -> None:
+    # The required key is missing because it is misspelt: the one line says so, with no "Field
+    # required" line for the key it stands for.
+    spec = {"model": LLAMA_LIKE, "workload": {"batch_size": 1, "seq_len": 8}, **data}
+    spec["model"] = {key: value for key, value in spec["model"].items() if value is not None}
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, "s.yaml")
+    assert str(info.value) == f"s.yaml: {message}"
+
+
+def test_a_missing_key_with_no_typo_beside_it_is_still_named() -> None:
+    spec = {"model": LLAMA_LIKE, "workload": {"seq_len": 8, "colour": "red"}}
+    with pytest.raises(SpecError) as info:
+        parse_spec(spec, "s.yaml")
+    assert str(info.value).splitlines() == [
+        "s.yaml: workload.batch_size: Field required",
+        "s.yaml: workload.colour: unknown key",
+    ]
+
+
+def test_a_misspelt_required_key_on_the_command_line(tmp_path: Any) -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    path = tmp_path / "typo.yaml"
+    path.write_text("model: gpt2\nworkload: {batch_sise: 8, seq_len: 128}\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {path}: workload.batch_sise: unknown key; did you mean 'batch_size'?\n"
 
 
 def test_did_you_mean_in_a_flag_override() -> None:

@@ -25,7 +25,7 @@ from vramcalc.cli._common import (
     notes_to_stderr,
     reserve_flag,
 )
-from vramcalc.cli.output import OutputFile, output_file, refuse_inputs, write_text
+from vramcalc.cli.output import OutputFile, output_file, refuse_inputs, spec_inputs, write_text
 
 
 class CheckFormat(StrEnum):
@@ -143,6 +143,9 @@ def check(
     over more GPUs included (ZeRO-3/FSDP for a one-GPU spec; the spec's own framework for a spec with a
     [bold]parallel:[/] section, whose GPU count --gpus and target.count must match).
 
+    A SPEC that does not exist is bad input, never the bundled example of that name ('vramcalc
+    examples NAME > NAME' copies one here).
+
     A directory or pattern search skips YAML files that are not vramcalc specs (accelerate, DeepSpeed
     and Hugging Face configs, lists, several documents, mappings without model, workload or name),
     with one note each on stderr; a file named explicitly is checked unless --skip-non-specs.
@@ -154,7 +157,7 @@ def check(
     from vramcalc.planning.check import TargetFlags, run_check
     from vramcalc.render.check import format_check
 
-    sink = output_file(output, specs)
+    sink = output_file(output, spec_inputs(specs))  # a missing bare name's bundled example too
     _refuse_spec_in_search(sink, specs)
     with user_errors():
         flags = TargetFlags(tuple(gpu or ()), gpus, reserve_flag(reserve))
@@ -303,7 +306,7 @@ def sweep(
     from vramcalc.planning.sweep import sweep as run_sweep
     from vramcalc.render.planning import format_sweep
 
-    sink = output_file(output, [spec] if spec else [])
+    sink = output_file(output, spec_inputs([spec] if spec else []))
     loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False, model=model)
     source = input_name(spec, model)
     with user_errors(source):

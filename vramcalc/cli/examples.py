@@ -1,7 +1,8 @@
 """`vramcalc examples`: the example specs installed with vramcalc, listed or printed.
 
-Every command that takes a SPEC file also takes an example's name when no file has that name
-(``vramcalc estimate bert-base.yaml`` in an empty directory), with a note on stderr saying so.
+Every command that takes a SPEC file, but ``check``, also takes an example's name when no file has
+that name (``vramcalc estimate bert-base.yaml`` in an empty directory), with a note on stderr saying
+so; ``check``, a CI gate, reads only files that exist.
 Imported when the CLI starts, so the top level imports only typer and typing.
 """
 
@@ -24,9 +25,10 @@ def examples(
 ) -> None:
     """List the bundled example specs, or print one to start your own.
 
-    [bold]vramcalc examples bert-base > my-model.yaml[/] writes a spec to edit. Any command also
-    takes an example's name where a SPEC file goes, when no file of that name is here
-    (vramcalc estimate bert-base.yaml). Exit codes: 0 ok; 2 no example has that name.
+    [bold]vramcalc examples bert-base > my-model.yaml[/] writes a spec to edit. Any command but check
+    also takes an example's name where a SPEC file goes, when no file of that name is here
+    (vramcalc estimate bert-base.yaml); check reads only files that exist. Exit codes: 0 ok; 2 no
+    example has that name.
     """
     from vramcalc.cli._common import user_errors
     from vramcalc.errors import SpecError

@@ -54,7 +54,7 @@ def _version(value: bool) -> None:
 @base_app.callback()
 def main(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version and exit.")
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Show the version and exit.")
     ] = False,
 ) -> None:
     """vramcalc: will it fit, on which card, and how fast can the weights stream?"""
@@ -79,12 +79,16 @@ def _one_of(choices: type[Enum]) -> str:
     return ", ".join(values[:-1]) + " or " + values[-1]
 
 
-def _precision(value: str) -> Precision:
-    """``--precision``: a precision, or the dtype names users also write (``bfloat16`` is ``bf16``)."""
-    from vramcalc.spec.models import PRECISION_ALIASES
+def _precision(value: str) -> Precision | str:
+    """``--precision``: a precision, or the dtype names users also write (``bfloat16`` is ``bf16``); the
+    spellings that say pure 16-bit is meant (``pure-fp16``) stay text, for the workload to read."""
+    from vramcalc.spec.models import PRECISION_ALIASES, PURE_PRECISIONS
 
+    text = value.strip().lower()
+    if text in PURE_PRECISIONS:
+        return text
     try:
-        return Precision(PRECISION_ALIASES.get(value.strip().lower(), value.strip().lower()))
+        return Precision(PRECISION_ALIASES.get(text, text))
     except ValueError:
         raise typer.BadParameter(f"{value!r} is not one of {_one_of(Precision)}") from None
 
@@ -105,11 +109,12 @@ def estimate(
     batch_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.batch_size.")] = None,
     seq_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.seq_len.")] = None,
     precision: Annotated[
-        Precision | None,
+        str | None,
         typer.Option(
             metavar=NAME,
             parser=_precision,
-            help=f"Override workload.precision: {_one_of(Precision)} (bfloat16, float16, float32 too).",
+            help=f"Override workload.precision: {_one_of(Precision)} (bfloat16, float16, float32, pure-fp16, "
+            "pure-bf16 too).",
         ),
     ] = None,
     optimizer: Annotated[

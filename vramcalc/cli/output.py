@@ -2,7 +2,8 @@
 
 ``-o FILE`` (check, sweep, report, import) is checked before the command does its work and refused,
 with one ``error: --output: FILE: ...`` line and exit code 2 and without writing anything, when it is
-one of the command's input files (the same file through a symlink or a hard link included), or an
+one of the command's input files (the same file through a symlink or a hard link included; for a
+SPEC argument that falls back to a bundled example, that example's file: :func:`spec_inputs`), or an
 existing FIFO, device, socket or directory. ``-o -`` means standard output. The file is written
 atomically: the text goes to a temporary file in the same directory, which then replaces FILE, so a
 failed write (a full disk, no permission, a read-only file system) leaves the old file as it was.
@@ -93,6 +94,19 @@ def output_file(output: Path | None, inputs: Iterable[str | Path]) -> OutputFile
     sink = OutputFile(given, target, existing)
     refuse_inputs(sink, inputs)
     return sink
+
+
+def spec_inputs(args: Iterable[str | Path]) -> list[str]:
+    """The files SPEC arguments read, for :func:`output_file`: each argument, and for a bare name that
+    falls back to a bundled example (:func:`vramcalc.spec.load.load_spec_arg`) that example's file too,
+    so ``-o`` never replaces an installed example."""
+    from vramcalc.spec.load import example_file
+
+    files: list[str] = []
+    for arg in args:
+        example = example_file(arg)
+        files += [str(arg)] if example is None else [str(arg), example]
+    return files
 
 
 def refuse_inputs(sink: OutputFile | None, inputs: Iterable[str | Path]) -> None:

@@ -86,7 +86,7 @@ def report(
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
     assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
     from vramcalc.cli._common import user_errors
-    from vramcalc.cli.output import output_file
+    from vramcalc.cli.output import output_file, spec_inputs
     from vramcalc.errors import UnitError
     from vramcalc.render.html_report import render_report
     from vramcalc.version import VERSION as __version__
@@ -94,7 +94,7 @@ def report(
     if reserve is not None and not gpu:
         with user_errors():
             raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
-    sink = output_file(output, specs)
+    sink = output_file(output, spec_inputs(specs))
     entries = [report_entry(path, gpu, reserve) for path in specs]
     write_output(render_report(entries, version=__version__), sink)
 

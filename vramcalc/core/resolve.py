@@ -66,12 +66,13 @@ def workload_notes(wl: Workload, pinned: tuple[str, ...] = ()) -> list[str]:
         notes.append(f"gradient_checkpointing not given: {wl.gradient_checkpointing.value}")
     notes += pinned
     pure = {Precision.bf16: "bf16", Precision.fp16: "fp16"}.get(wl.precision)
-    if train and pure and wl.adapter is None and wl.optimizer is not Optimizer.none:
+    if train and pure and not wl.pure_meant and wl.adapter is None and wl.optimizer is not Optimizer.none:
         adam = wl.optimizer in (None, Optimizer.adam, Optimizer.adamw)
         notes.append(
             f"warning: precision {pure} trains with 16-bit weights, gradients"
             + (" and Adam states (8 B/param)" if adam else " and optimizer states")
-            + f", no fp32 master weights; Hugging Face Trainer's {pure}=True is precision: amp-{pure}"
+            + f", no fp32 master weights; Hugging Face Trainer's {pure}=True is precision: amp-{pure} "
+            f"(precision: pure-{pure} says pure {pure} is meant)"
         )
     return notes
 

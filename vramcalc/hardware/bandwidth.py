@@ -28,6 +28,7 @@ from vramcalc.units import parse_decimal, quoted
 
 if TYPE_CHECKING:
     from vramcalc.hardware.catalog import GPU
+    from vramcalc.hardware.custom import CustomCard
 
 #: Achieved share of peak memory bandwidth for a large streaming read: typically 80-90 % on HBM
 #: (e.g. STREAM-like copies on A100/H100); 0.85 is the middle of that range. Override with --efficiency.
@@ -110,10 +111,11 @@ def select_card(
     memory_clock: str | None = None,
     data_rate: str | None = None,
     clock_source: str | None = None,
-) -> tuple[MemoryBus, GPU | None, str | None]:
+) -> tuple[MemoryBus, GPU | CustomCard | None, str | None]:
     """A catalog card by name (its bus and the card), or a custom card's bus from flags (no card); plus
     a note when the name was not an exact id or alias. A size as ``gpu`` (``48GiB``, a capacity-only
-    card) goes with the flags that describe the bus, and the note states the capacity."""
+    card) goes with the flags that describe the bus: the card is that capacity with that bus, and the
+    note states both."""
     flags = {
         "--bus-width": bus_width,
         "--memory-type": mem_type,
@@ -156,7 +158,12 @@ def select_card(
             data_rate=data_rate,
             clock_source=clock_source,
         )
-        return bus, None, note
+        flags_text = f"{', '.join(given[:-1])} and {given[-1]}" if len(given) > 1 else given[0]
+        described = (
+            f"--gpu {gpu.strip()}: a custom card with {entry.size_text} usable and the memory bus "
+            f"{flags_text} give; no TFLOPS or PCIe figures"
+        )
+        return bus, entry, described
     if given:
         raise UnitError(f"--gpu describes the card already; drop {', '.join(given)}")
     return entry.memory_bus, entry, note
@@ -224,7 +231,7 @@ class Report:
     """Everything `vramcalc bandwidth` shows; parts are None where they do not apply (see notes)."""
 
     bus: MemoryBus
-    gpu: GPU | None  # the catalog card; None for a custom card (its bus only)
+    gpu: GPU | None  # the catalog card; None for a custom card
     efficiency: float
     weights: Weights | None = None
     streaming: Streaming | None = None
@@ -233,6 +240,20 @@ class Report:
     kv: KvCache | None = None
     notes: list[str] = field(default_factory=list)
     batch: int = 1  # sequences per decode step (--batch, else the spec's, else 1)
+    sized: CustomCard | None = None  # a custom card given by its capacity, its bus from flags
+
+    @property
+    def capacity_bytes(self) -> int | None:
+        """The card's memory, bytes: the catalog card's nominal capacity, or the capacity given; None for
+        a card described by its bus alone."""
+        card = self.gpu or self.sized
+        return card.capacity_bytes if card is not None else None
+
+    @property
+    def capacity_label(self) -> str | None:
+        """The capacity as the vendor states it ("80 GB") or as given ("32 GB"); None when not known."""
+        card = self.gpu or self.sized
+        return card.capacity_label if card is not None else None
 
     @property
     def streamed_weights_bytes(self) -> int | None:
@@ -248,8 +269,15 @@ class Report:
         return (self.weights.streamed_bytes(self.kv.batch) + self.kv.read_bytes_per_step) / self.bus.bytes_per_s
 
     @property
+    def card_id(self) -> str | None:
+        """The catalog id, or ``custom-32gb`` for a capacity given as the card; None for a bus alone."""
+        card = self.gpu or self.sized
+        return card.id if card is not None else None
+
+    @property
     def name(self) -> str:
-        return self.gpu.name if self.gpu is not None else "custom card"
+        card = self.gpu or self.sized
+        return card.name if card is not None else "custom card"
 
 
 def _roofline(bus: MemoryBus, gpu: GPU | None, weights: Weights, batch: int) -> tuple[Roofline | None, list[str]]:
@@ -285,26 +313,31 @@ def analyse(
     bus: MemoryBus,
     weights: Weights | None,
     *,
-    gpu: GPU | None = None,
+    gpu: GPU | CustomCard | None = None,
     batch: int | None = None,
     efficiency: float = DEFAULT_MEMORY_EFFICIENCY,
     host_efficiency: float = DEFAULT_HOST_EFFICIENCY,
 ) -> Report:
     """Bandwidth figures of a memory bus and, given weights, streaming, host transfer, KV read and
-    roofline. ``gpu`` is the card the bus belongs to (its capacity, compute and host link); None for a
-    custom card.
+    roofline. ``gpu`` is the card the bus belongs to: a catalog card (its capacity, compute and host
+    link), a custom card given by its capacity (the capacity only), or None for a bus described alone.
 
     ``batch`` defaults to the spec's batch size, else 1.
     """
+    from vramcalc.hardware.custom import CustomCard
+
     if batch is not None and not 1 <= batch <= MAX_BATCH:
         raise UnitError(f"batch: expected 1 to {MAX_BATCH:,} sequences, got {quoted(batch)}")
+    sized = gpu if isinstance(gpu, CustomCard) else None
+    gpu = None if isinstance(gpu, CustomCard) else gpu
     if weights is None:
-        return Report(bus=bus, gpu=gpu, efficiency=efficiency)
+        return Report(bus=bus, gpu=gpu, efficiency=efficiency, sized=sized)
     notes = list(weights.notes)
     size = batch or weights.batch or 1
-    if gpu is not None and weights.weights_bytes > gpu.capacity_bytes:
+    card = gpu or sized
+    if card is not None and weights.weights_bytes > card.capacity_bytes:
         notes.append(
-            f"the weights exceed the card's {gpu.capacity_label}: these times are for one card streaming all of "
+            f"the weights exceed the card's {card.capacity_label}: these times are for one card streaming all of "
             "them (split across N cards, each streams 1/N)"
         )
     kv = None
@@ -323,4 +356,5 @@ def analyse(
         kv=kv,
         notes=[*notes, *host_notes, *roofline_notes],
         batch=size,
+        sized=sized,
     )

@@ -125,7 +125,8 @@ class GPU(BaseModel):
     fp16_tflops_dense: float | None = Field(default=None, gt=0)
     fp8_tflops_dense: float | None = Field(default=None, gt=0)
     host_link: HostLink
-    source: str = Field(pattern=r"^https?://")
+    #: Where the figures come from: the datasheet's URL in the bundled catalog; optional, any text, in a user's.
+    source: str | None = None
     notes: str | None = None
     free_bytes: int | None = Field(default=None, ge=0)
     free_reading: str | None = None
@@ -341,24 +342,29 @@ class Catalog:
         return self.lookup(name).gpu
 
 
-def parse_entries(data: object, source: str) -> list[GPU]:
-    """Validated entries of a catalog file's data; errors name the file, the entry and the field."""
+def parse_entries(data: object, source: str, *, cited: bool = False) -> list[GPU]:
+    """Validated entries of a catalog file's data; an error is one line naming the file, the entry and
+    the field (:mod:`vramcalc.hardware.entry_errors`). ``cited``: every entry's ``source`` must be a URL
+    (the bundled catalog; a user's file may leave it out)."""
     if not isinstance(data, list):
         raise CatalogError(f"{source}: expected a list of GPU entries")
     gpus = []
     for i, entry in enumerate(data):
+        ident = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
         try:
-            gpus.append(GPU.model_validate(entry))
+            gpu = GPU.model_validate(entry)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            ident = entry.get("id", f"#{i}") if isinstance(entry, dict) else f"#{i}"
-            raise CatalogError(f"{source}: entry {ident}: {loc}: {err['msg']}") from None
+            from vramcalc.hardware.entry_errors import entry_error
+
+            raise CatalogError(entry_error(f"{source}: entry {ident}", exc, GPU)) from None
+        if cited and not (gpu.source or "").startswith(("https://", "http://")):
+            raise CatalogError(f"{source}: entry {ident}: source: expected the URL of the figures, got {gpu.source!r}")
+        gpus.append(gpu)
     return gpus
 
 
-def parse_catalog(data: object, source: str) -> Catalog:
-    return Catalog(parse_entries(data, source), source)
+def parse_catalog(data: object, source: str, *, cited: bool = False) -> Catalog:
+    return Catalog(parse_entries(data, source, cited=cited), source)
 
 
 @functools.lru_cache(maxsize=1)
@@ -366,7 +372,8 @@ def load_catalog() -> Catalog:
     """The bundled catalog, parsed once per process (from the JSON copy of gpus.yaml: :mod:`vramcalc.bundled`)."""
     from vramcalc.bundled import read_bundled
 
-    return parse_catalog(read_bundled(resources.files("vramcalc").joinpath("hardware"), "gpus.yaml"), "gpus.yaml")
+    folder = resources.files("vramcalc").joinpath("hardware")
+    return parse_catalog(read_bundled(folder, "gpus.yaml"), "gpus.yaml", cited=True)
 
 
 def select_gpus(

@@ -52,6 +52,11 @@ class CustomCard:
         return self.usable_bytes
 
     @property
+    def capacity_label(self) -> str:
+        """The capacity as given ("48 GiB")."""
+        return self.label
+
+    @property
     def size_text(self) -> str:
         """'48 GiB (51,539,607,552 bytes)'; a decimal size also in GiB: '48 GB (48,000,000,000 bytes; 44.70 GiB)'."""
         exact = f"{self.usable_bytes:,} bytes"

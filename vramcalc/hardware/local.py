@@ -1,6 +1,7 @@
 """``--gpu local``: the installed NVIDIA card, read through NVML, matched to the catalog.
 
-NVML (``nvidia-ml-py``, the optional extra ``vramcalc-cli[nvml]``) gives the card's name, total and
+NVML (NVIDIA's bindings ``nvidia-ml-py``: ``pip install nvidia-ml-py`` in vramcalc's environment, or
+the ``nvml`` extra of a clone, ``pip install '.[nvml]'``) gives the card's name, total and
 free memory in bytes, as ``nvidia-smi --query-gpu=name,memory.total,memory.free`` does. The card is
 matched to a catalog entry by name (for the cuBLAS workspace size and the bandwidth figures) and its
 **free** memory becomes the budget: what another process already holds is not available.
@@ -24,7 +25,8 @@ from vramcalc.units import MiB
 LOCAL_NAME = re.compile(r"^\s*local(?::(\d{1,3}))?\s*$", re.IGNORECASE)
 #: Words in NVML names that no catalog id carries ("NVIDIA GeForce RTX 4090" -> "rtx-4090").
 BRAND_WORDS = {"nvidia", "geforce", "tesla", "quadro"}
-INSTALL_HINT = "pip install 'vramcalc-cli[nvml]' (nvidia-ml-py)"
+#: The install that works for any installation of vramcalc (a clone, a wheel, pipx): NVIDIA's package.
+INSTALL_HINT = "pip install nvidia-ml-py (NVIDIA's bindings, in the environment vramcalc runs in)"
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """`vramcalc check` without the CLI: expand paths, load each spec, resolve its target, compare.
 
 A bad file never stops the others: its problems become :class:`CheckError` entries (one line each,
-naming the file and field) and the run's exit code becomes 2, so nothing is reported as passing.
+naming the file and field) and the run's exit code becomes 2, so nothing is reported as passing. A
+file named that does not exist is such an error, never the bundled example of that name: a gate
+must not pass on a file that is not there.
 Pure: reads spec files, writes nothing, imports neither typer nor rich.
 """
 
@@ -18,7 +20,7 @@ from vramcalc.hardware.lookup import find_card
 from vramcalc.paths import exclude_patterns, excluded, is_pattern, spec_files_matching, spec_files_under
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
 from vramcalc.planning.nonspec import not_a_spec, read_document, refused
-from vramcalc.spec.load import load_spec_arg, parse_spec
+from vramcalc.spec.load import missing_spec, parse_spec
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import NO_RESERVE, Reserve
 
@@ -223,16 +225,6 @@ def reserve_for(spec: Spec, flag: Reserve | None) -> Reserve:
     return spec.target.reserve if spec.target and spec.target.reserve else NO_RESERVE
 
 
-def check_file(
-    source: str, flags: TargetFlags, flag_gpus: list[Card], max_gpus: int = DEFAULT_MAX_GPUS
-) -> tuple[list[CheckRow], list[str]]:
-    """Rows (and notes) for one spec file, or for the bundled example that a bare name which is no file
-    names; raises :class:`VramcalcError` for bad input."""
-    spec, note = load_spec_arg(source)
-    rows, notes = check_spec(spec, source, flags, flag_gpus, max_gpus)
-    return rows, [note, *notes] if note else notes
-
-
 def check_spec(
     spec: Spec, source: str, flags: TargetFlags, flag_gpus: list[Card], max_gpus: int = DEFAULT_MAX_GPUS
 ) -> tuple[list[CheckRow], list[str]]:
@@ -268,12 +260,8 @@ def run_check(
     checked: set[str] = set()
     for source, how in found.items():
         try:
-            if how.explicit and not os.path.lexists(source):  # a bare name may be a bundled example
-                rows, file_notes = check_file(source, flags, flag_gpus, max_gpus)
-                report.rows += rows
-                report.notes += file_notes
-                checked.update(how.searches)
-                continue
+            if how.explicit and not os.path.lexists(source):  # never a bundled example of that name
+                raise missing_spec(source)
             data, reason = read_document(source)
             if reason is not None and (skip_non_specs or not how.explicit):
                 report.skipped.append(Skipped(source, reason))

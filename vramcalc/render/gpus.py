@@ -167,13 +167,16 @@ def _official_text(bus: MemoryBus) -> str:
 
 def _card_rows(report: Report, table: Table) -> None:
     bus, gpu = report.bus, report.gpu
-    table.add_row("card", f"{gpu.name} ({gpu.id})" if gpu is not None else report.name)
+    table.add_row("card", f"{report.name} ({report.card_id})" if report.card_id is not None else report.name)
     if gpu is not None:
         table.add_row(
             "memory",
             f"{gpu.capacity_label} {bus.memory_type} (as the vendor states it) = "
             f"{gpu.capacity_bytes / GiB:,.2f} GiB of DRAM",
         )
+    elif report.sized is not None:
+        kind = f", {bus.memory_type}" if bus.memory_type else ""
+        table.add_row("memory", f"{report.sized.size_text} usable (as given){kind}")
     elif bus.memory_type:
         table.add_row("memory", bus.memory_type)
     table.add_row("bus width", f"{bus.bus_width_bits:,} bit")

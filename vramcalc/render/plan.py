@@ -10,7 +10,8 @@ from rich.table import Table
 
 from vramcalc.families.estimate import Estimate
 from vramcalc.planning.plan_search import Candidate, PlanSearch
-from vramcalc.render.text import gib
+from vramcalc.render.escape import terminal_line
+from vramcalc.render.text import gib, print_wrapped
 
 
 def render_parallel(result: Estimate, console: Console) -> None:
@@ -41,7 +42,9 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
     """Fitting plans in the search's order (its ``criterion``), one row per layout; what the columns
     mean and the order in lines below the table. Narrow terminals wrap the layout column; no cell is
     cut short. A vLLM serving spec's rows are replicas judged by vLLM's pool: tensor and pipeline degrees,
-    replicas and the concurrent sequences of each, against the memory vLLM manages."""
+    replicas and the concurrent sequences of each, against the memory vLLM manages. The title is a line of
+    its own, wrapped at the terminal's width between words (a table's title would wrap at the table's
+    width)."""
     b = search.budget
     where = f"on {search.gpus} GPUs" if search.gpus is not None else f"within {search.max_gpus} GPUs"
     shown = search.plans[0] if search.plans else search.closest
@@ -54,8 +57,8 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
             c = search.closest
             console.print(f"closest: {c.label}: needs {gib(c.needed_bytes)} GiB per GPU", highlight=False)
         return
-    title = f"{search.name} on {b.gpu_name}: {available} per GPU"
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    title = terminal_line(f"{search.name} on {b.gpu_name}: {available} per GPU")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("GPUs", justify="right", no_wrap=True)
     if serving:
         for column in ("TP", "PP", "replicas"):
@@ -69,6 +72,7 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
             degrees = [str(p["tensor"]), str(p["pipeline"]), str(p["data"])]
             figures = [gib(c.needed_bytes), gib(c.headroom_bytes), f"{per_replica:,}", f"{per_replica * p['data']:,}"]
             table.add_row(str(c.gpus), *degrees, *figures)
+        print_wrapped(console, title)
         console.print(table)
         for line in _serving_footer(search):
             console.print(line, highlight=False, markup=False)
@@ -93,6 +97,7 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
         row += [gib(c.host_bytes)] if host else []
         row += [f"{c.relative_cost:.2f}"] if c.relative_cost is not None else []
         table.add_row(*row)
+    print_wrapped(console, title)
     console.print(table)
     for line in _footer(search):
         console.print(line, highlight=False, markup=False)

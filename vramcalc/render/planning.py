@@ -75,11 +75,11 @@ def fit_table(
     """Every card: available, needed, headroom, fits, cards needed; then what would fit the target
     (``width``: the terminal's, see :func:`~vramcalc.render.text.terminal_width`)."""
     from rich.table import Table
-    from rich.text import Text
 
     fits = sum(card.fits for card in cards)
-    title = Text(terminal_line(f"{name} ({source}): fits on {fits} of {len(cards)} cards"))
-    table = Table(title=title, title_justify="left")
+    # a line of its own, wrapped at the terminal's width between words (a table's title wraps at the table's)
+    title = terminal_line(f"{name} ({source}): fits on {fits} of {len(cards)} cards")
+    table = Table()
     for column in ("GPU", "available GiB", "needed GiB", "headroom GiB", "fits", "cards needed"):
         table.add_column(column, justify="right" if "GiB" in column else "left")
     for card in cards:
@@ -91,7 +91,7 @@ def fit_table(
     serving = any(card.verdict.kv_pool is not None for card in cards)  # every row, as they share the spec
     judged = [SERVING + "."] if serving else [NEEDED, AVAILABLE + ": " + USABLE]
     notes = [*judged, sharding_note(search) + "."]
-    return _render(table, *notes, *target_lines(target), width=width)
+    return _render(title, table, *notes, *target_lines(target), width=width)
 
 
 #: Where a card's usable memory comes from.

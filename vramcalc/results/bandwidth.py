@@ -50,8 +50,11 @@ class RooflineResult(Result):
 class BandwidthResult(Result):
     """Memory bandwidth of a card (data rate x bus width / 8) and, given weights, the time to stream them."""
 
-    gpu: str | None = Field(description="Catalog id of the card (null for a custom card).")
-    name: str = Field(description="Full name of the card ('custom card' for one described by its bus).")
+    gpu: str | None = Field(
+        description="Catalog id of the card; custom-32gb for a capacity given as --gpu (32GB); null for a card "
+        "described by its bus alone."
+    )
+    name: str = Field(description="Full name of the card ('custom card' for one described by its bus alone).")
     memory_type: str | None = Field(description="Memory type (e.g. 'HBM3', 'GDDR6X'), null when not given.")
     bus_width_bits: int = Field(description="Memory bus width, bits.")
     data_rate_gbps: float = Field(description="Per-pin data rate, Gbps (10^9 bit/s per pin).")
@@ -67,8 +70,12 @@ class BandwidthResult(Result):
     )
     computed_bandwidth_bytes_per_s: int = Field(description="data_rate_gbps x bus_width_bits / 8, bytes/s.")
     bandwidth_differs: bool = Field(description="The computed figure differs from the vendor's by more than 1 %.")
-    capacity_bytes: int | None = Field(description="Memory capacity, bytes (null for a custom card).")
-    capacity_vendor: str | None = Field(description="Capacity as the vendor states it (e.g. '80 GB'), or null.")
+    capacity_bytes: int | None = Field(
+        description="Memory capacity, bytes: the capacity given for a custom card (null for a bus alone)."
+    )
+    capacity_vendor: str | None = Field(
+        description="Capacity as the vendor states it (e.g. '80 GB') or as given ('32 GB'), or null."
+    )
     weights_bytes: int | None = Field(
         None, description="Bytes of all the weights (a dense decode step streams them all; see streamed_weights_bytes)."
     )
@@ -130,9 +137,9 @@ class BandwidthResult(Result):
 
 
 def _card_keys(report: Report) -> dict[str, Any]:
-    bus, gpu = report.bus, report.gpu
+    bus = report.bus
     return {
-        "gpu": gpu.id if gpu is not None else None,
+        "gpu": report.card_id,
         "name": report.name,
         "memory_type": bus.memory_type,
         "bus_width_bits": bus.bus_width_bits,
@@ -143,8 +150,8 @@ def _card_keys(report: Report) -> dict[str, Any]:
         "official_bandwidth_bytes_per_s": bus.official_bytes_per_s,
         "computed_bandwidth_bytes_per_s": bus.computed_bytes_per_s,
         "bandwidth_differs": bus.bandwidth_differs,
-        "capacity_bytes": gpu.capacity_bytes if gpu is not None else None,
-        "capacity_vendor": gpu.capacity_label if gpu is not None else None,
+        "capacity_bytes": report.capacity_bytes,
+        "capacity_vendor": report.capacity_label,
     }
 
 

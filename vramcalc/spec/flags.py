@@ -26,7 +26,7 @@ class WorkloadFlags(TypedDict):
 
     batch_size: int | None
     seq_len: int | None
-    precision: Precision | None
+    precision: Precision | str | None  # a Precision, or pure-fp16/pure-bf16 (vramcalc.spec.models.PURE_PRECISIONS)
     optimizer: Optimizer | None
     mode: Mode | None
     target_len: int | None

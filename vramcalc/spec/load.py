@@ -3,7 +3,8 @@ validation problem as one line naming the file and the key; workload overrides; 
 
 The bundled examples (the repository's ``configs/`` directory, installed as the package
 ``vramcalc.examples``) stand in for a spec argument that names no file: :func:`load_spec_arg` is the
-one loader of the SPEC arguments of every command.
+one loader of the SPEC arguments of every command but ``check``, a CI gate, which reads only files
+that exist (:func:`missing_spec`).
 """
 
 from __future__ import annotations
@@ -142,13 +143,44 @@ def _is_bare_name(path: Path) -> bool:
     return len(path.parts) == 1 and path.name not in ("", ".", "..")
 
 
+def example_file(arg: str | Path) -> str | None:
+    """The file of the bundled example a SPEC argument falls back to (see :func:`load_spec_arg`): a bare
+    name that names nothing here and is an example's name; None otherwise, and for examples that are
+    not files on disk (a zipped installation)."""
+    import os
+
+    path = Path(arg)
+    if not _is_bare_name(path) or os.path.lexists(path):
+        return None
+    found = find_example(path.name)
+    if found is None:
+        return None
+    item = bundled_examples()[found[0]]
+    return os.path.realpath(item) if isinstance(item, Path) else None
+
+
+def missing_spec(source: str) -> SpecError:
+    """The error of ``vramcalc check`` for a spec file that does not exist. A CI gate reads only files
+    that are there, so a bare name is never the bundled example of that name; the message says how to
+    copy that example here, or lists the examples of a close name."""
+    path = Path(source)
+    found = find_example(path.name) if _is_bare_name(path) else None
+    if found is not None:
+        name = found[0]
+        return SpecError(
+            f"{source}: no such file (check reads only files that exist, never the bundled example {name}; "
+            f"'vramcalc examples {name} > {name}' copies it here)"
+        )
+    return SpecError(f"{source}: no such file{unknown_example(path.name) if _is_bare_name(path) else ''}")
+
+
 def load_spec_arg(path: str | Path) -> tuple[Spec, str | None]:
     """The spec a command's SPEC argument names, and a note to show when it is a bundled example.
 
     A path that exists is always the file read. A name with no directory part that names nothing here
     (``bert-base.yaml`` or ``bert-base``) is the bundled example of that name, when there is one; a
     name that matches none keeps the "no such file" error, with the bundled examples of a close name.
-    Errors name the argument as given."""
+    Errors name the argument as given. ``vramcalc check`` never falls back (:func:`missing_spec`)."""
     import os
 
     path = Path(path)

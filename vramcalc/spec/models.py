@@ -10,7 +10,14 @@ renamed. Every model forbids unknown keys, so a typo is an error, not a silently
 import unicodedata
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidatorFunctionWrapHandler,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
 
 from vramcalc.choices import (
     Architecture,
@@ -50,6 +57,17 @@ PositionCount = Annotated[int, Field(strict=True, gt=0, le=10**9)]
 
 #: Spellings of a precision that name the same choice (PyTorch/Hugging Face dtype names).
 PRECISION_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+#: Spellings of pure 16-bit training that say it is meant: ``fp16``/``bf16`` (no fp32 master weights),
+#: without the warning that Hugging Face Trainer's ``fp16=True`` is ``amp-fp16``.
+PURE_PRECISIONS = {"pure-fp16": "fp16", "pure-bf16": "bf16"}
+
+
+def _precision_schema(schema: dict[str, Any]) -> None:
+    """The JSON Schema of ``precision``: a :class:`Precision`, or a spelling of :data:`PURE_PRECISIONS`."""
+    pure = {"type": "string", "enum": list(PURE_PRECISIONS), "description": "fp16/bf16, pure 16-bit meant"}
+    schema["anyOf"] = [{"$ref": schema.pop("$ref")}, pure]
+
+
 #: Multi-head latent attention keys (DeepSeek V2/V3).
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
@@ -210,7 +228,7 @@ class Workload(SpecSection):
     batch_size: PositiveCount
     seq_len: PositiveCount | None = None
     target_len: PositiveCount | None = None
-    precision: Precision = Precision.fp32
+    precision: Annotated[Precision, Field(json_schema_extra=_precision_schema)] = Precision.fp32
     optimizer: Optimizer | None = None
     optimizer_impl: OptimizerImpl = OptimizerImpl.foreach
     gradient_checkpointing: Checkpointing = Checkpointing.none
@@ -243,6 +261,28 @@ class Workload(SpecSection):
     activation_offloading: bool = False
     cross_entropy: CrossEntropy = CrossEntropy.standard
     keep_outputs: bool = False
+    _pure_meant: bool = PrivateAttr(default=False)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _pure_spelling(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> "Workload":
+        """``precision: pure-fp16`` (or ``pure-bf16``) is ``fp16`` (``bf16``) said to be meant."""
+        meant = (
+            isinstance(data, dict) and isinstance(data.get("precision"), str) and data["precision"] in PURE_PRECISIONS
+        )
+        workload: Workload = handler({**data, "precision": PURE_PRECISIONS[data["precision"]]} if meant else data)
+        workload._pure_meant = meant
+        return workload
+
+    @property
+    def pure_meant(self) -> bool:
+        """Whether the spec wrote ``pure-fp16``/``pure-bf16``: pure 16-bit training is what it means."""
+        return self._pure_meant
+
+    @field_serializer("precision")
+    def _dump_precision(self, precision: Precision) -> Precision | str:
+        """The spelling given stays when the workload is written out and read again (flag overrides)."""
+        return f"pure-{precision.value}" if self._pure_meant else precision
 
     @model_validator(mode="before")
     @classmethod
