@@ -38,6 +38,16 @@ def plan(
             show_default=False,
         ),
     ] = None,
+    global_batch: Annotated[
+        int | None,
+        typer.Option(
+            "--global-batch",
+            min=1,
+            help="Hold this many sequences per optimizer step over all GPUs (data-parallel degree x "
+            "micro-batch x accumulation; training) instead of the spec's batch per GPU.",
+            show_default=False,
+        ),
+    ] = None,
     max_gpus: Annotated[
         int | None,
         typer.Option(
@@ -62,7 +72,8 @@ def plan(
     layers) and the data-parallel degree (replicas when serving); and for training activation
     checkpointing (none, full; selective with eager attention) and the micro-batch: the batch per
     data-parallel rank (batch_size x the spec's micro-batches) is held, split into micro-batches of it and
-    its divisors (gradient accumulation).
+    its divisors (gradient accumulation); with --global-batch N the sequences per step over all GPUs are
+    held instead (the data-parallel degree divides N).
 
     Lists plans that fit (per-GPU total <= usable memory - reserve), one row per layout with its cheapest
     checkpointing and micro-batch, ordered by: fewest GPUs (without --gpus); then a relative step-time
@@ -97,7 +108,7 @@ def plan(
         loaded = load_spec_or_model(spec, model)
         budget, notes = single_budget(loaded, source, gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
-        search = best_plans(loaded, budget, gpus=gpus, max_gpus=max_gpus or 64, top=top)
+        search = best_plans(loaded, budget, gpus=gpus, max_gpus=max_gpus or 64, top=top, global_batch=global_batch)
     notes_to_stderr(notes)
     if json_out:
         from vramcalc.results.planning import PlanResult

@@ -30,16 +30,21 @@ fewest model-parallel ranks first and none larger than the ``top``-th plan found
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, Mode
+from vramcalc.errors import SpecError
 from vramcalc.families.resolve import resolve_model
 from vramcalc.planning.budget import Budget
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_cost import CRITERION, step_cost
 from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations, fewest_degree
 from vramcalc.spec.models import Spec
+
+#: Largest global batch a plan search holds (sequences per optimizer step; a bound on typos).
+MAX_GLOBAL_BATCH = 10**7
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,22 @@ class Variant:
     frugal: bool  # among the variants needing the least memory
 
 
-def best_plans(spec: Spec, budget: Budget, *, gpus: int | None = None, max_gpus: int = 64, top: int = 10) -> PlanSearch:
+def best_plans(
+    spec: Spec,
+    budget: Budget,
+    *,
+    gpus: int | None = None,
+    max_gpus: int = 64,
+    top: int = 10,
+    global_batch: int | None = None,
+) -> PlanSearch:
     """The ``top`` cheapest layouts that fit one card of ``budget``: on exactly ``gpus`` GPUs, or the
-    fewest GPUs first up to ``max_gpus``. When none fits, the closest plan (least memory per GPU)."""
+    fewest GPUs first up to ``max_gpus``. When none fits, the closest plan (least memory per GPU).
+    ``global_batch``: the sequences per optimizer step every plan holds (:func:`global_batch_plans`)."""
     limit = gpus if gpus is not None else max_gpus
     check_searchable(spec, budget, limit, "--gpus" if gpus is not None else "--max-gpus")
+    if global_batch is not None:
+        return global_batch_plans(spec, budget, global_batch, gpus=gpus, limit=limit, top=top)
     per_rank = batch_per_rank(spec)
     variants = workload_variants(spec, per_rank)
     shape, _ = resolve_model(spec.model, spec.workload)
@@ -72,39 +88,119 @@ def best_plans(spec: Spec, budget: Budget, *, gpus: int | None = None, max_gpus:
         if cap is not None and _ranks(combo) > cap:
             break
         for cand, variant in search.layouts(combo, gpus, cap):
-            context = combo["context"]
-            cost = step_cost(
-                cand.parallel,
-                variant.checkpointing,
-                variant.micro_batch * -(-tokens // context),
-                variant.micro_batches or 1,
-                shape.hidden,
-            )
-            row = replace(
-                cand,
-                checkpointing=variant.checkpointing.value,
-                micro_batch=variant.micro_batch,
-                grad_accumulation=variant.micro_batches or 1,
-                cost=cost,
-            )
+            row = _costed(cand, variant, tokens, shape.hidden)
             key = _layout_key(row)
             if key not in rows or _rank(row, gpus) < _rank(rows[key], gpus):
                 rows[key] = row
         if gpus is None and len(rows) >= top:
             cap = sorted(rows.values(), key=lambda c: _rank(c, None))[top - 1].gpus
-    fitting = sorted(rows.values(), key=lambda c: _rank(c, gpus))
-    closest = None if fitting else min(search.tried, key=lambda c: c.needed_bytes, default=None)
+    return _found(spec, budget, limit, list(rows.values()), search.tried, search.count, gpus, top, per_rank=per_rank)
+
+
+def _found(
+    spec: Spec,
+    budget: Budget,
+    limit: int,
+    rows: list[Candidate],
+    tried: list[Candidate],
+    count: int,
+    gpus: int | None,
+    top: int,
+    *,
+    per_rank: int | None = None,
+    global_batch: int | None = None,
+) -> PlanSearch:
+    """The search's result: the ``top`` fitting rows in order, else the closest plan tried."""
+    fitting = sorted(rows, key=lambda c: _rank(c, gpus))
+    closest = None if fitting else min(tried, key=lambda c: c.needed_bytes, default=None)
     return PlanSearch(
         spec.name or "unnamed",
         budget,
         limit,
         tuple(fitting[:top]),
         closest,
-        search.count,
+        count,
         gpus=gpus,
         criterion=("" if gpus is not None else "fewest GPUs; then ") + CRITERION,
         batch_per_rank=per_rank,
+        global_batch=global_batch,
     )
+
+
+def _costed(cand: Candidate, variant: Variant, tokens: int, hidden: int) -> Candidate:
+    """The candidate with its workload half (checkpointing, micro-batch, accumulation) and step cost."""
+    cost = step_cost(
+        cand.parallel,
+        variant.checkpointing,
+        variant.micro_batch * -(-tokens // cand.parallel["context"]),
+        variant.micro_batches or 1,
+        hidden,
+    )
+    return replace(
+        cand,
+        checkpointing=variant.checkpointing.value,
+        micro_batch=variant.micro_batch,
+        grad_accumulation=variant.micro_batches or 1,
+        cost=cost,
+    )
+
+
+def global_batch_plans(
+    spec: Spec, budget: Budget, global_batch: int, *, gpus: int | None, limit: int, top: int
+) -> PlanSearch:
+    """Layouts that hold ``global_batch`` sequences per optimizer step: data-parallel degree x micro-batch x
+    micro-batches per step. The data degree divides the global batch: with ``gpus`` it is the one that makes
+    N GPUs (layouts whose degree does not divide it are left out, and an error says so when none is left),
+    otherwise the smallest divisor that fits. Each layout keeps its cheapest fitting checkpointing and
+    micro-batch, in :func:`best_plans`'s order."""
+    if spec.workload.mode is not Mode.train:
+        raise SpecError("--global-batch: only for training (a serving spec's batch is its concurrent sequences)")
+    if not 1 <= global_batch <= MAX_GLOBAL_BATCH:
+        raise SpecError(f"--global-batch: expected 1 to {MAX_GLOBAL_BATCH:,}, got {global_batch:,}")
+    shape, _ = resolve_model(spec.model, spec.workload)
+    tokens = _tokens_per_sequence(spec, shape.architecture)
+    combos = sorted(combinations(spec, limit), key=_ranks)
+    if gpus is not None:
+        combos = [c for c in combos if gpus % _ranks(c) == 0]
+        degrees = sorted({gpus // _ranks(c) for c in combos})
+        combos = [c for c in combos if global_batch % (gpus // _ranks(c)) == 0]
+        if not combos:
+            raise SpecError(
+                f"--global-batch: {global_batch:,} is not a multiple of the data-parallel degree of any layout "
+                f"on {gpus:,} GPUs ({', '.join(map(str, degrees))})"
+            )
+    rows: dict[str, Candidate] = {}
+    tried: list[Candidate] = []
+    searches: dict[int, _LayoutSearch] = {}
+    for combo in combos:
+        ranks = _ranks(combo)
+        data = [gpus // ranks] if gpus is not None else [d for d in _divisors(global_batch) if d * ranks <= limit]
+        for d in data:
+            if _sharded(combo) and d * combo["context"] < 2:
+                continue  # ZeRO, FSDP sharding, a distributed optimizer: over two or more ranks
+            per_rank = global_batch // d
+            if per_rank not in searches:
+                searches[per_rank] = _LayoutSearch(budget, workload_variants(spec, per_rank), limit)
+            search = searches[per_rank]
+            found = []
+            for variant, s in zip(search.variants, search.searches, strict=True):
+                cand = s.try_plan(_with_steps(combo, variant), d)
+                if cand is not None:
+                    tried.append(cand)
+                    if cand.fits:
+                        found.append(_costed(cand, variant, tokens, shape.hidden))
+            if found:
+                best = min(found, key=lambda c: _rank(c, gpus))
+                rows.setdefault(_layout_key(best), best)
+                break  # the smallest data degree of this layout that fits
+    count = sum(search.count for search in searches.values())
+    return _found(spec, budget, limit, list(rows.values()), tried, count, gpus, top, global_batch=global_batch)
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n``, smallest first."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted({*small, *(n // d for d in small)})
 
 
 def batch_per_rank(spec: Spec) -> int:

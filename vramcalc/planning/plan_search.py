@@ -91,6 +91,7 @@ class PlanSearch:
     gpus: int | None = None  # the exact GPU count asked for (None: the fewest GPUs up to max_gpus)
     criterion: str = "fewest GPUs, then the least tensor x pipeline parallelism, then the least memory per GPU"
     batch_per_rank: int | None = None  # sequences per data-parallel rank per optimizer step, when held
+    global_batch: int | None = None  # sequences per optimizer step over all ranks, when held
 
     @property
     def min_gpus(self) -> int | None:

@@ -141,11 +141,14 @@ def _footer(search: PlanSearch) -> list[str]:
         return [f"smallest: {search.min_gpus} GPUs ({search.n_estimates} plans estimated; {totals})"]
     n = search.batch_per_rank or 0
     first = "" if search.gpus is not None else "fewest GPUs, then "
+    held = f"{n:,} sequence{'s' if n != 1 else ''} per data-parallel rank per step"
+    if search.global_batch is not None:
+        held = f"d x mb x acc = the global batch of {search.global_batch:,} sequences per step"
     return [
         f"order: {first}cost, then most free memory; cost: relative step time, 1.00 = every GPU computing "
         "its share once at full speed (recomputation, per-micro-batch overhead, pipeline bubble, "
         "communication; see --help)",
         f"mb x acc: micro-batch x micro-batches per step (accumulated; the pipeline's when p > 1), "
-        f"{n:,} sequence{'s' if n != 1 else ''} per data-parallel rank per step; +SP: sequence parallelism",
+        f"{held}; +SP: sequence parallelism",
         f"{totals}; {search.n_estimates} plans estimated",
     ]

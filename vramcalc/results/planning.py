@@ -245,7 +245,11 @@ class PlanResult(Result):
     criterion: str = Field(description="How plans are ordered (one line).")
     batch_per_data_rank: int | None = Field(
         description="Sequences per data-parallel rank per optimizer step, held by every plan "
-        "(micro_batch x grad_accumulation)."
+        "(micro_batch x grad_accumulation); null when the global batch is held instead."
+    )
+    global_batch: int | None = Field(
+        description="Sequences per optimizer step over all data-parallel ranks, held by every plan "
+        "(--global-batch: data x micro_batch x grad_accumulation); null otherwise."
     )
 
     @classmethod
@@ -262,4 +266,5 @@ class PlanResult(Result):
             gpus=search.gpus,
             criterion=search.criterion,
             batch_per_data_rank=search.batch_per_rank,
+            global_batch=search.global_batch,
         )
