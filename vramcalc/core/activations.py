@@ -113,6 +113,25 @@ def sdpa_kernel(shape: ModelShape, dt: Dtypes) -> str:
     return "math"
 
 
+def scores_note(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> str | None:
+    """Why the attention materialises its heads x seq^2 scores, and what they cost at this length, or None
+    when a fused kernel keeps them on chip: eager attention, or SDPA's math fallback (:func:`sdpa_kernel`:
+    fp32 inputs or a head wider than the flash kernel takes, with grouped K/V, which the memory-efficient
+    kernel does not take)."""
+    kernel = sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    if kernel in ("flash", "efficient") or not isinstance(tk.batch, int) or shape.heads == 0:
+        return None
+    scores = tk.batch * shape.heads * tk.seq * tk.seq * dt.compute
+    size = f"{scores / 2**30:,.2f} GiB per layer at batch {tk.batch:,} x {tk.seq:,} tokens"
+    if kernel == "eager":
+        return f"attention: eager materialises the heads x seq^2 scores: {size}"
+    cause = "fp32 inputs" if dt.compute == FP32 else f"head_dim {shape.head_dim} > {FLASH_MAX_HEAD_DIM}"
+    return (
+        f"attention: sdpa runs its math kernel ({cause}, and grouped K/V, which the memory-efficient kernel "
+        f"does not take), which materialises the heads x seq^2 scores: {size}"
+    )
+
+
 def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> int:
     """Eager attention: bytes saved per element of the heads x seq_q x seq_kv score matrix."""
     code = shape.code

@@ -361,6 +361,9 @@ def adapter_phases(
     if stack.zero_grad_in_place:  # allocated from the start of the step
         live["gradients"] = trainable * a
     adt = kbit.dtypes
+    if adt != dt:  # a k-bit base's fp32 upcast can change the kernel the workload's notes named
+        scores = act.scores_note(shape, tk, adt, wl.attention)
+        notes += [scores] if scores else []
     loss = litgpt.loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
     if encdec:
         lora = (rank, a, adapter.dropout)

@@ -67,7 +67,7 @@ WIDE_KV = (None, KvCacheDtype.auto, KvCacheDtype.fp32, KvCacheDtype.fp16, KvCach
 
 #: What check and fit try, by kind of workload (one line, for "no single change makes it fit").
 TRIED_TRAINING = "smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, Adafactor"
-TRIED_LORA = TRIED_TRAINING + ", QLoRA (nf4 base)"
+TRIED_LORA = TRIED_TRAINING + ", QLoRA (nf4 base), prepare_kbit: false"
 TRIED_SERVING = "smaller batch, sdpa, 16-bit precision, 4-bit AWQ weights, fp8 KV cache (vLLM), shorter context"
 
 
@@ -99,6 +99,16 @@ def _candidates(spec: Spec, budget: Budget) -> list[tuple[str, str, dict[str, An
     if training and wl.adapter is not None and (wl.quantization is None or wl.quantization.method in WIDE_QUANT):
         why = "QLoRA: the frozen base model in 4-bit NF4 with double quantization; the adapters train as before"
         out.append(("quantization: {method: nf4, double_quant: true} (QLoRA)", why, {"quantization": QLORA}))
+    if training and wl.adapter is not None and wl.quantization is not None and wl.adapter.prepare_kbit is not False:
+        why = (
+            "skip PEFT's prepare_model_for_kbit_training: the activations stay 16-bit, so attention keeps its "
+            "fused kernel instead of materialising the scores in fp32 (enable gradient checkpointing yourself)"
+        )
+        adapter = {**wl.adapter.model_dump(exclude_none=True, exclude_unset=True), "prepare_kbit": False}
+        keys: dict[str, Any] = {"adapter": adapter}
+        if "gradient_checkpointing" not in wl.model_fields_set:  # what prepare_kbit turned on stays on
+            keys["gradient_checkpointing"] = Checkpointing.full
+        out.append(("adapter.prepare_kbit: false", why, keys))
     return out + ([] if training else _serving_candidates(spec))
 
 
