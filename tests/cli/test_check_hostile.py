@@ -76,9 +76,11 @@ def test_github_format_one_command_per_finding(hostile: Path) -> None:
     assert all(line.isprintable() for line in result.stdout.splitlines())
     too_big = next(line for line in commands if "does not fit" in line)
     # The runner splits at the first "::" after the command and turns %0D back into CR, so the file
-    # property names the file; the non-characters are shown as escapes.
-    shown = str(hostile / HTML).replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff")
+    # property names the file; the non-characters are shown as escapes, and so is the "[" of "##[",
+    # which GitHub reads as a command anywhere in a line.
+    shown = str(hostile / HTML).replace("\ufffe", "\\ufffe").replace("\uffff", "\\uffff").replace("##[", "##\\x5b")
     assert too_big.startswith("::error file=" + shown.replace(":", "%3A").replace("\r", "%0D") + ",title=")
+    assert "##[" not in too_big
     ok = [line for line in result.stdout.splitlines() if line.startswith("ok: ")]
     assert len(ok) == 2 and any("a\\n::add-mask::secret.yaml" in line for line in ok)
     assert_clean_stderr(result.stderr, 1)

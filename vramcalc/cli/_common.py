@@ -98,9 +98,11 @@ GpusFileOpt = Annotated[
 
 
 def stdout() -> Console:
+    """The console commands print to. It never reads rich markup: a name, a path or a note is shown as
+    it is written (renderers style their own words with :class:`rich.text.Text`)."""
     from rich.console import Console
 
-    return Console(highlight=False)
+    return Console(highlight=False, markup=False)
 
 
 def print_json(doc: Any) -> None:

@@ -168,7 +168,14 @@ def check(
             echo_err(f"error: {line}")
     notes_to_stderr(report.notes)
     color, width = _table_style(sink)
-    emit(format_check(report, "json" if json_out else fmt.value, color=color, width=width), sink)
+    text = format_check(report, "json" if json_out else fmt.value, color=color, width=width)
+    if fmt is CheckFormat.github and not json_out:  # workflow commands are this format's purpose
+        from vramcalc.cli.output import deliberate_commands
+
+        with deliberate_commands():
+            emit(text, sink)
+    else:
+        emit(text, sink)
     raise typer.Exit(report.exit_code)
 
 

@@ -9,8 +9,9 @@ atomically: the text goes to a temporary file in the same directory, which then 
 failed write (a full disk, no permission, a read-only file system) leaves the old file as it was.
 
 :func:`guard_streams` makes standard output and error safe to write: a character the terminal's
-encoding lacks is replaced instead of failing, and a failed write raises :class:`StreamError`, which
-the entry point turns into one line (or, for a closed pipe, a quiet exit).
+encoding lacks is replaced instead of failing, a failed write raises :class:`StreamError`, which
+the entry point turns into one line (or, for a closed pipe, a quiet exit), and no line can read as a CI
+workflow command (:class:`LineSink`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import io
 import os
 import stat
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -210,6 +211,72 @@ class _GuardedFile(io.FileIO):
             raise StreamError(self.stream, self.fileno(), exc) from None
 
 
+class LineSink(io.TextIOBase):
+    """A standard stream whose every line is made safe for a CI log (:func:`vramcalc.render.escape.
+    workflow_safe`): no line starts with ``::`` or holds ``##[``, whatever the renderer wrapped where.
+    Text is held until its line ends (or the stream is flushed). ``deliberate()`` lets a format whose
+    purpose is workflow commands (``check --format github``, every value in them escaped) through."""
+
+    def __init__(self, inner: io.TextIOBase) -> None:
+        super().__init__()
+        self.inner = inner
+        self.pending = ""
+        self.passing = False
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "encoding", "utf-8"))
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return getattr(self.inner, "errors", None)
+
+    def isatty(self) -> bool:
+        return self.inner.isatty()
+
+    def fileno(self) -> int:
+        return self.inner.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if self.passing:
+            return self.inner.write(text)
+        from vramcalc.render.escape import workflow_safe
+
+        *lines, self.pending = (self.pending + text).split("\n")
+        if lines:
+            self.inner.write("".join(workflow_safe(line) + "\n" for line in lines))
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            from vramcalc.render.escape import workflow_safe
+
+            self.inner.write(workflow_safe(self.pending))
+            self.pending = ""
+        self.inner.flush()
+
+    @contextlib.contextmanager
+    def deliberate(self) -> Iterator[None]:
+        """Write workflow commands as they are, for a format made of them."""
+        self.flush()
+        self.passing = True
+        try:
+            yield
+        finally:
+            self.flush()
+            self.passing = False
+
+
+def deliberate_commands() -> contextlib.AbstractContextManager[None]:
+    """Let standard output carry workflow commands for a while (``check --format github``); a no-op where
+    standard output is not a :class:`LineSink` (a test runner's capture)."""
+    stream = sys.stdout
+    return stream.deliberate() if isinstance(stream, LineSink) else contextlib.nullcontext()
+
+
 def guard_streams() -> None:
     """Replace ``sys.stdout``/``sys.stderr`` (when they are real files) with the same descriptors,
     encoding and buffering, but characters the encoding lacks replaced ('?' on stdout, a backslash
@@ -230,7 +297,7 @@ def guard_streams() -> None:
             line_buffering=stream.line_buffering,
             write_through=name == "stderr",
         )
-        setattr(sys, name, wrapped)
+        setattr(sys, name, LineSink(wrapped))
 
 
 def flush_streams() -> None:

@@ -230,10 +230,10 @@ def _check_table(report: CheckReport, *, stacked: bool) -> Table:
         if stacked:
             where = [Text("\n").join([where[0], Text(f"on {b.gpu_id}")])]
         figures = (gib(row.fit.needed_bytes), gib(row.fit.available_bytes), gib(row.fit.headroom_bytes))
-        table.add_row(*where, *figures, f"[{style}]{verdict(row)}[/]")
+        table.add_row(*where, *figures, Text(verdict(row), style=style))
     for error in report.errors:
         where = [Text(terminal_line(error.source))] + ([] if stacked else [Text("-")])
-        table.add_row(*where, "", "", "", "[yellow]bad input (see stderr)[/]")
+        table.add_row(*where, "", "", "", Text("bad input (see stderr)", style="yellow"))
     return table
 
 
@@ -245,7 +245,7 @@ def format_table(report: CheckReport, *, color: bool = False, width: int | None 
 
     width = width or terminal_width()
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
+    console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False, markup=False)
     table = _check_table(report, stacked=False)
     if table_width(table, console, natural=True) > width:
         table = _check_table(report, stacked=True)

@@ -9,7 +9,9 @@ path, an error message that quotes a key or a value, a note. Such text is shown,
 * :func:`xml_text`: text or attribute values for ElementTree (which escapes ``&``, ``<``, ``>`` and
   quotes itself): every character is one the XML 1.0 ``Char`` production allows;
 * :func:`markdown_text`: text in a Markdown table cell or list item: no raw HTML, no broken cell;
-* :func:`html_text`: text or attribute values in an HTML document (which may be printed to a CI log).
+* :func:`html_text`: text or attribute values in an HTML document (which may be printed to a CI log);
+* :func:`workflow_safe`: the last line of defence, applied to every line standard output and error carry:
+  whatever a renderer made of a user's text, wrapping included, no line reads as a workflow command.
 
 A character that cannot be shown as itself is written as in a Python string literal (``\\n``,
 ``\\x1b``, ``\\u202e``, ``\\udcff``), so it stays visible. A text longer than the bound keeps its
@@ -96,11 +98,24 @@ def terminal_line(text: str, limit: int | None = MAX_CHARS) -> str:
     return _bounded(text, piece, limit)
 
 
+def workflow_safe(line: str) -> str:
+    """One physical line as any output stream may carry it into a CI log: a leading ``::`` (after spaces)
+    and every ``##[`` neutralised as in :func:`terminal_line` (their ``:`` and ``[`` escaped), nothing else
+    changed, so terminal colours and the rest of the line pass as they are. The standard streams apply it
+    to every line they write (:class:`vramcalc.cli.output.LineSink`), wrapped lines included."""
+    lead = len(line) - len(line.lstrip(" "))
+    if line[lead : lead + 2] == "::":
+        line = line[:lead] + visible(":") + line[lead + 1 :]
+    return line.replace("##[", "##" + visible("["))
+
+
 def _github_piece(table: dict[str, str]) -> Piece:
     def piece(text: str, index: int) -> str:
         char = text[index]
         if char in table:
             return table[char]
+        if char == "[" and index >= 2 and text[index - 2 : index] == "##":  # the legacy ``##[`` syntax
+            return visible(char)
         return char if char.isprintable() else visible(char)
 
     return piece
@@ -112,7 +127,8 @@ _github_property_piece = _github_piece(_GITHUB_PROPERTY)
 
 def github_data(text: str, limit: int | None = MAX_CHARS) -> str:
     """The message of a workflow command: ``%`` -> ``%25``, CR -> ``%0D``, LF -> ``%0A`` (GitHub turns
-    these back into the characters); other unprintable characters escaped as by :func:`visible`."""
+    these back into the characters); other unprintable characters, and the ``[`` of a ``##[`` (which
+    GitHub reads as a command anywhere in a line), escaped as by :func:`visible`."""
     return _bounded(text, _github_data_piece, limit)
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from vramcalc.families.estimate import COMPONENTS, Estimate
+from vramcalc.render.escape import terminal_line
 from vramcalc.render.text import LABELS, gib, print_wrapped
 from vramcalc.units import GB
 
@@ -46,7 +47,7 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
     """Component table (at the peak and each component's own maximum), phases, overhead, verdict."""
     peak = result.peak_allocated_bytes
     per_gpu = f", per GPU of {result.parallel.plan.gpus}" if result.parallel and result.parallel.plan.gpus > 1 else ""
-    title = f"{escape(result.name)}: {result.params:,} parameters, {result.mode}{per_gpu}"
+    title = Text(terminal_line(f"{result.name}: {result.params:,} parameters, {result.mode}{per_gpu}"))
     table = Table(title=title, title_justify="left")
     bar_width = _bar_width(result, console.width)
     table.add_column("component")
@@ -59,13 +60,14 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
             continue
         table.add_row(LABELS[key], gib(at_peak), gib(own), _bar(at_peak, peak, bar_width))
     table.add_section()
-    table.add_row("[bold]peak allocated[/]", f"[bold]{gib(peak)}[/]", "", "max_memory_allocated()")
+    table.add_row(Text("peak allocated", style="bold"), Text(gib(peak), style="bold"), "", "max_memory_allocated()")
     for key, value in result.overhead.items():
         table.add_row(f"+ {LABELS[key]}", gib(value), "", "outside the allocator")
-    table.add_row("[bold]total[/]", f"[bold]{gib(result.total_bytes)}[/]", "", f"{result.total_bytes / GB:,.2f} GB")
+    total = Text(gib(result.total_bytes), style="bold")
+    table.add_row(Text("total", style="bold"), total, "", f"{result.total_bytes / GB:,.2f} GB")
     console.print(table)
     phases = ", ".join(f"{name} {gib(value)} GiB" for name, value in result.phases.items())
-    print_wrapped(console, f"peak phase: [bold]{result.peak_phase}[/] (phases: {phases})", markup=True)
+    print_wrapped(console, Text.assemble("peak phase: ", (result.peak_phase, "bold"), f" (phases: {phases})"))
     if result.component_peaks["gradients"] > result.components["gradients"]:
         print_wrapped(
             console,
@@ -83,23 +85,22 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
     if result.assumptions:
         print_wrapped(console, "assumptions: " + "; ".join(result.assumptions))
     if budget is not None and fit is not None:
-        print_wrapped(console, verdict_line(budget, fit), markup=True)
+        print_wrapped(console, verdict_line(budget, fit))
 
 
-def verdict_line(budget: Budget, fit: Fit) -> str:
-    """The card, what is available on it and the verdict (rich markup)."""
-    verdict = "[green]fits[/]" if fit.fits else "[red]does not fit[/]"
-    reserve = (
-        f" - reserve {gib(budget.reserve_bytes)} GiB ({escape(budget.reserve.text)})" if budget.reserve_bytes else ""
-    )
-    card = (
-        f"{escape(budget.gpu_name)}: {gib(budget.usable_bytes)} GiB usable ({escape(budget.capacity_basis)}){reserve}"
-    )
+def verdict_line(budget: Budget, fit: Fit) -> Text:
+    """The card, what is available on it and the verdict (the verdict coloured; the card's names as text)."""
+    verdict = ("fits", "green") if fit.fits else ("does not fit", "red")
+    reserve = f" - reserve {gib(budget.reserve_bytes)} GiB ({budget.reserve.text})" if budget.reserve_bytes else ""
+    card = terminal_line(f"{budget.gpu_name}: {gib(budget.usable_bytes)} GiB usable ({budget.capacity_basis}){reserve}")
     if fit.kv_pool is not None:
         pool = fit.kv_pool
-        return (
+        return Text.assemble(
             f"{card}; vLLM manages {gib(fit.available_bytes)} GiB (memory_utilization {pool.memory_utilization:g}); "
-            f"needs {gib(fit.needed_bytes)} GiB (profile peak + KV cache of the batch) -> {verdict}, "
-            f"headroom {gib(fit.headroom_bytes)} GiB; at most {pool.max_sequences:,} concurrent sequences"
+            f"needs {gib(fit.needed_bytes)} GiB (profile peak + KV cache of the batch) -> ",
+            verdict,
+            f", headroom {gib(fit.headroom_bytes)} GiB; at most {pool.max_sequences:,} concurrent sequences",
         )
-    return f"{card}; needs {gib(fit.needed_bytes)} GiB -> {verdict}, headroom {gib(fit.headroom_bytes)} GiB"
+    return Text.assemble(
+        f"{card}; needs {gib(fit.needed_bytes)} GiB -> ", verdict, f", headroom {gib(fit.headroom_bytes)} GiB"
+    )

@@ -28,7 +28,7 @@ def _render(*items: Any, width: int) -> str:
     from rich.console import Console
 
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False)
+    console = Console(file=buffer, width=width, force_terminal=False, no_color=True, highlight=False, markup=False)
     for item in items:
         if isinstance(item, str):
             for line in wrap(item, width):

@@ -114,12 +114,12 @@ def wrap_text(text: Text, width: int, hang: int = HANG) -> Text:
     return RichText("\n").join(lines)
 
 
-def print_wrapped(console: Console, line: str | Text, *, markup: bool = False, hang: int = HANG) -> None:
-    """Print one long line wrapped at the console's width with a hanging indent (``markup``: the string
-    holds rich markup)."""
+def print_wrapped(console: Console, line: str | Text, *, hang: int = HANG) -> None:
+    """Print one long line wrapped at the console's width with a hanging indent (a string is plain text,
+    never rich markup)."""
     from rich.text import Text as RichText
 
-    text = line if isinstance(line, RichText) else (RichText.from_markup(line) if markup else RichText(line))
+    text = line if isinstance(line, RichText) else RichText(line)
     console.print(wrap_text(text, console.width, hang), soft_wrap=True)
 
 
