@@ -51,7 +51,7 @@ ReserveOpt = Annotated[
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (int bytes).")]
 OutputOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--output",
         "-o",
@@ -60,7 +60,7 @@ OutputOpt = Annotated[
     ),
 ]
 CheckOutputOpt = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--output",
         "-o",

@@ -91,7 +91,7 @@ def import_command(
     config: Annotated[Path, typer.Argument(help="A transformers config.json.", show_default=False)],
     *,
     output: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "-o",
             "--output",

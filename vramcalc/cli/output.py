@@ -3,8 +3,10 @@
 ``-o FILE`` (check, sweep, report, import) is checked before the command does its work and refused,
 with one ``error: --output: FILE: ...`` line and exit code 2 and without writing anything, when it is
 one of the command's input files (the same file through a symlink or a hard link included; for a
-SPEC argument that falls back to a bundled example, that example's file: :func:`spec_inputs`), or an
-existing FIFO, device, socket or directory. ``-o -`` means standard output. The file is written
+SPEC argument that falls back to a bundled example, that example's file: :func:`spec_inputs`; the user
+GPU catalog the command reads), an existing FIFO, device, socket or directory, a path ending in ``/``
+that is no directory, or a symbolic link to a missing file. A replaced file keeps its permissions but
+never a setuid, setgid or sticky bit. ``-o -`` means standard output. The file is written
 atomically: the text goes to a temporary file in the same directory, which then replaces FILE, so a
 failed write (a full disk, no permission, a read-only file system) leaves the old file as it was.
 
@@ -71,7 +73,7 @@ def _problem(exc: OSError | ValueError) -> str:
     return f"cannot write ({exc.strerror or exc})"
 
 
-def output_file(output: Path | None, inputs: Iterable[str | Path]) -> OutputFile | None:
+def output_file(output: str | Path | None, inputs: Iterable[str | Path]) -> OutputFile | None:
     """The checked ``--output`` file (None: standard output, for no option or ``-``); a refusal is one
     ``error:`` line and :class:`typer.Exit` with code 2, before anything is written."""
     if output is None or str(output) == "-":
@@ -81,8 +83,12 @@ def output_file(output: Path | None, inputs: Iterable[str | Path]) -> OutputFile
         existing: os.stat_result | None = os.stat(given)
     except FileNotFoundError:
         existing = None
+        if os.path.islink(given):
+            raise _refuse(given, "a symbolic link to a missing file; give the path of a file to write") from None
     except (OSError, ValueError) as exc:
         raise _refuse(given, _problem(exc)) from None
+    if existing is None and given.endswith(("/", os.sep)):
+        raise _refuse(given, "names a directory that does not exist; give the path of a file to write")
     if existing is not None and not stat.S_ISREG(existing.st_mode):
         kind = next((name for test, name in _KINDS if test(existing.st_mode)), "not a regular file")
         raise _refuse(given, f"{kind}, not a regular file; give the path of a file to write")
@@ -93,8 +99,16 @@ def output_file(output: Path | None, inputs: Iterable[str | Path]) -> OutputFile
     if not os.access(directory, os.W_OK):
         raise _refuse(given, f"cannot write (the directory {directory} is not writable)")
     sink = OutputFile(given, target, existing)
-    refuse_inputs(sink, inputs)
+    refuse_inputs(sink, [*inputs, *_catalog_inputs()])
     return sink
+
+
+def _catalog_inputs() -> list[Path]:
+    """The user GPU catalog the command reads (``--gpus-file`` / ``VRAMCALC_GPUS``): never an output."""
+    from vramcalc.hardware.lookup import user_catalog_file
+
+    found = user_catalog_file()
+    return [found] if found is not None else []
 
 
 def spec_inputs(args: Iterable[str | Path]) -> list[str]:
@@ -141,7 +155,8 @@ def write_text(sink: OutputFile | None, text: str) -> int:
 
     data = text.encode("utf-8")
     directory, name = os.path.split(sink.target)
-    mode = stat.S_IMODE(sink.existing.st_mode) if sink.existing is not None else 0o666 & ~_umask()
+    # the replaced file's permissions, never its setuid, setgid or sticky bits
+    mode = stat.S_IMODE(sink.existing.st_mode) & 0o777 if sink.existing is not None else 0o666 & ~_umask()
     try:
         handle, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     except OSError as exc:

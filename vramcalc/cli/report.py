@@ -69,7 +69,7 @@ def report(
     ],
     *,
     output: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--output",
             "-o",

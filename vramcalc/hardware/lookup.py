@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 MAX_CATALOG_BYTES = 1_000_000
 
 _user_catalog: Catalog | None = None
+_user_catalog_file: Path | None = None
 
 
 def load_user_catalog(path: Path) -> tuple[Catalog, list[str]]:
@@ -57,13 +58,18 @@ def load_user_catalog(path: Path) -> tuple[Catalog, list[str]]:
 def use_gpus_file(path: Path | None) -> list[str]:
     """Make the bundled catalog merged with ``path`` the catalog every lookup uses (the bundled one alone
     for None); returns the notes of :func:`load_user_catalog`."""
-    global _user_catalog
+    global _user_catalog, _user_catalog_file
     if path is None:
-        _user_catalog = None
+        _user_catalog, _user_catalog_file = None, None
         return []
     catalog, notes = load_user_catalog(path)
-    _user_catalog = catalog
+    _user_catalog, _user_catalog_file = catalog, path
     return notes
+
+
+def user_catalog_file() -> Path | None:
+    """The user catalog file the lookups read (``--gpus-file`` / ``VRAMCALC_GPUS``), if any."""
+    return _user_catalog_file
 
 
 def active_catalog() -> Catalog:
