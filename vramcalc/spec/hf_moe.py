@@ -14,7 +14,7 @@ from vramcalc.units import quoted
 
 def mixtral(r: Reader) -> Imported:
     model, notes = llama(r)
-    model["experts"] = r.count("num_local_experts", default=8)
+    model["experts"] = r.count("num_local_experts", "num_experts", default=8)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
     return model, notes
 
@@ -36,7 +36,7 @@ def qwen2_moe(r: Reader) -> Imported:
     model, notes = qwen2(r)
     if not r.flag("qkv_bias", True):
         del model["qkv_bias"]
-    model["experts"] = r.count("num_experts", default=60)
+    model["experts"] = r.count("num_experts", "num_local_experts", default=60)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=4)
     model["expert_ffn_size"] = r.count("moe_intermediate_size", default=1408)
     shared = r.count("shared_expert_intermediate_size", default=5632, minimum=0)
@@ -48,7 +48,7 @@ def qwen2_moe(r: Reader) -> Imported:
 
 def qwen3_moe(r: Reader) -> Imported:
     model, notes = qwen3(r)
-    model["experts"] = r.count("num_experts", default=128)
+    model["experts"] = r.count("num_experts", "num_local_experts", default=128)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
     model["expert_ffn_size"] = r.count("moe_intermediate_size", default=768)
     _moe_layers(r, model, "decoder_sparse_step")
@@ -92,7 +92,7 @@ def phimoe(r: Reader) -> Imported:
         model["attention_bias"] = True
     if r.flag("lm_head_bias", False) and model["head"] == "lm":
         model["lm_head_bias"] = True
-    model["experts"] = r.count("num_local_experts", default=16)
+    model["experts"] = r.count("num_local_experts", "num_experts", default=16)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
     window, said = _sliding(r)
     return model | window, notes + said
@@ -144,7 +144,7 @@ def llama4_text(r: Reader) -> Imported:
     model["ffn_size"] = r.count("intermediate_size_mlp", default=16384)
     expert_ffn = r.need("intermediate_size")
     if _llama4_moe_layers(r, model):
-        model["experts"] = r.count("num_local_experts", default=16)
+        model["experts"] = r.count("num_local_experts", "num_experts", default=16)
         model["experts_per_token"] = r.count("num_experts_per_tok", default=1)
         model.update(expert_ffn_size=expert_ffn, shared_experts=1)
     chunk = r.count("attention_chunk_size", default=None if "attention_chunk_size" in r.config else 8192)
