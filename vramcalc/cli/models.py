@@ -73,16 +73,10 @@ def models(
     0 ok; 2 nothing matches QUERY.
     """
     from vramcalc.cli._common import print_json, user_errors
-    from vramcalc.errors import SpecError
-    from vramcalc.spec.presets import closest_names, search
+    from vramcalc.spec.presets import matching
 
-    text = " ".join(query or [])
-    found = search(text)
-    if not found:
-        with user_errors():
-            close = closest_names(text)
-            hint = f"; closest: {', '.join(close)}" if close else ""
-            raise SpecError(f"no catalog model matches {text!r}{hint} ('vramcalc models' lists them all)")
+    with user_errors():
+        found = matching(" ".join(query or []))
     if json_out:
         print_json([entry_dict(entry) for entry in found])
         return
