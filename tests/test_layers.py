@@ -33,6 +33,9 @@ CORE = [
     "vramcalc.results.check",
     "vramcalc.results.limits",
     "vramcalc.results.bandwidth",
+    "vramcalc.results.planning",
+    "vramcalc.results.catalog",
+    "vramcalc.results.imported",
     "vramcalc.api",
 ]
 

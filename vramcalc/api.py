@@ -1,8 +1,12 @@
 """The Python API: the CLI's commands as functions that return typed results.
 
-Each function gives the same numbers and the same verdict as the command of the same name with ``--json``;
-its result is the model of that document (:mod:`vramcalc.results`), so ``result.to_dict()`` is what the
-command prints. Sizes are int bytes, rates bytes per second, times seconds.
+:func:`estimate`, :func:`check`, :func:`max_batch`, :func:`max_seq`, :func:`fit`, :func:`sweep`,
+:func:`plan`, :func:`bandwidth`, :func:`models` and :func:`import_config` (``vramcalc import``), with
+:func:`load_spec` and :func:`gpu`. Each gives the same numbers and the same verdict as the command of the
+same name with ``--json``; its result is the model of that document (:mod:`vramcalc.results`), so
+``result.to_dict()`` is what the command prints (``models``: a list, one model per entry;
+``import_config``: ``result.to_yaml()`` is the spec file the command writes). The commands and these
+functions call the same planning functions. Sizes are int bytes, rates bytes per second, times seconds.
 
 A spec is a :class:`~vramcalc.spec.models.Spec`, a path to a YAML spec file, or a mapping with the same
 keys as the file. A card is a catalog name (``"a100"``, ``"h100-sxm"``, ``"local"`` for the installed card),
@@ -11,13 +15,15 @@ or a :class:`~vramcalc.hardware.catalog.GPU`. The reserve kept free on the card 
 ``target.reserve`` unless ``reserve`` (``"10%"`` or ``"2GiB"``) is given. Bad input raises a
 :class:`~vramcalc.errors.VramcalcError` (:class:`~vramcalc.errors.SpecError` for a spec, naming the key;
 :class:`~vramcalc.errors.UnknownGPUError` for a card name, listing the closest names); every message is
-one line per problem. Everything is imported on first use: neither typer nor rich is ever imported.
+one line per problem. A value of the wrong Python type (a count that is not an int, a reserve that is not
+text) raises :class:`TypeError` naming the argument. Options are keyword-only. Everything is imported on
+first use: neither typer nor rich is ever imported.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -29,18 +35,26 @@ if TYPE_CHECKING:
     from vramcalc.hardware.lookup import Card
     from vramcalc.planning.budget import Budget
     from vramcalc.results.bandwidth import BandwidthResult
+    from vramcalc.results.catalog import ModelResult
     from vramcalc.results.check import CheckResult
     from vramcalc.results.estimate import EstimateResult
+    from vramcalc.results.imported import ImportResult
     from vramcalc.results.limits import LimitResult
+    from vramcalc.results.planning import FitResult, PlanResult, SweepResult
     from vramcalc.spec.models import Spec
+    from vramcalc.spec.target import Reserve
 
     #: A spec: a loaded one, a path to a YAML file, or a mapping with the file's keys.
     SpecInput: TypeAlias = Spec | str | os.PathLike[str] | Mapping[str, Any]
     #: A card: a catalog name, ``"local"``, a size such as ``"48GiB"`` (a capacity-only card), or a card.
     CardInput: TypeAlias = str | GPU | CustomCard
+    #: Values of a sweep: counts, or the flag's text such as ``"1,2,4k"``.
+    ValuesInput: TypeAlias = str | Sequence[int]
 
 #: What results and errors call a spec that was not read from a file.
 NOT_A_FILE = "<spec>"
+#: What results and errors call a transformers config given as a mapping.
+NOT_A_CONFIG = "<config>"
 
 
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
@@ -96,16 +110,51 @@ def _card(card: CardInput) -> Card:
     return find_card(card, "gpu")[0]
 
 
-def _budget(spec: Spec, source: str, card: CardInput | None, reserve: str | None) -> Budget:
+def _reserve(reserve: str | None) -> Reserve | None:
+    """``reserve`` (``"10%"`` or ``"2GiB"``) parsed; None when not given."""
+    from vramcalc.spec.target import parse_reserve
+
+    if reserve is None:
+        return None
+    if not isinstance(reserve, str):
+        raise TypeError(f"reserve: expected text such as '10%' or '2GiB', got {type(reserve).__name__}")
+    return parse_reserve(reserve, "reserve")
+
+
+def _budget(spec: Spec, source: str, card: CardInput | None, reserve: Reserve | None) -> Budget:
     """The card ``card`` names (else the spec's ``target.gpu``) with the reserve, as the CLI resolves them."""
     from vramcalc.planning.check import TargetFlags, budgets_for
-    from vramcalc.spec.target import parse_reserve
 
     if card is None and (spec.target is None or spec.target.gpu is None):
         raise SpecError(f"{source}: target.gpu: no GPU given (add 'target: {{gpu: NAME}}' to the spec or pass gpu=)")
-    flags = TargetFlags(reserve=parse_reserve(reserve, "reserve") if reserve is not None else None)
-    budgets, _ = budgets_for(spec, source, flags, [_card(card)] if card is not None else [])
+    budgets, _ = budgets_for(spec, source, TargetFlags(reserve=reserve), [_card(card)] if card is not None else [])
     return budgets[0]
+
+
+def _target(spec: Spec, source: str, card: CardInput | None, reserve: Reserve | None) -> Budget | None:
+    """:func:`_budget`, or None when neither ``card`` nor the spec's ``target.gpu`` names a card."""
+    if card is None and (spec.target is None or spec.target.gpu is None):
+        return None
+    return _budget(spec, source, card, reserve)
+
+
+def _count(name: str, value: int | None, *, optional: bool = True) -> None:
+    """A :class:`TypeError` naming ``name`` when ``value`` is not an int (None passes when ``optional``)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+
+
+def _values(name: str, values: ValuesInput) -> None:
+    """A :class:`TypeError` naming ``name`` unless ``values`` is text or a sequence of ints."""
+    if isinstance(values, str):
+        return
+    if isinstance(values, bytes | bytearray) or not isinstance(values, Sequence):
+        raise TypeError(f"{name}: expected a list of ints or text such as '1,2,4k', got {type(values).__name__}")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name}: expected ints, got a {type(value).__name__} ({value!r})")
 
 
 def estimate(
@@ -128,7 +177,7 @@ def estimate(
         if reserve is not None:
             raise SpecError("reserve: needs a gpu (the reserve is kept free on that card)")
     else:
-        budget = _budget(loaded, source, gpu, reserve)
+        budget = _budget(loaded, source, gpu, _reserve(reserve))
     outcome = estimate_outcome(loaded, budget)
     steps = None
     if timeline:
@@ -143,7 +192,7 @@ def _limit(spec: SpecInput, gpu: CardInput | None, reserve: str | None, key: str
     from vramcalc.results.limits import LimitResult
 
     loaded, source, name = _load(spec)
-    budget = _budget(loaded, source, gpu, reserve)
+    budget = _budget(loaded, source, gpu, _reserve(reserve))
     limit = limits.max_batch(loaded, budget) if key == "batch_size" else limits.max_seq(loaded, budget)
     other = "seq_len" if key == "batch_size" else "batch_size"
     return LimitResult.of(source, name, limit, {other: getattr(loaded.workload, other)})
@@ -179,10 +228,123 @@ def check(
     from vramcalc.planning.fit import ShardSearch, check_on
     from vramcalc.results.check import CheckResult
 
+    _count("max_gpus", max_gpus)
     loaded, source, name = _load(spec)
-    budget = _budget(loaded, source, gpu, reserve)
+    budget = _budget(loaded, source, gpu, _reserve(reserve))
     search = ShardSearch(loaded, DEFAULT_MAX_GPUS if max_gpus is None else max_gpus)
     return CheckResult.of(CheckRow(source, name, check_on(loaded, budget, search)))
+
+
+def fit(
+    spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None, max_gpus: int | None = None
+) -> FitResult:
+    """Every catalog card ``spec`` fits on, and what would make it fit its target card (``vramcalc fit --json``).
+
+    ``result.cards`` holds one verdict per card (``fits``, ``needed_bytes``, ``available_bytes``,
+    ``headroom_bytes``; those it fits first, smallest first) with ``min_cards``, the fewest cards of that
+    kind under a sharded plan searched up to ``max_gpus`` (default 64). ``result.target`` is the verdict on
+    ``gpu`` (default: the spec's ``target.gpu``; None with neither) with its ``suggestions``. ``reserve`` is
+    kept free on every card (default ``target.reserve``)."""
+    from vramcalc.planning.budget import DEFAULT_MAX_GPUS
+    from vramcalc.planning.check import reserve_for
+    from vramcalc.planning.fit import fit_report
+    from vramcalc.results.planning import FitResult
+
+    _count("max_gpus", max_gpus)
+    loaded, source, name = _load(spec)
+    kept = _reserve(reserve)
+    budget = _target(loaded, source, gpu, kept)
+    report = fit_report(loaded, budget, reserve_for(loaded, kept), DEFAULT_MAX_GPUS if max_gpus is None else max_gpus)
+    return FitResult.of(source, name, report)
+
+
+def sweep(
+    spec: SpecInput,
+    gpu: CardInput | None = None,
+    *,
+    batch_sizes: ValuesInput,
+    seq_lens: ValuesInput | None = None,
+    reserve: str | None = None,
+) -> SweepResult:
+    """Totals over batch sizes x sequence lengths (``vramcalc sweep --json``), each point as
+    :func:`estimate` gives it.
+
+    ``batch_sizes`` and ``seq_lens`` are lists of ints or the flags' text (``"1,2,4,8k"``); they are sorted
+    and duplicates dropped; ``seq_lens`` None keeps the spec's length. ``result.points`` holds
+    ``batch_size``, ``seq_len`` and ``total_bytes`` for every pair, batch size outer; with a card (``gpu``,
+    else the spec's ``target.gpu``) each point's ``fits``, ``needed_bytes`` and ``available_bytes``."""
+    from vramcalc.planning.sweep import sweep as run_sweep
+    from vramcalc.results.planning import SweepResult
+
+    _values("batch_sizes", batch_sizes)
+    if seq_lens is not None:
+        _values("seq_lens", seq_lens)
+    loaded, source, _ = _load(spec)
+    budget = _target(loaded, source, gpu, _reserve(reserve))
+    return SweepResult.of(source, run_sweep(loaded, batch_sizes, seq_lens, budget))
+
+
+def plan(
+    spec: SpecInput,
+    gpu: CardInput | None = None,
+    *,
+    reserve: str | None = None,
+    gpus: int | None = None,
+    max_gpus: int | None = None,
+    top: int = 10,
+    global_batch: int | None = None,
+) -> PlanResult:
+    """Multi-GPU plans whose per-GPU total fits the card (``vramcalc plan --json``).
+
+    On exactly ``gpus`` GPUs, or the fewest GPUs up to ``max_gpus`` (default 64; give one of the two), the
+    ``top`` cheapest layouts that fit: ZeRO/FSDP, tensor and pipeline parallelism, data-parallel degree, and
+    for training checkpointing and micro-batch. ``global_batch`` holds that many sequences per optimizer
+    step over all GPUs instead of the spec's batch per GPU. ``result.plans`` lists them (``gpus``,
+    ``parallel``: the spec's section, ``needed_bytes`` per GPU, ``relative_cost``), ``result.min_gpus`` is the
+    fewest GPUs and ``result.closest`` the nearest miss when none fits. ``gpu`` defaults to the spec's
+    ``target.gpu``."""
+    from vramcalc.planning.plan_layouts import plans_for
+    from vramcalc.results.planning import PlanResult
+
+    for name, value in (("gpus", gpus), ("max_gpus", max_gpus), ("global_batch", global_batch)):
+        _count(name, value)
+    _count("top", top, optional=False)
+    loaded, source, _ = _load(spec)
+    budget = _budget(loaded, source, gpu, _reserve(reserve))
+    search = plans_for(loaded, budget, gpus=gpus, max_gpus=max_gpus, top=top, global_batch=global_batch)
+    return PlanResult.of(search)
+
+
+def models(query: str | None = None) -> list[ModelResult]:
+    """The bundled model catalog (``vramcalc models [QUERY] --json``): every entry, or those whose id, alias,
+    name, family or repository holds ``query`` or each of its words (``"qwen 7b"``). Each
+    :class:`~vramcalc.results.catalog.ModelResult` holds the entry's ``id`` (what a spec's ``model:``
+    takes), ``published_params``, ``context_length``, ``layers``, ``heads``, ``kv_heads``... Nothing matching
+    is a :class:`~vramcalc.errors.SpecError` listing the closest names."""
+    from vramcalc.results.catalog import ModelResult
+    from vramcalc.spec.presets import matching
+
+    if query is not None and not isinstance(query, str):
+        raise TypeError(f"query: expected text, got {type(query).__name__}")
+    return [ModelResult.of(entry) for entry in matching(query or "")]
+
+
+def import_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ImportResult:
+    """A spec from a Hugging Face transformers ``config.json`` (``vramcalc import``), offline.
+
+    ``config`` is the file's path or its contents as a mapping. ``result.spec`` is the spec (name, model and
+    an example workload to edit) as a mapping every function here takes, ``result.notes`` what it leaves
+    out, and ``result.to_yaml()`` the spec file the command writes. A config vramcalc cannot import raises
+    :class:`~vramcalc.errors.SpecError` naming the field."""
+    from vramcalc.results.imported import ImportResult
+    from vramcalc.spec.hf_import import import_spec, read_config
+
+    if isinstance(config, str | os.PathLike):
+        path = Path(config)
+        return ImportResult.of(import_spec(read_config(path), str(path)))
+    if isinstance(config, Mapping):
+        return ImportResult.of(import_spec(dict(config), NOT_A_CONFIG))
+    raise TypeError(f"config: expected a path or a mapping, got {type(config).__name__}")
 
 
 def bandwidth(
@@ -216,6 +378,7 @@ def bandwidth(
     from vramcalc.planning.stream import select_weights
     from vramcalc.results.bandwidth import BandwidthResult
 
+    _count("batch", batch)
     custom = {
         "bus_width": None if bus_width is None else str(bus_width),
         "mem_type": memory_type,

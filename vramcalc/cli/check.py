@@ -220,20 +220,16 @@ def fit(
     2 = bad input.
     """
     from vramcalc.cli._common import user_errors
-    from vramcalc.hardware.lookup import active_catalog
-    from vramcalc.planning.fit import ShardSearch, check_on, fit_cards
+    from vramcalc.planning.fit import fit_report
     from vramcalc.render.planning import fit_json, fit_table
 
     loaded, budget, kept = load_with_budget(spec, gpu, reserve, required=False, model=model)
     source = input_name(spec, model)
     with user_errors(source):
-        search = ShardSearch(loaded, max_gpus)
-        cards = fit_cards(loaded, active_catalog().gpus, kept, search)
-        target = check_on(loaded, budget, search, fewest=True) if budget else None
+        report = fit_report(loaded, budget, kept, max_gpus)
     name = loaded.name or (spec.stem if spec else source)
-    emit((fit_json if json_out else fit_table)(source, name, cards, target, search))
-    fits = target.fits if target else any(card.fits for card in cards)
-    raise typer.Exit(0 if fits else 1)
+    emit((fit_json if json_out else fit_table)(source, name, report))
+    raise typer.Exit(0 if report.fits else 1)
 
 
 def _limit_command(
@@ -309,7 +305,6 @@ def sweep(
     when the grid was computed, 2 for bad input.
     """
     from vramcalc.cli._common import user_errors
-    from vramcalc.planning.sweep import parse_values
     from vramcalc.planning.sweep import sweep as run_sweep
     from vramcalc.render.planning import format_sweep
 
@@ -317,8 +312,7 @@ def sweep(
     loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False, model=model)
     source = input_name(spec, model)
     with user_errors(source):
-        seqs = parse_values(seq_len, "--seq-len") if seq_len else None
-        grid = run_sweep(loaded, parse_values(batch_size, "--batch-size"), seqs, budget)
+        grid = run_sweep(loaded, batch_size, seq_len, budget)
     emit(format_sweep(source, grid, "json" if json_out else fmt.value, _table_style(sink)[1]), sink)
 
 

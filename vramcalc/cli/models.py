@@ -7,7 +7,7 @@ level imports only typer and typing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,29 +26,6 @@ def _row(entry: ModelEntry) -> tuple[str, ...]:
     context = f"{entry.context_length:,}" if entry.context_length else "-"
     heads = f"{entry.kv_heads}/{entry.heads}" if entry.heads else "-"
     return (entry.id, params, entry.family, context, str(entry.layers or "-"), heads)
-
-
-def entry_dict(entry: ModelEntry) -> dict[str, Any]:
-    """One entry for ``models --json``: the catalog fields and the figures the list shows."""
-    doc: dict[str, Any] = {
-        "id": entry.id,
-        "name": entry.name,
-        "family": entry.family,
-        "repo": entry.repo,
-        "aliases": list(entry.aliases),
-        "source": entry.source,
-        "published_params": entry.published_params,
-        "meta_params": entry.meta_params,
-        "context_length": entry.context_length,
-        "layers": entry.layers,
-        "heads": entry.heads,
-        "kv_heads": entry.kv_heads,
-    }
-    if entry.config is not None:
-        doc["config"] = entry.config
-    if entry.model is not None:
-        doc["model"] = entry.model
-    return doc
 
 
 def models(
@@ -73,18 +50,14 @@ def models(
     0 ok; 2 nothing matches QUERY.
     """
     from vramcalc.cli._common import print_json, user_errors
-    from vramcalc.errors import SpecError
-    from vramcalc.spec.presets import closest_names, search
+    from vramcalc.spec.presets import matching
 
-    text = " ".join(query or [])
-    found = search(text)
-    if not found:
-        with user_errors():
-            close = closest_names(text)
-            hint = f"; closest: {', '.join(close)}" if close else ""
-            raise SpecError(f"no catalog model matches {text!r}{hint} ('vramcalc models' lists them all)")
+    with user_errors():
+        found = matching(" ".join(query or []))
     if json_out:
-        print_json([entry_dict(entry) for entry in found])
+        from vramcalc.results.catalog import ModelResult
+
+        print_json([ModelResult.of(entry).to_dict() for entry in found])
         return
     rows = [HEADERS, *(_row(entry) for entry in found)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADERS))]

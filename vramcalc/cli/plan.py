@@ -93,22 +93,16 @@ def plan(
         stdout,
         user_errors,
     )
-    from vramcalc.errors import VramcalcError
     from vramcalc.planning.check import reserve_for, single_budget
-    from vramcalc.planning.plan_layouts import best_plans
+    from vramcalc.planning.plan_layouts import plans_for
     from vramcalc.render.plan import render_plan_search
 
     source = input_name(spec, model)
     with user_errors(source):
-        if gpus is not None and max_gpus is not None:
-            raise VramcalcError(
-                "--gpus and --max-gpus: give one (--gpus N: plans on exactly N GPUs; "
-                "--max-gpus M: the fewest GPUs up to M)"
-            )
         loaded = load_spec_or_model(spec, model)
         budget, notes = single_budget(loaded, source, gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
-        search = best_plans(loaded, budget, gpus=gpus, max_gpus=max_gpus or 64, top=top, global_batch=global_batch)
+        search = plans_for(loaded, budget, gpus=gpus, max_gpus=max_gpus, top=top, global_batch=global_batch)
     notes_to_stderr(notes)
     if json_out:
         from vramcalc.results.planning import PlanResult

@@ -125,6 +125,34 @@ def fit_cards(
     return sorted(rows, key=lambda r: (not r.fits, r.budget.available_bytes * (1 if r.fits else -1), r.budget.gpu_id))
 
 
+@dataclass(frozen=True)
+class FitReport:
+    """``vramcalc fit``: the spec on every card of the catalog, and on its target card when it names one."""
+
+    cards: list[CardFit]  # those it fits first (smallest first), then the rest (largest first)
+    target: CardFit | None  # the target card with the changes that would make it fit; None without one
+    search: ShardSearch  # the sharded-plan search behind "cards needed"
+
+    @property
+    def fits(self) -> bool:
+        """It fits its target card, or with no target, at least one card (``fit``'s exit code 0)."""
+        return self.target.fits if self.target else any(card.fits for card in self.cards)
+
+
+def fit_report(
+    spec: Spec, budget: Budget | None, reserve: Reserve = NO_RESERVE, max_gpus: int = DEFAULT_MAX_GPUS
+) -> FitReport:
+    """What ``vramcalc fit`` and :func:`vramcalc.fit` report: ``spec`` on every card of the active catalog
+    with ``reserve`` kept free on each, and on ``budget`` (its target card, if any) with what would make it
+    fit; sharded plans are searched up to ``max_gpus``."""
+    from vramcalc.hardware.lookup import active_catalog
+
+    search = ShardSearch(spec, max_gpus)
+    cards = fit_cards(spec, active_catalog().gpus, reserve, search)
+    target = check_on(spec, budget, search, fewest=True) if budget else None
+    return FitReport(cards, target, search)
+
+
 def check_on(spec: Spec, budget: Budget, search: ShardSearch | None = None, *, fewest: bool = False) -> CardFit:
     """One spec on one card, with the changes that would make it fit when it does not: single workload
     changes and "shard over N GPUs", best first. A spec with a ``parallel`` section that fits is searched
@@ -293,6 +321,16 @@ class ShardSearch:
         top = search.max_gpus // _ranks(base)  # one rank fits, but is not sharding
         data = fewest_degree(search, base, 2, top) if top >= 2 else None
         return None if data is None else search.try_plan(base, data)
+
+    @property
+    def sharding(self) -> str:
+        """How "cards needed" (the fewest cards of a kind) is found, one line without a final period."""
+        if self.reason:
+            return f"not searched: {self.reason}; {DATA_PARALLEL}"
+        return (
+            f"the fewest cards of a sharded plan, from vramcalc plan's search (ZeRO/FSDP, tensor and pipeline "
+            f"parallelism, up to {self.max_gpus} GPUs; batch_size stays per GPU); {DATA_PARALLEL}"
+        )
 
     def note(self, budget: Budget, plan: Candidate | None) -> str:
         """What more cards of this kind would do (one line): the plan, or why there is none."""

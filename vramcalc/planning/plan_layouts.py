@@ -35,9 +35,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, Mode
-from vramcalc.errors import SpecError
+from vramcalc.errors import SpecError, VramcalcError
 from vramcalc.families.resolve import resolve_model
-from vramcalc.planning.budget import Budget
+from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_cost import CRITERION, step_cost
 from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations, fewest_degree
@@ -56,6 +56,27 @@ class Variant:
     micro_batches: int | None  # per step; None: the spec's own (inference)
     spec: Spec
     frugal: bool  # among the variants needing the least memory
+
+
+def plans_for(
+    spec: Spec,
+    budget: Budget,
+    *,
+    gpus: int | None = None,
+    max_gpus: int | None = None,
+    top: int = 10,
+    global_batch: int | None = None,
+) -> PlanSearch:
+    """What ``vramcalc plan`` and :func:`vramcalc.plan` list: :func:`best_plans` on exactly ``gpus`` GPUs,
+    or the fewest up to ``max_gpus`` (default 64), the two being exclusive; ``top`` of them (1 or more)."""
+    if gpus is not None and max_gpus is not None:
+        raise VramcalcError(
+            "--gpus and --max-gpus: give one (--gpus N: plans on exactly N GPUs; --max-gpus M: the fewest GPUs up to M)"
+        )
+    if top < 1:
+        raise SpecError(f"--top: expected 1 or more, got {top}")
+    limit = DEFAULT_MAX_GPUS if max_gpus is None else max_gpus
+    return best_plans(spec, budget, gpus=gpus, max_gpus=limit, top=top, global_batch=global_batch)
 
 
 def best_plans(

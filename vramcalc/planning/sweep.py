@@ -47,15 +47,20 @@ class Sweep:
         return [(b, s, total) for (b, s), total in zip(pairs, self.totals, strict=True)]
 
 
-def parse_values(text: str, what: str) -> list[int]:
-    """'1,2,4,8k' -> [1, 2, 4, 8000]: counts in 1..10^12, sorted, duplicates dropped."""
-    values = set()
-    for item in text.split(","):
-        value = parse_count(item.strip(), what)
+def parse_values(values: str | Sequence[int], what: str) -> list[int]:
+    """'1,2,4,8k' (a flag's text) or [1, 2, 4, 8000] -> [1, 2, 4, 8000]: counts in 1..10^12, sorted,
+    duplicates dropped; at least one."""
+    items: Sequence[str | int] = values.split(",") if isinstance(values, str) else values
+    if not items:
+        raise SpecError(f"{what}: no values")
+    found = set()
+    for item in items:
+        shown = item.strip() if isinstance(item, str) else item
+        value = parse_count(shown, what)
         if not 1 <= value <= MAX_SPEC_COUNT:
-            raise SpecError(f"{what}: {item.strip()!r} is outside 1..{MAX_SPEC_COUNT:,}")
-        values.add(value)
-    return sorted(values)
+            raise SpecError(f"{what}: {shown!r} is outside 1..{MAX_SPEC_COUNT:,}")
+        found.add(value)
+    return sorted(found)
 
 
 def grid_totals(
@@ -80,23 +85,23 @@ def grid_totals(
     return [column[i] for i in range(len(batch_sizes)) for column in columns]
 
 
-def sweep(spec: Spec, batch_sizes: list[int], seq_lens: list[int] | None, budget: Budget | None) -> Sweep:
-    """Totals at every (batch, seq) pair; ``seq_lens`` None keeps the spec's (or a vision model's) length."""
-    if seq_lens:
+def sweep(
+    spec: Spec, batch_sizes: str | Sequence[int], seq_lens: str | Sequence[int] | None, budget: Budget | None
+) -> Sweep:
+    """Totals at every (batch, seq) pair, as ``vramcalc sweep`` and :func:`vramcalc.sweep` give them: the
+    values as counts or as the flags' text (:func:`parse_values`); ``seq_lens`` None (or empty) keeps the
+    spec's (or a vision model's) length."""
+    lengths = parse_values(seq_lens, "--seq-len") if seq_lens else None
+    batches = parse_values(batch_sizes, "--batch-size")
+    if lengths:
         check_seq_is_free(spec, "--seq-len")
-    seqs: list[int | None] = list(seq_lens) if seq_lens else [None]
-    if len(batch_sizes) * len(seqs) > MAX_SWEEP_POINTS:
-        raise SpecError(f"sweep: {len(batch_sizes) * len(seqs):,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
+    seqs: list[int | None] = list(lengths) if lengths else [None]
+    if len(batches) * len(seqs) > MAX_SWEEP_POINTS:
+        raise SpecError(f"sweep: {len(batches) * len(seqs):,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
     hopper, link = (budget.hopper_or_newer, budget.interconnect) if budget else (True, "nvswitch")
-    totals = grid_totals(spec, batch_sizes, seqs, hopper_or_newer=hopper, interconnect=link)
-    return Sweep(
-        spec.name or "unnamed",
-        batch_sizes,
-        seqs,
-        totals,
-        budget,
-        grid_verdicts(spec, batch_sizes, seqs, totals, budget),
-    )
+    totals = grid_totals(spec, batches, seqs, hopper_or_newer=hopper, interconnect=link)
+    verdicts = grid_verdicts(spec, batches, seqs, totals, budget)
+    return Sweep(spec.name or "unnamed", batches, seqs, totals, budget, verdicts)
 
 
 def grid_verdicts(

@@ -20,7 +20,7 @@ from vramcalc.render.text import narrow_table, table_width, terminal_width, wrap
 from vramcalc.units import GiB
 
 if TYPE_CHECKING:  # the sharded-plan search is imported only by the fit formatters that show it
-    from vramcalc.planning.fit import CardFit, ShardSearch
+    from vramcalc.planning.fit import CardFit, FitReport, ShardSearch
 
 
 def _render(*items: Any, width: int) -> str:
@@ -40,22 +40,14 @@ def _render(*items: Any, width: int) -> str:
 
 def sharding_note(search: ShardSearch) -> str:
     """How "cards needed" was found (one line, no final period)."""
-    from vramcalc.planning.fit import DATA_PARALLEL
-
-    if search.reason:
-        return f"cards needed: not searched: {search.reason}; {DATA_PARALLEL}"
-    return (
-        f"cards needed: the fewest cards of a sharded plan, from vramcalc plan's search (ZeRO/FSDP, tensor and "
-        f"pipeline parallelism, up to {search.max_gpus} GPUs; batch_size stays per GPU); {DATA_PARALLEL}"
-    )
+    return f"cards needed: {search.sharding}"
 
 
-def fit_json(source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch) -> str:
+def fit_json(source: str, name: str, report: FitReport) -> str:
     """The document of :class:`~vramcalc.results.planning.FitResult`."""
     from vramcalc.results.planning import FitResult
 
-    sharding = sharding_note(search).removeprefix("cards needed: ")
-    return FitResult.of(source, name, cards, target, sharding, search.max_gpus).to_json() + "\n"
+    return FitResult.of(source, name, report).to_json() + "\n"
 
 
 def cards_needed(card: CardFit, search: ShardSearch) -> str:
@@ -69,13 +61,12 @@ def cards_needed(card: CardFit, search: ShardSearch) -> str:
     return "not searched" if search.reason else f"> {search.max_gpus}"
 
 
-def fit_table(
-    source: str, name: str, cards: list[CardFit], target: CardFit | None, search: ShardSearch, width: int | None = None
-) -> str:
+def fit_table(source: str, name: str, report: FitReport, width: int | None = None) -> str:
     """Every card: available, needed, headroom, fits, cards needed; then what would fit the target
     (``width``: the terminal's, see :func:`~vramcalc.render.text.terminal_width`)."""
     from rich.table import Table
 
+    cards, target, search = report.cards, report.target, report.search
     fits = sum(card.fits for card in cards)
     # a line of its own, wrapped at the terminal's width between words (a table's title wraps at the table's)
     title = terminal_line(f"{name} ({source}): fits on {fits} of {len(cards)} cards")

@@ -11,6 +11,10 @@
 * :mod:`vramcalc.results.planning`: ``vramcalc fit --json``, ``sweep --json`` and ``plan --json``
   (:class:`~vramcalc.results.planning.FitResult`, :class:`~vramcalc.results.planning.SweepResult`,
   :class:`~vramcalc.results.planning.PlanResult`)
+* :mod:`vramcalc.results.catalog`: the entries of ``vramcalc models --json``
+  (:class:`~vramcalc.results.catalog.ModelResult`)
+* :mod:`vramcalc.results.imported`: the spec ``vramcalc import`` writes
+  (:class:`~vramcalc.results.imported.ImportResult`)
 
 Every model has a ``of(...)`` constructor from the core objects and :meth:`~vramcalc.results.base.Result.to_dict`,
 the document the CLI prints: keys that do not apply to an estimate are absent, keys that apply with no value

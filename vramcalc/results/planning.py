@@ -14,7 +14,7 @@ from vramcalc.results.check import SuggestionResult
 
 if TYPE_CHECKING:
     from vramcalc.planning.budget import Budget
-    from vramcalc.planning.fit import CardFit
+    from vramcalc.planning.fit import CardFit, FitReport
     from vramcalc.planning.plan_search import Candidate, PlanSearch
     from vramcalc.planning.sweep import Sweep
 
@@ -103,16 +103,14 @@ class FitResult(Result):
     max_gpus: int = Field(description="Largest GPU count the sharded-plan search considers.")
 
     @classmethod
-    def of(
-        cls, source: str, name: str, cards: list[CardFit], target: CardFit | None, sharding: str, max_gpus: int
-    ) -> FitResult:
+    def of(cls, source: str, name: str, report: FitReport) -> FitResult:
         return cls(
             spec=source,
             name=name,
-            cards=[CardResult.of(card) for card in cards],
-            target=CardResult.of(target) if target else None,
-            sharding=sharding,
-            max_gpus=max_gpus,
+            cards=[CardResult.of(card) for card in report.cards],
+            target=CardResult.of(report.target) if report.target else None,
+            sharding=report.search.sharding,
+            max_gpus=report.search.max_gpus,
         )
 
 

@@ -10,7 +10,8 @@ comment by ``vramcalc import``. Parameter counts equal those of the transformers
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -196,18 +197,25 @@ def count_workload(config: Config, model: Model, source: str = "config.json") ->
     return wl | {"seq_len": 8}
 
 
-def import_yaml(path: str | Path) -> str:
-    """``vramcalc import``: the YAML text of a spec for the config at ``path`` (notes as comments).
+@dataclass(frozen=True)
+class ImportedSpec:
+    """The spec ``vramcalc import`` makes of one config: its document (``name``, ``model`` and an example
+    ``workload``, validated), the config's ``model_type`` and the notes on what the spec leaves out."""
 
-    The spec is validated as ``vramcalc estimate`` validates a spec file before any text is made: a
-    config that gives no valid spec is an error naming the config file, never a spec to be rejected later.
+    source: str  # the config file, as errors and the header comment name it
+    model_type: str
+    notes: tuple[str, ...]
+    document: dict[str, Any]
+
+
+def import_spec(config: Config, source: str) -> ImportedSpec:
+    """``vramcalc import`` and :func:`vramcalc.import_config`: the spec of a config read from ``source``.
+
+    The spec is validated as ``vramcalc estimate`` validates a spec file: a config that gives no valid spec
+    is an error naming ``source``, never a spec to be rejected later.
     """
-    import yaml
-
     from vramcalc.spec.validate import validate_spec as parse_spec
 
-    source = str(path)
-    config = read_config(path)
     model, notes = model_from_config(config, source)
     workload = example_workload(model, config, source)
     if model["architecture"] == "vit":
@@ -218,9 +226,24 @@ def import_yaml(path: str | Path) -> str:
         notes.append(f"workload.precision {dtype}: the config's torch_dtype{training}")
     doc = _document(config, source, model, workload)
     parse_spec(doc, source)
-    file_name = Path(path).name if Path(path).name.isprintable() else quoted(Path(path).name)  # one comment line
-    head = [f"# Imported by vramcalc from {file_name} (model_type {config['model_type']})."]
+    return ImportedSpec(source, str(config["model_type"]), tuple(notes), doc)
+
+
+def spec_yaml(source: str, model_type: str, notes: Sequence[str], document: dict[str, Any]) -> str:
+    """The text ``vramcalc import`` writes: a header naming the config file, the notes as comments, the
+    spec's name and model, then its workload as an example to edit."""
+    import yaml
+
+    name = Path(source).name
+    file_name = name if name.isprintable() else quoted(name)  # one comment line
+    head = [f"# Imported by vramcalc from {file_name} (model_type {model_type})."]
     head += [f"# note: {note}" for note in notes]
-    body = yaml.safe_dump({"name": doc["name"], "model": model}, sort_keys=False)
-    workload_text = yaml.safe_dump({"workload": doc["workload"]}, sort_keys=False)
+    body = yaml.safe_dump({"name": document["name"], "model": document["model"]}, sort_keys=False)
+    workload_text = yaml.safe_dump({"workload": document["workload"]}, sort_keys=False)
     return "\n".join(head) + "\n" + body + "# workload: an example; edit it for your run\n" + workload_text
+
+
+def import_yaml(path: str | Path) -> str:
+    """``vramcalc import``: the YAML text of a spec for the config at ``path`` (notes as comments)."""
+    imported = import_spec(read_config(path), str(path))
+    return spec_yaml(imported.source, imported.model_type, imported.notes, imported.document)

@@ -230,6 +230,17 @@ def search(query: str | None) -> list[ModelEntry]:
     return found
 
 
+def matching(query: str | None) -> list[ModelEntry]:
+    """What ``vramcalc models QUERY`` and :func:`vramcalc.models` list: :func:`search`'s entries, where none
+    is a :class:`SpecError` with the closest names."""
+    found = search(query)
+    if not found:
+        close = closest_names(query or "")
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise SpecError(f"no catalog model matches {query!r}{hint} ('vramcalc models' lists them all)")
+    return found
+
+
 def is_preset(model: Any) -> bool:
     """Whether a spec's ``model`` section names a catalog entry (a name, or a mapping with ``preset``)."""
     return isinstance(model, str) or (isinstance(model, dict) and PRESET_KEY in model)
