@@ -72,6 +72,15 @@ def test_estimate_numbers_for_a_notebook() -> None:
     assert GPT2_A100.exists() and vramcalc.estimate(GPT2_A100, "a100-80gb-sxm").gpu.reserve_bytes > 0  # type: ignore[union-attr]
 
 
+def test_estimate_gives_the_verdict_on_the_target_card() -> None:
+    """Without a card the spec's target.gpu and target.reserve are used, as on the command line and in check."""
+    result = vramcalc.estimate(GPT2_A100)
+    assert result.to_dict() == cli("estimate", GPT2_A100, "--json")
+    assert result.to_dict() == vramcalc.estimate(GPT2_A100, "a100-80gb-sxm", reserve="10%").to_dict()
+    row = vramcalc.check(GPT2_A100)
+    assert result.gpu is not None and (result.gpu.fits, result.gpu.headroom_bytes) == (row.fits, row.headroom_bytes)
+
+
 def test_estimate_timeline_matches_the_cli() -> None:
     expected = cli("estimate", BERT, "--json", "--timeline")
     assert vramcalc.estimate(BERT, timeline=True).to_dict() == expected

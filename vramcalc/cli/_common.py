@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vramcalc.errors import EXIT_BAD_INPUT, SpecError, VramcalcError
+from vramcalc.errors import EXIT_BAD_INPUT, SpecError, UnitError, VramcalcError
 from vramcalc.render.escape import terminal_line
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ GPU_HELP = (
     "Card: a catalog name or any unambiguous start of one (see 'vramcalc gpus'), 'local' (NVML, free memory), "
     "or a capacity such as 48GiB or 24GB (a custom card with that much usable memory and no other figures)."
 )
+#: The ``--gpu`` option of the commands that take one card: without it, the spec's ``target.gpu``.
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")]
 
 
 def _use_gpus_file(ctx: typer.Context, value: Path | None) -> Path | None:
@@ -137,6 +139,17 @@ def card_budget(spec: Spec, source: str, gpu: str | None, reserve: str | None, *
     budget, notes = single_budget(spec, source, gpu, reserve_flag(reserve), required=required)
     notes_to_stderr(notes)
     return budget
+
+
+def verdict_budget(spec: Spec, source: str, gpu: str | None, reserve: str | None) -> Budget | None:
+    """The card ``estimate`` and ``report`` give their verdict on: ``--gpu``, else the spec's ``target.gpu``;
+    None when neither names one (then a ``--reserve`` is an error: there is no card to keep it free on).
+    Without a card, neither the catalog nor the planning modules are imported."""
+    if gpu is None and (spec.target is None or spec.target.gpu is None):
+        if reserve is not None:
+            raise UnitError("--reserve: needs a card: --gpu or the spec's target.gpu")
+        return None
+    return card_budget(spec, source, gpu, reserve, required=True)
 
 
 def load_spec_file(path: Path | str) -> Spec:

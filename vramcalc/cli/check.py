@@ -17,6 +17,7 @@ import typer
 
 from vramcalc.cli._common import (
     GPU_HELP,
+    GpuOpt,
     GpusFileOpt,
     ModelOpt,
     echo_err,
@@ -44,7 +45,6 @@ class SweepFormat(StrEnum):
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --model).", show_default=False)]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")]
 ReserveOpt = Annotated[
     str | None,
     typer.Option(help="Memory kept free on the card: a share of it (10%) or a size (2GiB). Overrides target.reserve."),

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt, ModelOpt
+from vramcalc.cli._common import GpuOpt, GpusFileOpt, ModelOpt
 
 WEIGHTS = "Weights (pick one: SPEC, --params, --weights)"
 CUSTOM = "Custom card (instead of --gpu)"
@@ -72,7 +72,7 @@ def bandwidth(
         typer.Argument(metavar="SPEC", help="YAML spec: its parameters are the weights.", show_default=False),
     ] = None,
     *,
-    gpu: Annotated[str | None, typer.Option(help=GPU_HELP)] = None,
+    gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     model: ModelOpt = None,
     params: Annotated[str | None, typer.Option(help="Parameter count, e.g. 70B.", rich_help_panel=WEIGHTS)] = None,
@@ -118,6 +118,8 @@ def bandwidth(
     HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or --weights): the
     weight-streaming floor on a decode step, the tokens/s bound, the host -> device copy time and the
     roofline at --batch.
+
+    Without --gpu or a custom card: the spec's target.gpu.
     """
     from vramcalc.cli._common import notes_to_stderr, print_json, stdout, user_errors
     from vramcalc.hardware import bandwidth as bw
@@ -138,6 +140,11 @@ def bandwidth(
             "data_rate": data_rate,
             "clock_source": clock_source.value if clock_source else None,
         }
+        if gpu is None and weights_of is not None and all(value is None for value in custom.values()):
+            from vramcalc.spec.load import load_spec_arg
+
+            target = (weights_of if model is not None else load_spec_arg(weights_of)[0]).target
+            gpu = target.gpu if target is not None else None  # None: select_card asks for --gpu
         if gpu is not None and all(value is None for value in custom.values()):
             from vramcalc.cli.cards import capacity_card, show_capacity_only
 

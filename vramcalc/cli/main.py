@@ -24,16 +24,15 @@ from vramcalc.choices import (
 )
 from vramcalc.cli._common import (
     EXIT_BAD_INPUT,
-    GPU_HELP,
+    GpuOpt,
     GpusFileOpt,
     ModelOpt,
-    card_budget,
     echo_err,
     print_json,
     stdout,
     user_errors,
+    verdict_budget,
 )
-from vramcalc.errors import UnitError
 from vramcalc.version import VERSION as __version__
 
 base_app = typer.Typer(
@@ -70,7 +69,6 @@ ReserveFlag = Annotated[
     str | None,
     typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB' (default: target.reserve)."),
 ]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
 
 
 def _one_of(choices: type[Enum]) -> str:
@@ -164,7 +162,10 @@ def estimate(
         str | None, typer.Option(help="workload.adapter: '{rank: 16, targets: all-linear}'.", rich_help_panel=LLM)
     ] = None,
 ) -> None:
-    """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase."""
+    """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase.
+
+    With a card (--gpu, else the spec's target.gpu), the verdict on it: the
+    one check gives."""
     from vramcalc.cli.inputs import load_for_estimate, parse_mapping_flag
     from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.render.estimate import render_estimate
@@ -195,9 +196,7 @@ def estimate(
             adapter=parse_mapping_flag(adapter, "--adapter", "type"),
         )
         loaded, _ = load_for_estimate(spec, hf_config, flags, model)
-        if reserve is not None and not gpu:
-            raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
-        budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
+        budget = verdict_budget(loaded, source, gpu, reserve)
         outcome = estimate_outcome(loaded, budget)
         result, fit = outcome.estimate, outcome.fit
     if json_out:

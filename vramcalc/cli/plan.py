@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt, ModelOpt
+from vramcalc.cli._common import GpuOpt, GpusFileOpt, ModelOpt
 
 SpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --model).", show_default=False)]
 
@@ -26,7 +26,7 @@ def plan(
     spec: SpecArg = None,
     *,
     model: ModelOpt = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")] = None,
+    gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     gpus: Annotated[
         int | None,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt
+from vramcalc.cli._common import GpuOpt, GpusFileOpt
 
 if TYPE_CHECKING:
     from vramcalc.cli.output import OutputFile
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from vramcalc.spec.models import Spec
 
 EXIT_OFF = 1
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
 SNIPPET = (
     "import json, torch  # after two or more training steps:\n"
     'json.dump(torch.cuda.memory_stats(), open("stats.json", "w"))'
@@ -31,14 +30,14 @@ SNIPPET = (
 
 
 def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tuple[Spec, Outcome]:
-    """Load one spec (errors name the file), the card ``--gpu`` names with the spec's reserve (or
-    ``--reserve``), and the estimate on that card with its verdict."""
-    from vramcalc.cli._common import card_budget, load_spec_file, user_errors
+    """Load one spec (errors name the file), the card (``--gpu``, else the spec's ``target.gpu``) with its
+    reserve (``--reserve``, else ``target.reserve``), and the estimate on that card with its verdict."""
+    from vramcalc.cli._common import load_spec_file, user_errors, verdict_budget
     from vramcalc.planning.outcome import estimate_outcome
 
     with user_errors(str(path)):
         spec = load_spec_file(path)
-        budget = card_budget(spec, str(path), gpu, reserve, required=True) if gpu else None
+        budget = verdict_budget(spec, str(path), gpu, reserve)
         return spec, estimate_outcome(spec, budget)
 
 
@@ -80,20 +79,18 @@ def report(
     gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     reserve: Annotated[
-        str | None, typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB'.")
+        str | None,
+        typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB' (default: target.reserve)."),
     ] = None,
 ) -> None:
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
-    assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
-    from vramcalc.cli._common import user_errors
+    assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript.
+
+    Without --gpu, the card is the spec's target.gpu."""
     from vramcalc.cli.output import output_file
-    from vramcalc.errors import UnitError
     from vramcalc.render.html_report import render_report
     from vramcalc.version import VERSION as __version__
 
-    if reserve is not None and not gpu:
-        with user_errors():
-            raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
     sink = output_file(output, specs)
     entries = [report_entry(path, gpu, reserve) for path in specs]
     write_output(render_report(entries, version=__version__), sink)
