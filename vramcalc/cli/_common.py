@@ -179,32 +179,3 @@ ModelOpt = Annotated[
 def input_name(spec: Path | str | None, model: str | None) -> str:
     """How messages name a command's input: the SPEC argument, else ``--model NAME``."""
     return str(spec) if spec is not None else f"--model {model}" if model is not None else ""
-
-
-def load_spec_or_model(spec: Path | str | None, model: str | None, workload: dict[str, Any] | None = None) -> Spec:
-    """The spec of a command: SPEC (file or bundled example), with its model replaced by the catalog's
-    when ``--model`` names one; or the catalog model alone with ``workload`` (the flags). Notes go to
-    stderr. Raises :class:`VramcalcError` (inside :func:`user_errors`)."""
-    if model is None:
-        if spec is None:
-            raise SpecError("give a SPEC file or --model NAME")
-        return load_spec_file(spec)
-    from vramcalc.spec.model_flag import spec_with_model
-
-    base = load_spec_file(spec) if spec is not None else None
-    loaded, notes = spec_with_model(base, model, workload or {})
-    notes_to_stderr(notes)
-    return loaded
-
-
-def load_with_budget(
-    spec: Path | None, gpu: str | None, reserve: str | None, *, required: bool, model: str | None = None
-) -> tuple[Spec, Budget | None, Reserve]:
-    """Load a spec (or ``--model``'s), the card it is planned for and the reserve; bad input exits 2."""
-    from vramcalc.planning.check import reserve_for
-
-    with user_errors(input_name(spec, model)):
-        loaded = load_spec_or_model(spec, model)
-        budget = card_budget(loaded, input_name(spec, model), gpu, reserve, required=required)
-        flag = reserve_flag(reserve)
-    return loaded, budget, reserve_for(loaded, flag)

@@ -41,10 +41,10 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
     return ExpertStream(shape.moe.experts, shape.moe.top_k, moe_layers(shape), per_expert, n_bytes)
 
 
-def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = None) -> Weights:
+def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = None, label: str = "spec") -> Weights:
     """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token;
-    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`. With a ``parallel``
-    section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
+    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec` (named ``label``). With a
+    ``parallel`` section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
     (:func:`_per_gpu`)."""
     from vramcalc.choices import Architecture, Mode
     from vramcalc.core.params import active_params
@@ -60,7 +60,7 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     if isinstance(path, str | Path):
         (spec, found), label = load_spec_arg(path), Path(path).name
     else:
-        spec, label = path, "spec"
+        spec = path
     if tensor_parallel is not None:
         spec = _with_tensor(spec, tensor_parallel)
     if spec.parallel is not None:
@@ -110,15 +110,16 @@ def select_weights(
     dtype: str | None,
     weights: str | None,
     tensor_parallel: int | None = None,
+    label: str = "spec",
 ) -> Weights | None:
-    """Weights from a spec (a file or a loaded one) or from --params/--dtype/--weights (never both); None
-    when none is given. ``tensor_parallel``: one GPU's share of N (--tensor-parallel)."""
+    """Weights from a spec (a file, or a loaded one named ``label``) or from --params/--dtype/--weights
+    (never both); None when none is given. ``tensor_parallel``: one GPU's share of N (--tensor-parallel)."""
     if tensor_parallel is not None and tensor_parallel < 1:
         raise UnitError(f"--tensor-parallel: {tensor_parallel} must be 1 or more")
     if spec is not None:
         if params is not None or dtype is not None or weights is not None:
             raise UnitError("give either a spec file or --params/--dtype/--weights, not both")
-        return weights_from_spec(spec, tensor_parallel)
+        return weights_from_spec(spec, tensor_parallel, label)
     found = weights_from_flags(params, dtype, weights)
     if found is None or tensor_parallel is None or tensor_parallel == 1:
         return found
