@@ -205,7 +205,8 @@ def bandwidth(
     The card: ``gpu`` (a name or a :class:`GPU`), or a custom one from ``bus_width`` (bits) with
     ``data_rate`` (``"21Gbps"``) or with ``memory_type`` and ``memory_clock`` (``"1750MHz"``, read by
     ``clock_source`` ``"gpuz"`` or ``"nvidia-smi"``), else the spec's ``target.gpu``. The weights, at most
-    one way: ``spec``, ``params`` (``"70B"`` or an int) with ``dtype`` (default fp16), or ``weights``
+    one way: ``spec`` (with ``dtype``: fp32, bf16 or fp16 as its precision, fp8, int8 or int4 as its
+    quantization), ``params`` (``"70B"`` or an int) with ``dtype`` (default fp16), or ``weights``
     (``"140GB"`` or int bytes).
     ``efficiency`` and ``host_efficiency`` are shares of the peak rates (``"85%"`` or 0.85). Returns
     ``result.bandwidth_bytes_per_s`` and, with weights, ``weight_stream_s`` (seconds per decode step),

@@ -178,6 +178,26 @@ def test_report_takes_the_model_and_the_flags(tmp_path: Path) -> None:
     assert by_flags.replace("--model qwen2.5-0.5b", str(spec)) == by_hand
 
 
+# --- bandwidth --dtype with a model ---------------------------------------------------------------------
+
+
+def test_bandwidth_of_a_model_in_fp8(tmp_path: Path) -> None:
+    """--dtype fp8 with --model: the linear layers at 1 byte per parameter (quantization: fp8), the
+    embeddings, LM head and norms at the config's bf16."""
+    spec = spec_file(tmp_path, "llama-3.1-70b", {**GEMMA_SERVED, "quantization": "fp8"})
+    expected = doc("bandwidth", str(spec), "--gpu", "h100-sxm", "--json")
+    got = doc("bandwidth", "--model", "llama-3.1-70b", "--dtype", "fp8", "--gpu", "h100-sxm", "--json")
+    assert got == expected and got["dtype"] == "fp8"
+    # Llama 3.1 70B: 80 layers, hidden 8192, vocab 128,256, LM head untied; 70,553,706,496 parameters
+    embeddings, norms = 2 * 128_256 * 8192, (2 * 80 + 1) * 8192
+    linear = 70_553_706_496 - embeddings - norms
+    assert got["n_params"] == 70_553_706_496
+    # fp8 keeps one fp32 scale per weight matrix (7 per layer) beside its 1-byte weights
+    assert got["weights_bytes"] == linear * 1 + 7 * 80 * 4 + (embeddings + norms) * 2
+    in_bf16 = doc("bandwidth", "--model", "llama-3.1-70b", "--dtype", "bf16", "--gpu", "h100-sxm", "--json")
+    assert in_bf16["weights_bytes"] == 70_553_706_496 * 2 and in_bf16["dtype"] == "bf16"
+
+
 # --- refusals: one line naming the flag, exit 2 ----------------------------------------------------------
 
 
@@ -192,8 +212,10 @@ def test_report_takes_the_model_and_the_flags(tmp_path: Path) -> None:
         ("estimate --model gpt2 --adapter ia3 --lora 8", "--adapter and --lora: give one"),
         ("fit --model gpt2 --qlora 8 --quantization int8", "--qlora and --quantization: give one"),
         ("bandwidth --model gpt2 --gpu h100 --batch 2 --batch-size 2", "--batch and --batch-size: give one"),
+        ("bandwidth --model gpt2 --gpu h100 --dtype fp8 --precision fp16", "--dtype and --precision: give one"),
         ("bandwidth --params 7B --gpu h100 --mode inference", "--mode: sets a workload key"),
         ("plan --gpu h100 --qlora 8", "--qlora: sets a workload key"),
+        ("bandwidth --model gpt2 --gpu h100 --dtype int3", "dtype: unknown 'int3'"),
     ],
 )
 def test_a_contradiction_is_one_line_naming_the_flag(args: str, line: str) -> None:

@@ -86,7 +86,9 @@ def bandwidth(
     dtype: Annotated[
         str | None,
         typer.Option(
-            help="Weight dtype with --params (default fp16): fp32, bf16, fp16, fp8, int8, int4.",
+            help="Weight dtype: fp32, bf16, fp16, fp8, int8, int4. With --params the default is fp16; with "
+            "SPEC or --model fp32, bf16 and fp16 set workload.precision, the others workload.quantization "
+            "(its linear layers at 1 or 1/2 byte per parameter).",
             rich_help_panel=WEIGHTS,
         ),
     ] = None,
@@ -196,6 +198,9 @@ def _refuse_repeats(
         raise no_input(workload)
     if batch is not None and "--batch-size" in workload.named:
         raise SpecError("--batch and --batch-size: give one (both set the decode batch)")
+    for flag in ("--precision", "--quantization", "--qlora"):
+        if dtype is not None and flag in workload.named:
+            raise SpecError(f"--dtype and {flag}: give one (both set the weights' dtype)")
 
 
 def add_commands(app: typer.Typer) -> None:
