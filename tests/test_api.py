@@ -72,6 +72,26 @@ def test_estimate_numbers_for_a_notebook() -> None:
     assert GPT2_A100.exists() and vramcalc.estimate(GPT2_A100, "a100-80gb-sxm").gpu.reserve_bytes > 0  # type: ignore[union-attr]
 
 
+def test_estimate_gives_the_verdict_on_the_target_card() -> None:
+    """Without a card the spec's target.gpu and target.reserve are used, as on the command line and in check."""
+    result = vramcalc.estimate(GPT2_A100)
+    assert result.to_dict() == cli("estimate", GPT2_A100, "--json")
+    assert result.to_dict() == vramcalc.estimate(GPT2_A100, "a100-80gb-sxm", reserve="10%").to_dict()
+    row = vramcalc.check(GPT2_A100)
+    assert result.gpu is not None and (result.gpu.fits, result.gpu.headroom_bytes) == (row.fits, row.headroom_bytes)
+
+
+def test_bandwidth_of_a_spec_in_a_dtype_on_its_target_card(tmp_path: Path) -> None:
+    spec = tmp_path / "served.yaml"
+    spec.write_text(SERVED.read_text(encoding="utf-8") + "\ntarget: {gpu: h100-sxm}\n", encoding="utf-8")
+    expected = cli("bandwidth", spec, "--dtype", "fp8", "--json")
+    assert vramcalc.bandwidth(spec=spec, dtype="fp8").to_dict() == expected
+    assert expected["gpu"] == "h100-sxm" and expected["dtype"] == "fp8"
+    quantized = mapping(SERVED) | {"target": {"gpu": "h100-sxm"}}
+    quantized["workload"] |= {"quantization": "fp8"}
+    assert vramcalc.bandwidth(spec=quantized).weights_bytes == expected["weights_bytes"]
+
+
 def test_estimate_timeline_matches_the_cli() -> None:
     expected = cli("estimate", BERT, "--json", "--timeline")
     assert vramcalc.estimate(BERT, timeline=True).to_dict() == expected
@@ -182,6 +202,8 @@ def test_bandwidth_matches_the_cli(card: str | None, kwargs: dict[str, Any], arg
 def test_bandwidth_input_errors() -> None:
     with pytest.raises(UnitError, match="not both"):
         vramcalc.bandwidth("h100", spec=BERT, params="7B")
+    with pytest.raises(UnitError, match="dtype: unknown"):
+        vramcalc.bandwidth("h100", spec=BERT, dtype="fp12")
     with pytest.raises(SpecError, match="drop bus_width"):
         vramcalc.bandwidth(vramcalc.gpu("h100"), bus_width=256)
 

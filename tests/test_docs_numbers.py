@@ -100,3 +100,20 @@ def test_qlora_above_lora_at_long_sequences() -> None:
     assert totals["QLoRA without prepare_kbit"] == _number(
         r"and ([\d.]+) GiB with QLoRA and `prepare_kbit: false`", text
     )
+
+
+def test_bandwidth_of_a_model_in_fp8() -> None:
+    """hardware.md: --model llama-3.1-70b --dtype fp8 streams its linear layers at 1 byte per parameter."""
+    from vramcalc.planning.stream import weights_from_spec
+
+    text = _sentence("hardware.md", "Give the weights in one of three ways")
+    served = {"mode": "inference", "batch_size": 1, "seq_len": 4096, "precision": "bf16"}
+    spec = parse_spec({"name": "m", "model": "llama-3.1-70b", "workload": served})
+    weights = weights_from_spec(spec, dtype="fp8")
+    # by hand: untied embeddings and LM head (2 x 128,256 x 8,192) and 161 norms of 8,192 stay at bf16
+    kept = 2 * 128_256 * 8192 + (2 * 80 + 1) * 8192
+    linear = weights.n_params - kept  # type: ignore[operator]
+    assert round(linear / 1e9, 2) == _number(r"\(`--model llama-3.1-70b --dtype fp8`: ([\d.]+) billion", text)
+    assert round(kept / 1e9, 2) == _number(r"and ([\d.]+) billion at 2 bytes", text)
+    assert weights.weights_bytes == linear + 7 * 80 * 4 + 2 * kept  # 7 weight matrices per layer, one fp32 scale each
+    assert round(weights.weights_bytes / 1e9, 2) == _number(r"at 2 bytes: ([\d.]+) GB", text)

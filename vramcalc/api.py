@@ -163,17 +163,16 @@ def estimate(
     """The peak memory of one step of ``spec``, by component and phase (``vramcalc estimate --json``).
 
     ``result.total_bytes`` is what the card must hold (allocated peak + CUDA context + allocator reserve, and
-    NCCL buffers across GPUs; int bytes); ``result.components`` and ``result.phases`` break it down. With
-    ``gpu``, ``result.gpu`` is the verdict on that card: ``fits``, ``needed_bytes``, ``available_bytes``
-    (usable memory minus the reserve), ``headroom_bytes``. Without a card there is no verdict (the spec's
-    ``target.gpu`` is not used, as on the command line) and ``reserve`` is an error. ``timeline`` adds the step
-    timeline."""
+    NCCL buffers across GPUs; int bytes); ``result.components`` and ``result.phases`` break it down. With a
+    card (``gpu``, else the spec's ``target.gpu``), ``result.gpu`` is the verdict on that card: ``fits``,
+    ``needed_bytes``, ``available_bytes`` (usable memory minus the reserve), ``headroom_bytes``. Without
+    one there is no verdict and ``reserve`` is an error. ``timeline`` adds the step timeline."""
     from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.results.estimate import EstimateResult
 
     loaded, source, _ = _load(spec)
     budget = None
-    if gpu is None:
+    if gpu is None and (loaded.target is None or loaded.target.gpu is None):
         if reserve is not None:
             raise SpecError("reserve: needs a gpu (the reserve is kept free on that card)")
     else:
@@ -367,8 +366,10 @@ def bandwidth(
 
     The card: ``gpu`` (a name or a :class:`GPU`), or a custom one from ``bus_width`` (bits) with
     ``data_rate`` (``"21Gbps"``) or with ``memory_type`` and ``memory_clock`` (``"1750MHz"``, read by
-    ``clock_source`` ``"gpuz"`` or ``"nvidia-smi"``). The weights, at most one way: ``spec``, ``params``
-    (``"70B"`` or an int) with ``dtype`` (default fp16), or ``weights`` (``"140GB"`` or int bytes).
+    ``clock_source`` ``"gpuz"`` or ``"nvidia-smi"``), else the spec's ``target.gpu``. The weights, at most
+    one way: ``spec`` (with ``dtype``: fp32, bf16 or fp16 as its precision, fp8, int8 or int4 as its
+    quantization), ``params`` (``"70B"`` or an int) with ``dtype`` (default fp16), or ``weights``
+    (``"140GB"`` or int bytes).
     ``efficiency`` and ``host_efficiency`` are shares of the peak rates (``"85%"`` or 0.85). Returns
     ``result.bandwidth_bytes_per_s`` and, with weights, ``weight_stream_s`` (seconds per decode step),
     ``decode_tokens_per_s_upper_bound``, ``host_transfer_s`` and ``roofline``."""
@@ -386,6 +387,9 @@ def bandwidth(
         "data_rate": data_rate,
         "clock_source": clock_source,
     }
+    if gpu is None and spec is not None and all(value is None for value in custom.values()):
+        target = _load(spec)[0].target  # no card named: the spec's target.gpu, as on the command line
+        gpu = target.gpu if target is not None else None
     card: GPU | CustomCard | None
     if isinstance(gpu, GPU):
         given = [key for key, value in custom.items() if value is not None]

@@ -64,10 +64,11 @@ def test_estimate_json_is_the_model_dump(config: Path) -> None:
     for card in CARDS:
         args = ["estimate", str(config), "--json"] + (["--gpu", card] if card else [])
         text, doc = cli_json(*args)
-        if card is None:
+        named = card or (spec.target.gpu if spec.target is not None else None)  # without --gpu: target.gpu
+        if named is None:
             model = EstimateResult.of(estimate(spec))
         else:
-            budget = budget_for(get_gpu(card), reserve_for(spec, None))
+            budget = budget_for(get_gpu(named), reserve_for(spec, None))
             result = estimate_on(spec, budget)  # the card's generation and, for vLLM, its batch defaults
             model = EstimateResult.of(result, budget, fit_of(result, budget))
         assert text == json.dumps(model.to_dict(), indent=2) + "\n", (config.name, card)  # values and key order

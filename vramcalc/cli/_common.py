@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from vramcalc.errors import EXIT_BAD_INPUT, SpecError, VramcalcError
+from vramcalc.errors import EXIT_BAD_INPUT, SpecError, UnitError, VramcalcError
 from vramcalc.render.escape import terminal_line
 
 if TYPE_CHECKING:
@@ -62,6 +62,8 @@ GPU_HELP = (
     "Card: a catalog name or any unambiguous start of one (see 'vramcalc gpus'), 'local' (NVML, free memory), "
     "or a capacity such as 48GiB or 24GB (a custom card with that much usable memory and no other figures)."
 )
+#: The ``--gpu`` option of the commands that take one card: without it, the spec's ``target.gpu``.
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")]
 
 
 def _use_gpus_file(ctx: typer.Context, value: Path | None) -> Path | None:
@@ -141,6 +143,17 @@ def card_budget(spec: Spec, source: str, gpu: str | None, reserve: str | None, *
     return budget
 
 
+def verdict_budget(spec: Spec, source: str, gpu: str | None, reserve: str | None) -> Budget | None:
+    """The card ``estimate`` and ``report`` give their verdict on: ``--gpu``, else the spec's ``target.gpu``;
+    None when neither names one (then a ``--reserve`` is an error: there is no card to keep it free on).
+    Without a card, neither the catalog nor the planning modules are imported."""
+    if gpu is None and (spec.target is None or spec.target.gpu is None):
+        if reserve is not None:
+            raise UnitError("--reserve: needs a card: --gpu or the spec's target.gpu")
+        return None
+    return card_budget(spec, source, gpu, reserve, required=True)
+
+
 def load_spec_file(path: Path | str) -> Spec:
     """The spec a SPEC argument names (a file, or the bundled example of that name, with a note on
     stderr saying so; see :func:`vramcalc.spec.load.load_spec_arg`). Raises :class:`VramcalcError`."""
@@ -168,32 +181,3 @@ ModelOpt = Annotated[
 def input_name(spec: Path | str | None, model: str | None) -> str:
     """How messages name a command's input: the SPEC argument, else ``--model NAME``."""
     return str(spec) if spec is not None else f"--model {model}" if model is not None else ""
-
-
-def load_spec_or_model(spec: Path | str | None, model: str | None, workload: dict[str, Any] | None = None) -> Spec:
-    """The spec of a command: SPEC (file or bundled example), with its model replaced by the catalog's
-    when ``--model`` names one; or the catalog model alone with ``workload`` (the flags). Notes go to
-    stderr. Raises :class:`VramcalcError` (inside :func:`user_errors`)."""
-    if model is None:
-        if spec is None:
-            raise SpecError("give a SPEC file or --model NAME")
-        return load_spec_file(spec)
-    from vramcalc.spec.model_flag import spec_with_model
-
-    base = load_spec_file(spec) if spec is not None else None
-    loaded, notes = spec_with_model(base, model, workload or {})
-    notes_to_stderr(notes)
-    return loaded
-
-
-def load_with_budget(
-    spec: Path | None, gpu: str | None, reserve: str | None, *, required: bool, model: str | None = None
-) -> tuple[Spec, Budget | None, Reserve]:
-    """Load a spec (or ``--model``'s), the card it is planned for and the reserve; bad input exits 2."""
-    from vramcalc.planning.check import reserve_for
-
-    with user_errors(input_name(spec, model)):
-        loaded = load_spec_or_model(spec, model)
-        budget = card_budget(loaded, input_name(spec, model), gpu, reserve, required=required)
-        flag = reserve_flag(reserve)
-    return loaded, budget, reserve_for(loaded, flag)

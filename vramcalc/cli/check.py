@@ -11,21 +11,17 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vramcalc.cli._common import (
-    GPU_HELP,
-    GpusFileOpt,
-    ModelOpt,
-    echo_err,
-    input_name,
-    load_with_budget,
-    notes_to_stderr,
-    reserve_flag,
-)
+from vramcalc.choices import Mode
+from vramcalc.cli._common import GPU_HELP, GpuOpt, GpusFileOpt, ModelOpt, echo_err, notes_to_stderr, reserve_flag
 from vramcalc.cli.output import OutputFile, output_file, refuse_inputs, spec_inputs, write_text
+from vramcalc.cli.workload import workload_options
+
+if TYPE_CHECKING:
+    from vramcalc.cli.workload import WorkloadArgs
 
 
 class CheckFormat(StrEnum):
@@ -44,7 +40,6 @@ class SweepFormat(StrEnum):
 
 SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=False)]
 OptSpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --model).", show_default=False)]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")]
 ReserveOpt = Annotated[
     str | None,
     typer.Option(help="Memory kept free on the card: a share of it (10%) or a size (2GiB). Overrides target.reserve."),
@@ -198,6 +193,7 @@ def _refuse_spec_in_search(sink: OutputFile | None, specs: list[str]) -> None:
                 refuse_inputs(sink, [sink.target])  # one refusal wording: "is an input of this command"
 
 
+@workload_options()
 def fit(
     spec: OptSpecArg = None,
     *,
@@ -207,6 +203,7 @@ def fit(
     reserve: ReserveOpt = None,
     max_gpus: MaxGpusOpt = 64,
     json_out: JsonOpt = False,
+    workload: WorkloadArgs,
 ) -> None:
     """Every catalog card SPEC fits on, with the headroom, and what would make it fit its target card.
 
@@ -220,11 +217,11 @@ def fit(
     2 = bad input.
     """
     from vramcalc.cli._common import user_errors
+    from vramcalc.cli.inputs import load_with_budget
     from vramcalc.planning.fit import fit_report
     from vramcalc.render.planning import fit_json, fit_table
 
-    loaded, budget, kept = load_with_budget(spec, gpu, reserve, required=False, model=model)
-    source = input_name(spec, model)
+    loaded, source, budget, kept = load_with_budget(spec, model, workload, gpu, reserve, required=False)
     with user_errors(source):
         report = fit_report(loaded, budget, kept, max_gpus)
     name = loaded.name or (spec.stem if spec else source)
@@ -233,15 +230,21 @@ def fit(
 
 
 def _limit_command(
-    spec: Path | None, gpu: str | None, reserve: str | None, json_out: bool, key: str, model: str | None
+    spec: Path | None,
+    gpu: str | None,
+    reserve: str | None,
+    json_out: bool,
+    key: str,
+    model: str | None,
+    workload: WorkloadArgs,
 ) -> None:
     from vramcalc.cli._common import user_errors
+    from vramcalc.cli.inputs import load_with_budget
     from vramcalc.planning.limits import max_batch, max_seq
     from vramcalc.render.planning import limit_json, limit_text
 
-    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=True, model=model)
+    loaded, source, budget, _ = load_with_budget(spec, model, workload, gpu, reserve, required=True)
     assert budget is not None  # required=True: a missing card is an input error
-    source = input_name(spec, model)
     with user_errors(source):
         limit = max_batch(loaded, budget) if key == "batch_size" else max_seq(loaded, budget)
     other = "seq_len" if key == "batch_size" else "batch_size"
@@ -251,6 +254,13 @@ def _limit_command(
     raise typer.Exit(0 if limit.value else 1)
 
 
+#: A ``--model`` run of max-batch or max-seq without SPEC or --mode: inference (how many sequences, or how
+#: long a one, a card serves); a full fine-tune of all but the smallest models fits no single card.
+LIMIT_MODE = Mode.inference
+WHOLE = "max-seq searches the whole sequence; drop it"
+
+
+@workload_options(LIMIT_MODE, refused={"batch_size": "max-batch searches the batch size; drop it"})
 def max_batch(
     spec: OptSpecArg = None,
     *,
@@ -259,16 +269,25 @@ def max_batch(
     gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
     json_out: JsonOpt = False,
+    workload: WorkloadArgs,
 ) -> None:
     """The largest batch size of SPEC that fits the card, with the memory there and at the next one.
 
-    Exact: a search over the estimate (doubling, then bisection). JSON keys: max_batch_size (0 when
-    even batch 1 does not fit), total_bytes_at_max, total_bytes_at_next. Exit codes: 0 = batch 1 fits;
-    1 = even batch 1 does not fit; 2 = bad input.
+    With --model and no SPEC, the workload is inference unless --mode or
+    a training flag (--lora, --optimizer, ...) says otherwise.
+
+    Exact: a search over the estimate (doubling, then bisection). JSON keys:
+    max_batch_size (0 when even batch 1 does not fit), total_bytes_at_max,
+    total_bytes_at_next. Exit codes: 0 = batch 1 fits; 1 = even batch 1 does
+    not fit; 2 = bad input.
     """
-    _limit_command(spec, gpu, reserve, json_out, "batch_size", model)
+    _limit_command(spec, gpu, reserve, json_out, "batch_size", model, workload)
 
 
+@workload_options(
+    LIMIT_MODE,
+    refused={"seq_len": "max-seq searches the sequence length; drop it", "prompt_len": WHOLE, "max_new_tokens": WHOLE},
+)
 def max_seq(
     spec: OptSpecArg = None,
     *,
@@ -277,15 +296,21 @@ def max_seq(
     gpus_file: GpusFileOpt = None,
     reserve: ReserveOpt = None,
     json_out: JsonOpt = False,
+    workload: WorkloadArgs,
 ) -> None:
     """The largest sequence length of SPEC that fits the card, with the memory there and at the next one.
 
-    JSON keys: max_seq_len (0 when even length 1 does not fit), total_bytes_at_max,
-    total_bytes_at_next. Exit codes: 0 = length 1 fits; 1 = it does not; 2 = bad input.
+    With --model and no SPEC, the workload is inference unless --mode or
+    a training flag (--lora, --optimizer, ...) says otherwise.
+
+    JSON keys: max_seq_len (0 when even length 1 does not fit),
+    total_bytes_at_max, total_bytes_at_next. Exit codes: 0 = length 1 fits;
+    1 = it does not; 2 = bad input.
     """
-    _limit_command(spec, gpu, reserve, json_out, "seq_len", model)
+    _limit_command(spec, gpu, reserve, json_out, "seq_len", model, workload)
 
 
+@workload_options()
 def sweep(
     spec: OptSpecArg = None,
     *,
@@ -298,6 +323,7 @@ def sweep(
     fmt: Annotated[SweepFormat, typer.Option("--format", help="Output format.")] = SweepFormat.table,
     json_out: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     output: OutputOpt = None,
+    workload: WorkloadArgs,
 ) -> None:
     """A grid of totals over batch sizes x sequence lengths, for capacity planning.
 
@@ -305,12 +331,12 @@ def sweep(
     when the grid was computed, 2 for bad input.
     """
     from vramcalc.cli._common import user_errors
+    from vramcalc.cli.inputs import load_with_budget
     from vramcalc.planning.sweep import sweep as run_sweep
     from vramcalc.render.planning import format_sweep
 
     sink = output_file(output, spec_inputs([spec] if spec else []))
-    loaded, budget, _ = load_with_budget(spec, gpu, reserve, required=False, model=model)
-    source = input_name(spec, model)
+    loaded, source, budget, _ = load_with_budget(spec, model, workload, gpu, reserve, required=False)
     with user_errors(source):
         grid = run_sweep(loaded, batch_size, seq_len, budget)
     emit(format_sweep(source, grid, "json" if json_out else fmt.value, _table_style(sink)[1]), sink)

@@ -8,13 +8,19 @@ already loaded); the catalog, the bandwidth maths and rich tables are imported i
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt, ModelOpt
+from vramcalc.choices import Mode
+from vramcalc.cli._common import GpuOpt, GpusFileOpt, ModelOpt
+from vramcalc.cli.workload import workload_options
 
-WEIGHTS = "Weights (pick one: SPEC, --params, --weights)"
+if TYPE_CHECKING:
+    from vramcalc.cli.workload import WorkloadArgs
+
+WEIGHTS = "Weights (pick one: SPEC or --model, --params, --weights)"
 CUSTOM = "Custom card (instead of --gpu)"
 
 
@@ -66,20 +72,23 @@ def gpus(
         render_gpus(rows, stdout(), wide=wide)
 
 
+@workload_options(Mode.inference)
 def bandwidth(
     spec: Annotated[
         str | None,
         typer.Argument(metavar="SPEC", help="YAML spec: its parameters are the weights.", show_default=False),
     ] = None,
     *,
-    gpu: Annotated[str | None, typer.Option(help=GPU_HELP)] = None,
+    gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     model: ModelOpt = None,
     params: Annotated[str | None, typer.Option(help="Parameter count, e.g. 70B.", rich_help_panel=WEIGHTS)] = None,
     dtype: Annotated[
         str | None,
         typer.Option(
-            help="Weight dtype with --params (default fp16): fp32, bf16, fp16, fp8, int8, int4.",
+            help="Weight dtype: fp32, bf16, fp16, fp8, int8, int4. With --params the default is fp16; with "
+            "SPEC or --model fp32, bf16 and fp16 set workload.precision, the others workload.quantization "
+            "(its linear layers at 1 or 1/2 byte per parameter).",
             rich_help_panel=WEIGHTS,
         ),
     ] = None,
@@ -108,6 +117,7 @@ def bandwidth(
     ] = None,
     bus_width: Annotated[str | None, typer.Option(help="Bus width in bits, e.g. 256.", rich_help_panel=CUSTOM)] = None,
     json_out: JsonOpt = False,
+    workload: WorkloadArgs,
 ) -> None:
     """Memory bandwidth of a card (data rate x bus width / 8) and the time to stream a model's weights.
 
@@ -118,38 +128,46 @@ def bandwidth(
     HBM2/HBM2e at / 2; nvidia-smi shows rate / 2. Given weights (SPEC, --params or --weights): the
     weight-streaming floor on a decode step, the tokens/s bound, the host -> device copy time and the
     roofline at --batch.
+
+    Without --gpu or a custom card: the spec's target.gpu. With --model and
+    no SPEC, the workload is inference (a decode step) unless --mode or a
+    training flag says otherwise.
     """
     from vramcalc.cli._common import notes_to_stderr, print_json, stdout, user_errors
     from vramcalc.hardware import bandwidth as bw
     from vramcalc.planning.stream import select_weights
     from vramcalc.render.gpus import render_bandwidth
 
-    with user_errors(spec):  # a spec error names the file
-        weights_of: Any = spec  # the SPEC argument, or the loaded spec of --model
-        if model is not None:
-            from vramcalc.cli._common import load_spec_or_model
+    custom = {
+        "bus_width": bus_width,
+        "mem_type": memory_type,
+        "memory_clock": memory_clock,
+        "data_rate": data_rate,
+        "clock_source": clock_source.value if clock_source else None,
+    }
+    described = any(value is not None for value in custom.values())
+    with user_errors():
+        _refuse_repeats(spec, model, workload, dtype=dtype, batch=batch)
+    with user_errors(spec or (f"--model {model}" if model else None)):  # a spec error names the file
+        weights_of = None
+        if spec is not None or model is not None:
+            from vramcalc.cli.inputs import load_workload_spec
 
-            # without a spec the model is served: a decode step reads its weights and KV cache
-            weights_of = load_spec_or_model(spec, model, None if spec is not None else {"mode": "inference"})
-        custom = {
-            "bus_width": bus_width,
-            "mem_type": memory_type,
-            "memory_clock": memory_clock,
-            "data_rate": data_rate,
-            "clock_source": clock_source.value if clock_source else None,
-        }
-        if gpu is not None and all(value is None for value in custom.values()):
+            weights_of = load_workload_spec(spec, model, workload)[0]
+            if gpu is None and not described and weights_of.target is not None:
+                gpu = weights_of.target.gpu  # None: select_card asks for --gpu
+        label = Path(spec).name if spec is not None else "spec"
+        load = select_weights(
+            weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel, label=label
+        )
+        if gpu is not None and not described:
             from vramcalc.cli.cards import capacity_card, show_capacity_only
 
             sized = capacity_card(gpu)
             if sized is not None:
-                load = select_weights(
-                    weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel
-                )
                 show_capacity_only(*sized, load, json_out)
                 return
         bus, card, note = bw.select_card(gpu, **custom)
-        load = select_weights(weights_of, params=params, dtype=dtype, weights=weights, tensor_parallel=tensor_parallel)
         report = bw.analyse(
             bus,
             load,
@@ -166,6 +184,23 @@ def bandwidth(
         print_json(BandwidthResult.of(report).to_dict())
     else:
         render_bandwidth(report, stdout())
+
+
+def _refuse_repeats(
+    spec: str | None, model: str | None, workload: WorkloadArgs, *, dtype: str | None, batch: int | None
+) -> None:
+    """Workload flags need SPEC or --model; one that says what another flag of ``bandwidth`` says is refused."""
+    from vramcalc.errors import SpecError
+
+    if spec is None and model is None and workload.named:
+        from vramcalc.cli.inputs import no_input
+
+        raise no_input(workload)
+    if batch is not None and "--batch-size" in workload.named:
+        raise SpecError("--batch and --batch-size: give one (both set the decode batch)")
+    for flag in ("--precision", "--quantization", "--qlora"):
+        if dtype is not None and flag in workload.named:
+            raise SpecError(f"--dtype and {flag}: give one (both set the weights' dtype)")
 
 
 def add_commands(app: typer.Typer) -> None:

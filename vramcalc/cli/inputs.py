@@ -1,10 +1,10 @@
-"""CLI inputs beside a spec file: ``vramcalc import`` and the spec-or-config loading of ``estimate``.
+"""CLI inputs: ``vramcalc import``, and the spec of every command that estimates, from a SPEC file, a catalog
+model (``--model``) or a transformers config (``estimate --hf-config``) with the workload flags
+(:mod:`vramcalc.cli.workload`).
 
 ``estimate --hf-config config.json`` builds the spec from a transformers config and the workload
 flags (without ``--precision``, the config's ``torch_dtype``: itself for inference, ``amp-bf16``/``amp-fp16``
-mixed precision for training a 16-bit checkpoint); ``--quantization`` and ``--adapter`` take a method name or
-a YAML flow mapping
-(``--adapter '{rank: 16, targets: all-linear}'``).
+mixed precision for training a 16-bit checkpoint).
 """
 
 from __future__ import annotations
@@ -17,61 +17,82 @@ import typer
 from vramcalc.errors import SpecError
 
 if TYPE_CHECKING:
-    from vramcalc.spec.flags import WorkloadFlags
+    from vramcalc.cli.workload import WorkloadArgs
+    from vramcalc.planning.budget import Budget
     from vramcalc.spec.models import Spec
-
-#: Longest --quantization / --adapter text accepted (a mapping of a few keys).
-MAX_FLAG_CHARS = 2000
+    from vramcalc.spec.target import Reserve
 
 
-def parse_mapping_flag(text: str | None, flag: str, name_key: str) -> Any:
-    """A flag holding a name (``nf4``) or a YAML flow mapping (``{method: gptq, bits: 4}``)."""
-    if text is None:
-        return None
-    from vramcalc.files import parse_yaml
-    from vramcalc.units import quoted
-
-    if len(text) > MAX_FLAG_CHARS:
-        raise SpecError(f"{flag}: longer than {MAX_FLAG_CHARS} characters")
-    try:
-        value = parse_yaml(text, flag)  # the spec files' bounded safe loader (aliases, depth, duplicates)
-    except SpecError:
-        raise SpecError(f"{flag}: not a name or a YAML mapping such as '{{{name_key}: ...}}': {quoted(text)}") from None
-    if isinstance(value, str):
-        return {name_key: value}
-    if not isinstance(value, dict):
-        raise SpecError(f"{flag}: expected a name or a mapping, got {type(value).__name__}")
-    return value
-
-
-def load_for_estimate(
-    spec: Path | None, hf_config: Path | None, flags: WorkloadFlags, model: str | None = None
+def load_workload_spec(
+    spec: Path | str | None, model: str | None, workload: WorkloadArgs, hf_config: Path | None = None
 ) -> tuple[Spec, str]:
-    """The spec of ``estimate``: a spec file with flag overrides, a config.json with flag workload, or a
-    catalog model (``--model``) with the spec file's workload or the flags'."""
-    from vramcalc.cli._common import input_name, load_spec_file, load_spec_or_model
-    from vramcalc.spec.flags import given as given_flags
+    """The spec of a command that estimates, and how messages name it: a SPEC file with the workload flags
+    overriding its keys; a catalog model (``--model``) with SPEC's workload (flags over it) or, without
+    SPEC, the flags' workload (:func:`vramcalc.spec.model_flag.spec_with_model`, in the command's
+    mode for a model alone); or a transformers config (``--hf-config``, estimate only) with the flags'
+    workload. Notes on what was filled in go to stderr. Raises :class:`SpecError` for bad input."""
+    from vramcalc.cli._common import input_name, load_spec_file, notes_to_stderr
     from vramcalc.spec.load import override_workload
 
-    given = given_flags(flags)
+    given = workload.given()
     if model is not None:
         if hf_config is not None:
             raise SpecError("--model and --hf-config: give one of the two")
-        if spec is not None:
-            return load_spec_or_model(spec, model, given), str(spec)
-        return load_spec_or_model(None, model, given), input_name(None, model)
-    if (spec is None) == (hf_config is None):
+        from vramcalc.spec.model_flag import spec_with_model
+
+        base = load_spec_file(spec) if spec is not None else None
+        loaded, notes = spec_with_model(base, model, given, mode=workload.model_mode)
+        notes_to_stderr(notes)
+        return loaded, input_name(spec, model)
+    if spec is not None and hf_config is not None:
         raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
     if spec is not None:
         return override_workload(load_spec_file(spec), str(spec), **given), str(spec)
+    if hf_config is not None:
+        return _from_config(hf_config, given), str(hf_config)
+    raise no_input(workload)
+
+
+def no_input(workload: WorkloadArgs) -> SpecError:
+    """The error of a command given neither SPEC nor ``--model``: it names the first workload flag given."""
+    if workload.named:
+        return SpecError(f"{workload.named[0]}: sets a workload key: give a SPEC file or --model NAME too")
+    return SpecError("give a SPEC file or --model NAME")
+
+
+def load_with_budget(
+    spec: Path | str | None,
+    model: str | None,
+    workload: WorkloadArgs,
+    gpu: str | None,
+    reserve: str | None,
+    *,
+    required: bool,
+) -> tuple[Spec, str, Budget | None, Reserve]:
+    """A command's spec (:func:`load_workload_spec`), how messages name it, the card it is planned for
+    (``--gpu``, else the spec's ``target.gpu``; None when neither names one and not ``required``) and the
+    reserve kept free on it (``--reserve``, else ``target.reserve``). Bad input exits 2."""
+    from vramcalc.cli._common import card_budget, input_name, reserve_flag, user_errors
+    from vramcalc.planning.check import reserve_for
+
+    source = input_name(spec, model)
+    with user_errors(source):
+        loaded, _ = load_workload_spec(spec, model, workload)
+        budget = card_budget(loaded, source, gpu, reserve, required=required)
+        kept = reserve_for(loaded, reserve_flag(reserve))
+    return loaded, source, budget, kept
+
+
+def _from_config(hf_config: Path, given: dict[str, Any]) -> Spec:
+    """``--hf-config``: the spec of a transformers config with the flags' workload (without
+    ``--precision``, the config's ``torch_dtype``; stated on stderr)."""
     from vramcalc.cli._common import notes_to_stderr
     from vramcalc.spec.hf_import import default_precision, model_from_config, read_config, validated_spec
-    from vramcalc.spec.model_flag import default_workload
+    from vramcalc.spec.model_flag import default_workload, implied_mode
 
-    assert hf_config is not None  # exactly one of the two, checked above
     source = str(hf_config)
     config = read_config(hf_config)
-    workload = dict(given)
+    workload, notes = implied_mode(dict(given), None)
     note = None
     if "precision" not in workload:  # the config's torch_dtype, not fp32 (stated on stderr)
         mode = workload.get("mode")
@@ -83,8 +104,8 @@ def load_for_estimate(
     workload, filled = default_workload(shape, workload, context, image if isinstance(image, int) else None)
     imported = validated_spec(config, source, workload)
     # after validation: a bad config gets its one error line and nothing else
-    notes_to_stderr([*filled, note] if note is not None else filled)
-    return imported, source
+    notes_to_stderr([*notes, *filled, note] if note is not None else [*notes, *filled])
+    return imported
 
 
 def import_command(

@@ -6,34 +6,24 @@ Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per
 # Annotations are evaluated when defined (no `from __future__ import annotations`): typer would
 # otherwise parse each option's annotation string on every start.
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from vramcalc.choices import (
-    Attention,
-    Checkpointing,
-    KvCacheDtype,
-    Mode,
-    Optimizer,
-    OptimizerImpl,
-    Precision,
-    Runtime,
-)
 from vramcalc.cli._common import (
     EXIT_BAD_INPUT,
-    GPU_HELP,
+    GpuOpt,
     GpusFileOpt,
     ModelOpt,
-    card_budget,
     echo_err,
     print_json,
     stdout,
     user_errors,
+    verdict_budget,
 )
-from vramcalc.errors import UnitError
+from vramcalc.cli.workload import WorkloadArgs, workload_options
+from vramcalc.errors import SpecError
 from vramcalc.version import VERSION as __version__
 
 base_app = typer.Typer(
@@ -64,40 +54,15 @@ SpecArg = Annotated[Path, typer.Argument(help="YAML spec file.", show_default=Fa
 OptSpecArg = Annotated[
     Path | None, typer.Argument(help="YAML spec file (or give --hf-config or --model).", show_default=False)
 ]
-LLM = "LLM workload"
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object (int bytes).")]
 ReserveFlag = Annotated[
     str | None,
     typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB' (default: target.reserve)."),
 ]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
-
-
-def _one_of(choices: type[Enum]) -> str:
-    """'fp32, fp16 or bf16': the values of a choice, for help text (the metavar is kept short)."""
-    values = [str(choice.value) for choice in choices]
-    return ", ".join(values[:-1]) + " or " + values[-1]
-
-
-def _precision(value: str) -> Precision | str:
-    """``--precision``: a precision, or the dtype names users also write (``bfloat16`` is ``bf16``); the
-    spellings that say pure 16-bit is meant (``pure-fp16``) stay text, for the workload to read."""
-    from vramcalc.spec.models import PRECISION_ALIASES, PURE_PRECISIONS
-
-    text = value.strip().lower()
-    if text in PURE_PRECISIONS:
-        return text
-    try:
-        return Precision(PRECISION_ALIASES.get(text, text))
-    except ValueError:
-        raise typer.BadParameter(f"{value!r} is not one of {_one_of(Precision)}") from None
-
-
-#: Help metavars of the override flags: short, so the help table fits an 80-column terminal.
-N, NAME = "N", "NAME"
 
 
 @base_app.command()
+@workload_options()
 def estimate(
     spec: OptSpecArg = None,
     *,
@@ -106,103 +71,24 @@ def estimate(
     gpus_file: GpusFileOpt = None,
     reserve: ReserveFlag = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
-    batch_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.batch_size.")] = None,
-    seq_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="Override workload.seq_len.")] = None,
-    precision: Annotated[
-        str | None,
-        typer.Option(
-            metavar=NAME,
-            parser=_precision,
-            help=f"Override workload.precision: {_one_of(Precision)} (bfloat16, float16, float32, pure-fp16, "
-            "pure-bf16 too).",
-        ),
-    ] = None,
-    optimizer: Annotated[
-        Optimizer | None, typer.Option(metavar=NAME, help=f"Override workload.optimizer: {_one_of(Optimizer)}.")
-    ] = None,
-    hf_config: Annotated[
-        Path | None, typer.Option(help="A transformers config.json instead of SPEC.", rich_help_panel=LLM)
-    ] = None,
+    hf_config: Annotated[Path | None, typer.Option(help="A transformers config.json instead of SPEC.")] = None,
     model: ModelOpt = None,
-    mode: Annotated[Mode | None, typer.Option(metavar=NAME, help=f"workload.mode: {_one_of(Mode)}.")] = None,
-    target_len: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.target_len.")] = None,
-    optimizer_impl: Annotated[
-        OptimizerImpl | None,
-        typer.Option(metavar=NAME, help=f"workload.optimizer_impl: {_one_of(OptimizerImpl)}."),
-    ] = None,
-    gradient_checkpointing: Annotated[
-        Checkpointing | None,
-        typer.Option(metavar=NAME, help=f"The workload's gradient_checkpointing: {_one_of(Checkpointing)}."),
-    ] = None,
-    attention: Annotated[
-        Attention | None, typer.Option(metavar=NAME, help=f"workload.attention: {_one_of(Attention)}.")
-    ] = None,
-    image_size: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.image_size (vision).")] = None,
-    channels: Annotated[int | None, typer.Option(min=1, metavar=N, help="workload.channels (vision).")] = None,
-    prompt_len: Annotated[
-        int | None, typer.Option(min=1, metavar=N, help="workload.prompt_len.", rich_help_panel=LLM)
-    ] = None,
-    max_new_tokens: Annotated[
-        int | None, typer.Option(min=0, metavar=N, help="The workload's max_new_tokens.", rich_help_panel=LLM)
-    ] = None,
-    use_cache: Annotated[bool | None, typer.Option(help="workload.use_cache.", rich_help_panel=LLM)] = None,
-    runtime: Annotated[
-        Runtime | None,
-        typer.Option(metavar=NAME, help=f"workload.runtime: {_one_of(Runtime)}.", rich_help_panel=LLM),
-    ] = None,
-    kv_cache_dtype: Annotated[
-        KvCacheDtype | None,
-        typer.Option(metavar=NAME, help=f"workload.kv_cache_dtype: {_one_of(KvCacheDtype)}.", rich_help_panel=LLM),
-    ] = None,
-    kv_block_size: Annotated[
-        int | None, typer.Option(min=1, metavar=N, help="workload.kv_block_size.", rich_help_panel=LLM)
-    ] = None,
-    memory_utilization: Annotated[
-        float | None,
-        typer.Option(help="The workload's memory_utilization, in (0, 1].", rich_help_panel=LLM),
-    ] = None,
-    quantization: Annotated[
-        str | None,
-        typer.Option(help="workload.quantization: nf4 or '{method: gptq, bits: 4}'.", rich_help_panel=LLM),
-    ] = None,
-    adapter: Annotated[
-        str | None, typer.Option(help="workload.adapter: '{rank: 16, targets: all-linear}'.", rich_help_panel=LLM)
-    ] = None,
+    workload: WorkloadArgs,
 ) -> None:
-    """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase."""
-    from vramcalc.cli.inputs import load_for_estimate, parse_mapping_flag
+    """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase.
+
+    With a card (--gpu, else the spec's target.gpu), the verdict on it: the
+    one check gives."""
+    from vramcalc.cli.inputs import load_workload_spec
     from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.render.estimate import render_estimate
-    from vramcalc.spec.flags import WorkloadFlags
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
     with user_errors(source):
-        flags = WorkloadFlags(
-            batch_size=batch_size,
-            seq_len=seq_len,
-            precision=precision,
-            optimizer=optimizer,
-            mode=mode,
-            target_len=target_len,
-            optimizer_impl=optimizer_impl,
-            gradient_checkpointing=gradient_checkpointing,
-            attention=attention,
-            image_size=image_size,
-            channels=channels,
-            prompt_len=prompt_len,
-            max_new_tokens=max_new_tokens,
-            use_cache=use_cache,
-            runtime=runtime,
-            kv_cache_dtype=kv_cache_dtype,
-            kv_block_size=kv_block_size,
-            memory_utilization=memory_utilization,
-            quantization=parse_mapping_flag(quantization, "--quantization", "method"),
-            adapter=parse_mapping_flag(adapter, "--adapter", "type"),
-        )
-        loaded, _ = load_for_estimate(spec, hf_config, flags, model)
-        if reserve is not None and not gpu:
-            raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
-        budget = card_budget(loaded, source, gpu, reserve, required=True) if gpu else None
+        if spec is None and hf_config is None and model is None and not workload.named:
+            raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
+        loaded, _ = load_workload_spec(spec, model, workload, hf_config)
+        budget = verdict_budget(loaded, source, gpu, reserve)
         outcome = estimate_outcome(loaded, budget)
         result, fit = outcome.estimate, outcome.fit
     if json_out:
@@ -215,10 +101,10 @@ def estimate(
             steps = build_timeline(loaded, result)
         print_json(EstimateResult.of(result, budget, fit, steps).to_dict())
     else:
-        from vramcalc.cli.report import print_timeline
-
         render_estimate(result, stdout(), budget, fit)
-        if timeline:
+        if timeline:  # the report command's module only then
+            from vramcalc.cli.report import print_timeline
+
             print_timeline(loaded, result, budget)
 
 

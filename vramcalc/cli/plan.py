@@ -8,11 +8,15 @@ the catalog and rich tables are imported inside the command.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt, ModelOpt
+from vramcalc.cli._common import GpuOpt, GpusFileOpt, ModelOpt
+from vramcalc.cli.workload import workload_options
+
+if TYPE_CHECKING:
+    from vramcalc.cli.workload import WorkloadArgs
 
 SpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --model).", show_default=False)]
 
@@ -22,11 +26,12 @@ SpecArg = Annotated[Path | None, typer.Argument(help="YAML spec file (or give --
 MAX_GPUS = 100_000
 
 
+@workload_options()
 def plan(
     spec: SpecArg = None,
     *,
     model: ModelOpt = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help=f"{GPU_HELP} Default: the spec's target.gpu.")] = None,
+    gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     gpus: Annotated[
         int | None,
@@ -63,6 +68,7 @@ def plan(
         str | None, typer.Option(help="Memory kept free on each card: a share (10%) or a size (2GiB).")
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON (int bytes, per GPU).")] = False,
+    workload: WorkloadArgs,
 ) -> None:
     """Multi-GPU plans whose per-GPU total fits the card: on exactly --gpus N GPUs, or the fewest GPUs.
 
@@ -84,22 +90,15 @@ def plan(
 
     Exit codes: 0 = a plan fits; 1 = none does; 2 = bad input.
     """
-    from vramcalc.cli._common import (
-        input_name,
-        load_spec_or_model,
-        notes_to_stderr,
-        print_json,
-        reserve_flag,
-        stdout,
-        user_errors,
-    )
+    from vramcalc.cli._common import input_name, notes_to_stderr, print_json, reserve_flag, stdout, user_errors
+    from vramcalc.cli.inputs import load_workload_spec
     from vramcalc.planning.check import reserve_for, single_budget
     from vramcalc.planning.plan_layouts import plans_for
     from vramcalc.render.plan import render_plan_search
 
     source = input_name(spec, model)
     with user_errors(source):
-        loaded = load_spec_or_model(spec, model)
+        loaded, _ = load_workload_spec(spec, model, workload)
         budget, notes = single_budget(loaded, source, gpu, reserve_for(loaded, reserve_flag(reserve)))
         assert budget is not None  # required=True: a card is always named or an error raised
         search = plans_for(loaded, budget, gpus=gpus, max_gpus=max_gpus, top=top, global_batch=global_batch)

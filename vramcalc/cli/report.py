@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from vramcalc.cli._common import GPU_HELP, GpusFileOpt
+from vramcalc.cli._common import GpuOpt, GpusFileOpt, ModelOpt
+from vramcalc.cli.workload import workload_options
 
 if TYPE_CHECKING:
     from vramcalc.cli.output import OutputFile
+    from vramcalc.cli.workload import WorkloadArgs
     from vramcalc.families.estimate import Estimate
     from vramcalc.planning.budget import Budget
     from vramcalc.planning.outcome import Outcome
@@ -23,33 +25,50 @@ if TYPE_CHECKING:
     from vramcalc.spec.models import Spec
 
 EXIT_OFF = 1
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help=GPU_HELP)]
 SNIPPET = (
     "import json, torch  # after two or more training steps:\n"
     'json.dump(torch.cuda.memory_stats(), open("stats.json", "w"))'
 )
 
 
-def estimate_for(path: Path, gpu: str | None, reserve: str | None = None) -> tuple[Spec, Outcome]:
-    """Load one spec (errors name the file), the card ``--gpu`` names with the spec's reserve (or
-    ``--reserve``), and the estimate on that card with its verdict."""
-    from vramcalc.cli._common import card_budget, load_spec_file, user_errors
+def estimate_for(
+    path: Path | None,
+    gpu: str | None,
+    reserve: str | None = None,
+    model: str | None = None,
+    workload: WorkloadArgs | None = None,
+) -> tuple[Spec, Outcome]:
+    """Load one spec (errors name the file; with ``workload``, the flags' spec of ``path`` or ``--model``),
+    the card (``--gpu``, else the spec's ``target.gpu``) with its reserve (``--reserve``, else
+    ``target.reserve``), and the estimate on that card with its verdict."""
+    from vramcalc.cli._common import input_name, load_spec_file, user_errors, verdict_budget
     from vramcalc.planning.outcome import estimate_outcome
 
-    with user_errors(str(path)):
-        spec = load_spec_file(path)
-        budget = card_budget(spec, str(path), gpu, reserve, required=True) if gpu else None
+    source = input_name(path, model)
+    with user_errors(source):
+        if workload is not None:
+            from vramcalc.cli.inputs import load_workload_spec
+
+            spec, _ = load_workload_spec(path, model, workload)
+        else:
+            assert path is not None
+            spec = load_spec_file(path)
+        budget = verdict_budget(spec, source, gpu, reserve)
         return spec, estimate_outcome(spec, budget)
 
 
-def report_entry(path: Path, gpu: str | None, reserve: str | None) -> ReportEntry:
+def report_entry(
+    path: Path | None, gpu: str | None, reserve: str | None, model: str | None, workload: WorkloadArgs
+) -> ReportEntry:
+    from vramcalc.cli._common import input_name
     from vramcalc.families.timeline import build_timeline
     from vramcalc.render.html_report import ReportEntry
 
-    spec, outcome = estimate_for(path, gpu, reserve)
+    spec, outcome = estimate_for(path, gpu, reserve, model, workload)
     result, budget, fit = outcome.estimate, outcome.budget, outcome.fit
     timeline = build_timeline(spec, result)
-    return ReportEntry(source=str(path), spec=spec, estimate=result, timeline=timeline, budget=budget, fit=fit)
+    source = input_name(path, model)
+    return ReportEntry(source=source, spec=spec, estimate=result, timeline=timeline, budget=budget, fit=fit)
 
 
 def write_output(text: str, output: OutputFile | None) -> None:
@@ -62,12 +81,18 @@ def write_output(text: str, output: OutputFile | None) -> None:
         echo_err(f"wrote {output.given} ({written:,} bytes)")
 
 
+@workload_options()
 def report(
     specs: Annotated[
-        list[Path],
-        typer.Argument(metavar="SPEC", help="YAML spec files; several are compared side by side.", show_default=False),
-    ],
+        list[Path] | None,
+        typer.Argument(
+            metavar="SPEC",
+            help="YAML spec files; several are compared side by side (or give --model).",
+            show_default=False,
+        ),
+    ] = None,
     *,
+    model: ModelOpt = None,
     output: Annotated[
         str | None,
         typer.Option(
@@ -80,22 +105,23 @@ def report(
     gpu: GpuOpt = None,
     gpus_file: GpusFileOpt = None,
     reserve: Annotated[
-        str | None, typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB'.")
+        str | None,
+        typer.Option("--reserve", help="Headroom to keep free on the card: '10%' or '2GiB' (default: target.reserve)."),
     ] = None,
+    workload: WorkloadArgs,
 ) -> None:
     """Write a self-contained HTML report: the step timeline of each SPEC (inline SVG), its components,
-    assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript."""
-    from vramcalc.cli._common import user_errors
+    assumptions and, with --gpu, the card's capacity line and headroom. No network, no JavaScript.
+
+    Without --gpu, the card is the spec's target.gpu. With --model, the
+    catalog model replaces each SPEC's (alone: the flags' workload)."""
     from vramcalc.cli.output import output_file, spec_inputs
-    from vramcalc.errors import UnitError
     from vramcalc.render.html_report import render_report
     from vramcalc.version import VERSION as __version__
 
-    if reserve is not None and not gpu:
-        with user_errors():
-            raise UnitError("--reserve: needs --gpu (the reserve is kept free on that card)")
-    sink = output_file(output, spec_inputs(specs))
-    entries = [report_entry(path, gpu, reserve) for path in specs]
+    paths: list[Path | None] = list(specs or [])
+    sink = output_file(output, spec_inputs([path for path in paths if path is not None]))
+    entries = [report_entry(path, gpu, reserve, model, workload) for path in paths or [None]]
     write_output(render_report(entries, version=__version__), sink)
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vramcalc.errors import UnitError
-from vramcalc.hardware.weights import ExpertStream, Weights, weights_from_flags
+from vramcalc.hardware.weights import WEIGHT_DTYPES, ExpertStream, Weights, weights_from_flags
 
 if TYPE_CHECKING:
     from vramcalc.core.shape import ModelShape
-    from vramcalc.spec.models import Spec
+    from vramcalc.spec.models import Spec, Workload
 
 
 def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
@@ -41,11 +41,13 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
     return ExpertStream(shape.moe.experts, shape.moe.top_k, moe_layers(shape), per_expert, n_bytes)
 
 
-def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = None) -> Weights:
+def weights_from_spec(
+    path: str | Path | Spec, tensor_parallel: int | None = None, dtype: str | None = None, label: str = "spec"
+) -> Weights:
     """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token;
-    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec`. With a ``parallel``
-    section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
-    (:func:`_per_gpu`)."""
+    from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec` (named ``label``). With a
+    ``parallel`` section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
+    (:func:`_per_gpu`); with ``dtype``, the weights are stored in it (:func:`with_weight_dtype`)."""
     from vramcalc.choices import Architecture, Mode
     from vramcalc.core.params import active_params
     from vramcalc.core.workload import DTYPES
@@ -60,7 +62,9 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     if isinstance(path, str | Path):
         (spec, found), label = load_spec_arg(path), Path(path).name
     else:
-        spec, label = path, "spec"
+        spec = path
+    if dtype is not None:
+        spec = with_weight_dtype(spec, dtype)
     if tensor_parallel is not None:
         spec = _with_tensor(spec, tensor_parallel)
     if spec.parallel is not None:
@@ -92,8 +96,8 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     return Weights(
         weights_bytes=result.components["parameters"],
         n_params=result.params,
-        dtype=workload.precision.value,
-        origin=f"{label}: parameters of {result.name}",
+        dtype=stored_dtype(workload),
+        origin=f"{label}: parameters of {result.name}{_stored(workload)}",
         batch=workload.batch_size,
         context_tokens=workload.seq_len,
         kv_bytes_per_token=per_token,
@@ -103,6 +107,19 @@ def weights_from_spec(path: str | Path | Spec, tensor_parallel: int | None = Non
     )
 
 
+def stored_dtype(workload: Workload) -> str:
+    """What the weights are stored in: the quantization method of a quantized workload (its linear layers;
+    the rest is at the precision), else the precision. An ``fp8`` one puts the roofline on FP8 compute."""
+    q = workload.quantization
+    return q.method.value if q is not None else workload.precision.value
+
+
+def _stored(workload: Workload) -> str:
+    """What the origin of a quantized spec's weights adds: how its linear layers are stored."""
+    q = workload.quantization
+    return f"; {q.method.value} linear layers, the rest {workload.precision.value}" if q is not None else ""
+
+
 def select_weights(
     spec: str | Path | Spec | None,
     *,
@@ -110,19 +127,38 @@ def select_weights(
     dtype: str | None,
     weights: str | None,
     tensor_parallel: int | None = None,
+    label: str = "spec",
 ) -> Weights | None:
-    """Weights from a spec (a file or a loaded one) or from --params/--dtype/--weights (never both); None
-    when none is given. ``tensor_parallel``: one GPU's share of N (--tensor-parallel)."""
+    """Weights from a spec (a file, or a loaded one named ``label``), in ``dtype`` when given
+    (:func:`with_weight_dtype`), or from --params/--dtype/--weights (never both); None when none is
+    given. ``tensor_parallel``: one GPU's share of N (--tensor-parallel)."""
     if tensor_parallel is not None and tensor_parallel < 1:
         raise UnitError(f"--tensor-parallel: {tensor_parallel} must be 1 or more")
     if spec is not None:
-        if params is not None or dtype is not None or weights is not None:
-            raise UnitError("give either a spec file or --params/--dtype/--weights, not both")
-        return weights_from_spec(spec, tensor_parallel)
+        if params is not None or weights is not None:
+            raise UnitError("give either a spec file or --params/--weights, not both")
+        return weights_from_spec(spec, tensor_parallel, dtype, label)
     found = weights_from_flags(params, dtype, weights)
     if found is None or tensor_parallel is None or tensor_parallel == 1:
         return found
     return split_flags(found, tensor_parallel)
+
+
+#: ``--dtype`` with a spec: the dtypes a whole model is loaded in are its precision; the 8- and 4-bit ones
+#: quantize its linear layers by the method of that name (fp8; bitsandbytes' int8; torchao's int4), as the
+#: quantization layouts compute them, and the rest stays at the precision.
+PRECISION_DTYPES = ("fp32", "bf16", "fp16")
+
+
+def with_weight_dtype(spec: Spec, dtype: str) -> Spec:
+    """``spec`` with its weights stored in ``dtype`` (one of :data:`WEIGHT_DTYPES`): ``precision: dtype``
+    for fp32, bf16 and fp16, else ``quantization: dtype``, validated like the file."""
+    from vramcalc.spec.load import override_workload
+
+    if dtype not in WEIGHT_DTYPES:
+        raise UnitError(f"dtype: unknown {dtype!r} (one of {', '.join(WEIGHT_DTYPES)})")
+    key = "precision" if dtype in PRECISION_DTYPES else "quantization"
+    return override_workload(spec, f"--dtype {dtype}", **{key: dtype if key == "precision" else {"method": dtype}})
 
 
 def split_flags(found: Weights, tensor: int) -> Weights:
@@ -193,8 +229,8 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     return Weights(
         weights_bytes=result.components["parameters"] * p,
         n_params=ranked.params_per_rank * p,
-        dtype=wl.precision.value,
-        origin=f"{label}: one GPU's share of {result.name} (tensor {t} x pipeline {p})",
+        dtype=stored_dtype(wl),
+        origin=f"{label}: one GPU's share of {result.name}{_stored(wl)} (tensor {t} x pipeline {p})",
         batch=wl.batch_size,
         context_tokens=wl.seq_len,
         kv_bytes_per_token=per_token,

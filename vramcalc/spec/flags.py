@@ -1,7 +1,7 @@
 """The workload keys a command's flags give: :class:`WorkloadFlags`, typed, each None where the flag is not
 given. With a spec file they override its keys (:func:`vramcalc.spec.load.override_workload`); with a model
-alone (``--model``) or a transformers config they are the workload. A TypedDict: built at every start, it
-costs a dict, not a generated class."""
+alone (``--model``) or a transformers config they are the workload. A TypedDict, for the type checker only:
+at run time the flags are a plain dict, and this module is not imported."""
 
 from __future__ import annotations
 
@@ -44,8 +44,3 @@ class WorkloadFlags(TypedDict):
     memory_utilization: float | None
     quantization: dict[str, Any] | None
     adapter: dict[str, Any] | None
-
-
-def given(flags: WorkloadFlags) -> dict[str, Any]:
-    """The keys given, in the order of the workload's flags."""
-    return {key: value for key, value in flags.items() if value is not None}

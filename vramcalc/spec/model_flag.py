@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from vramcalc.choices import Mode
 from vramcalc.spec.presets import expand_model, lookup
 
 if TYPE_CHECKING:
@@ -13,6 +14,38 @@ if TYPE_CHECKING:
 
 #: Sequence length of a ``--model`` run whose flags give none (or the model's context, when shorter).
 DEFAULT_SEQ_LEN = 4096
+#: Workload keys only a training step takes, and keys only inference takes (``Workload``'s rules): given
+#: without a mode, they say which mode a ``--model`` run is.
+TRAIN_KEYS = ("adapter", "optimizer", "optimizer_impl", "gradient_checkpointing")
+INFERENCE_KEYS = (
+    "prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size", "memory_utilization",
+)  # fmt: skip
+
+
+def implied_mode(workload: dict[str, Any], default: Mode | None) -> tuple[dict[str, Any], list[str]]:
+    """``workload`` with the mode of a ``--model`` run that gives none, and a note saying so: the mode its
+    keys imply (an adapter or an optimizer: train; a prompt, new tokens, a runtime or a KV cache:
+    inference), else ``default``, the command's. Train, the spec's own default, stays unset unless the
+    command's default is inference: the estimate's assumptions say "mode not given: train"."""
+    if "mode" in workload:
+        return workload, []
+    train = [key for key in TRAIN_KEYS if key in workload]
+    serve = [key for key in INFERENCE_KEYS if key in workload]
+    if train and serve:
+        return workload, []  # the spec's rules name the key that does not fit the mode
+    if train or serve:
+        mode, why = (
+            (Mode.train, f"{train[0]} is a training key")
+            if train
+            else (Mode.inference, f"{serve[0]} is an inference key")
+        )
+    elif default is not None:
+        mode, why = default, "this command's default for a model without a spec"
+    else:
+        return workload, []
+    if mode is Mode.train and default is not Mode.inference:
+        return workload, []
+    return {**workload, "mode": mode}, [f"workload.mode not given: {mode.value} ({why})"]
 
 
 def default_workload(
@@ -36,11 +69,12 @@ def default_workload(
 
 
 def spec_with_model(
-    spec: Spec | None, name: str, workload: dict[str, Any], flag: str = "--model"
+    spec: Spec | None, name: str, workload: dict[str, Any], flag: str = "--model", mode: Mode | None = None
 ) -> tuple[Spec, list[str]]:
     """The spec of a command given ``--model NAME``, and notes on the defaults it filled in: the catalog
     model with the workload, target and the rest of ``spec`` (a spec file's), else with the
-    ``workload`` keys (the flags; see :func:`default_workload`), as ``--hf-config`` builds its spec."""
+    ``workload`` keys (the flags; see :func:`default_workload`, and :func:`implied_mode` with the
+    command's ``mode``), as ``--hf-config`` builds its spec."""
     from vramcalc.spec.load import override_workload, parse_spec
 
     source = f"{flag} {name}"
@@ -50,8 +84,9 @@ def spec_with_model(
         data["model"], data["name"] = expand_model(entry.id, source), entry.id
         return override_workload(parse_spec(data, source), source, **workload), []
     model, _ = entry.model_mapping()
-    given = {key: value for key, value in workload.items() if value is not None}
+    given, mode_notes = implied_mode({key: value for key, value in workload.items() if value is not None}, mode)
     filled, notes = default_workload(model, given, entry.context_length, entry.config_value("image_size"))
+    notes = [*mode_notes, *notes]
     if entry.config is None:
         return parse_spec({"name": entry.id, "model": model, "workload": filled}, source), notes
     from vramcalc.spec.hf_import import default_precision, validated_spec
