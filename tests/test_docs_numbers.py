@@ -8,8 +8,11 @@ figure can be worked by hand it checks that too.
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 from typing import Any
+
+from cli_json import run_json
 
 from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
@@ -117,3 +120,29 @@ def test_bandwidth_of_a_model_in_fp8() -> None:
     assert round(kept / 1e9, 2) == _number(r"and ([\d.]+) billion at 2 bytes", text)
     assert weights.weights_bytes == linear + 7 * 80 * 4 + 2 * kept  # 7 weight matrices per layer, one fp32 scale each
     assert round(weights.weights_bytes / 1e9, 2) == _number(r"at 2 bytes: ([\d.]+) GB", text)
+
+
+def _readme_questions() -> list[list[str]]:
+    """The commands of the README's "Five questions, one command each" block."""
+    text = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    block = text.split("## Five questions, one command each", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line.split("  #", 1)[0])[1:] for line in block.splitlines() if line.startswith("vramcalc ")]
+
+
+def test_the_readme_s_five_questions_are_answered() -> None:
+    """Each question is one command that answers it: the table of what runs (the QLoRA row holding a batch
+    and a longest sequence), the concurrency at 8k, the TP2 serving row with its sequences, and plans that
+    hold the global batch of 512 on 8 GPUs."""
+    questions = _readme_questions()
+    assert len(questions) == 5
+    answers = [run_json([*args, "--json"]) for args in questions]
+    what_runs, qlora_card, awq, tp2, pretrain = answers
+    assert [row["row"] for row in what_runs["rows"]][-3:] == ["lora", "qlora", "full"]
+    qlora = next(row for row in qlora_card["rows"] if row["row"] == "qlora")
+    assert qlora["max_batch_size"] >= 1 and qlora["longest_context_tokens"] >= qlora["context_tokens"]
+    assert awq["max_batch_size"] >= 1 and awq["seq_len"] == 8192
+    row = next(p for p in tp2["plans"] if p["parallel"]["tensor"] == 2)
+    assert row["gpus"] == 2 and row["max_concurrent_sequences"] >= 1
+    assert pretrain["plans"] and all(
+        p["parallel"]["data"] * p["micro_batch"] * p["grad_accumulation"] == 512 for p in pretrain["plans"]
+    )

@@ -73,18 +73,37 @@ def estimate(
     timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
     hf_config: Annotated[Path | None, typer.Option(help="A transformers config.json instead of SPEC.")] = None,
     model: ModelOpt = None,
+    emit_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--emit-spec",
+            metavar="ROW",
+            help="With --model and --gpu alone: print the spec of one row of what the model can run "
+            "(serve-bf16, serve-fp8, serve-awq, lora, qlora, full).",
+            show_default=False,
+        ),
+    ] = None,
     workload: WorkloadArgs,
 ) -> None:
     """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase.
 
     With a card (--gpu, else the spec's target.gpu), the verdict on it: the
-    one check gives."""
+    one check gives. --model NAME --gpu CARD with no workload flag answers what
+    the model can run on the card: serving at its dtype, in fp8 and in 4-bit
+    AWQ, LoRA, QLoRA and full fine-tuning, one row each."""
     from vramcalc.cli.inputs import load_workload_spec
     from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.render.estimate import render_estimate
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
+    menu = spec is None and hf_config is None and model is not None and not workload.named and gpu is not None
+    if menu and not timeline:
+        assert model is not None and gpu is not None
+        _what_runs(model, gpu, reserve, json_out, emit_spec, source)
+        return
     with user_errors(source):
+        if emit_spec is not None:
+            raise SpecError("--emit-spec: give --model NAME and --gpu CARD alone (the rows of what the model can run)")
         if spec is None and hf_config is None and model is None and not workload.named:
             raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
         loaded, _ = load_workload_spec(spec, model, workload, hf_config)
@@ -106,6 +125,34 @@ def estimate(
             from vramcalc.cli.report import print_timeline
 
             print_timeline(loaded, result, budget)
+
+
+def _what_runs(model: str, gpu: str, reserve: str | None, json_out: bool, emit_spec: str | None, source: str) -> None:
+    """Every way ``model`` runs on the card, as a table, its JSON, or one row's spec (``--emit-spec``)."""
+    from vramcalc.cli._common import card_budget
+    from vramcalc.planning.runnable import option_named, runnable
+    from vramcalc.spec.model_flag import spec_with_model
+
+    with user_errors(source):
+        base, _ = spec_with_model(None, model, {"mode": "inference"})
+        budget = card_budget(base, source, gpu, reserve, required=True)
+        assert budget is not None  # required=True: a card is named or an error raised
+        found = runnable(base, budget, base.workload.precision.value, model=base.name, plan=emit_spec is None)
+        chosen = option_named(found, emit_spec) if emit_spec is not None else None
+    if chosen is not None:
+        import yaml
+
+        typer.echo(yaml.safe_dump(chosen.document, sort_keys=False), nl=False)
+        return
+    if json_out:
+        from vramcalc.results.runnable import RunnableResult
+
+        print_json(RunnableResult.of(found).to_dict())
+    else:
+        from vramcalc.render.runnable import render_runnable
+
+        render_runnable(found, stdout())
+    raise typer.Exit(0 if any(option.fits for option in found.options) else 1)
 
 
 @base_app.command()
