@@ -112,4 +112,8 @@ def test_estimate_and_check_with_a_gpu_agree(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump({"model": QWEN, "workload": wl}))
     out = runner.invoke(app, ["estimate", str(path), "--gpu", "h100"], env={"COLUMNS": "200"})
     assert out.exit_code in (0, 1), out.output
-    assert "max_num_batched_tokens not given: 8,192, max_num_seqs not given: 1,024" in " ".join(out.output.split())
+    assert "max_num_batched_tokens=8,192, max_num_seqs=1,024" in " ".join(out.output.split())
+    explained = runner.invoke(app, ["estimate", str(path), "--gpu", "h100", "--explain"], env={"COLUMNS": "200"})
+    assert "max_num_batched_tokens not given: 8,192, max_num_seqs not given: 1,024" in " ".join(
+        explained.output.split()
+    )

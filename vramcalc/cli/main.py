@@ -71,6 +71,9 @@ def estimate(
     gpus_file: GpusFileOpt = None,
     reserve: ReserveFlag = None,
     timeline: Annotated[bool, typer.Option("--timeline", help="Also draw the step timeline, peak marked.")] = False,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Give each assumption with its reason (default: key=value).")
+    ] = False,
     hf_config: Annotated[Path | None, typer.Option(help="A transformers config.json instead of SPEC.")] = None,
     model: ModelOpt = None,
     emit_spec: Annotated[
@@ -120,7 +123,7 @@ def estimate(
             steps = build_timeline(loaded, result)
         print_json(EstimateResult.of(result, budget, fit, steps).to_dict())
     else:
-        render_estimate(result, stdout(), budget, fit)
+        render_estimate(result, stdout(), budget, fit, explain=explain)
         if timeline:  # the report command's module only then
             from vramcalc.cli.report import print_timeline
 

@@ -43,8 +43,11 @@ def _bar_width(result: Estimate, console_width: int) -> int:
     return max(MIN_BAR_WIDTH, min(BAR_WIDTH, spare))
 
 
-def render_estimate(result: Estimate, console: Console, budget: Budget | None = None, fit: Fit | None = None) -> None:
-    """Component table (at the peak and each component's own maximum), phases, overhead, verdict."""
+def render_estimate(
+    result: Estimate, console: Console, budget: Budget | None = None, fit: Fit | None = None, *, explain: bool = False
+) -> None:
+    """Component table (at the peak and each component's own maximum), phases, overhead, the assumptions
+    (compact, or with their reasons when ``explain``), verdict."""
     peak = result.peak_allocated_bytes
     per_gpu = f", per GPU of {result.parallel.plan.gpus}" if result.parallel and result.parallel.plan.gpus > 1 else ""
     title = Text(terminal_line(f"{result.name}: {result.params:,} parameters, {result.mode}{per_gpu}"))
@@ -83,9 +86,39 @@ def render_estimate(result: Estimate, console: Console, budget: Budget | None = 
 
         render_parallel(result, console)
     if result.assumptions:
-        print_wrapped(console, "assumptions: " + "; ".join(result.assumptions))
+        print_wrapped(console, assumptions_line(result.assumptions, explain))
     if budget is not None and fit is not None:
         print_wrapped(console, verdict_line(budget, fit))
+
+
+#: A "key not given: value" note, the form of most assumptions.
+_NOT_GIVEN = " not given: "
+
+
+def _without_asides(text: str) -> str:
+    """``text`` without its parenthesised asides (the reasons), nested ones included."""
+    out, depth = [], 0
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif not depth:
+            out.append(char)
+    return " ".join("".join(out).split()).replace(" ,", ",").replace(" ;", ";").replace(" :", ":")
+
+
+def compact(note: str) -> str:
+    """One assumption without its reasons: ``bias not given: false (linear biases as in ...)`` ->
+    ``bias=false``; other notes lose their parenthesised asides."""
+    return _without_asides(note).replace(_NOT_GIVEN, "=")
+
+
+def assumptions_line(notes: list[str], explain: bool = False) -> str:
+    """The assumptions in one line: compact (``key=value``, no reasons) unless ``explain``."""
+    if explain:
+        return "assumptions: " + "; ".join(notes)
+    return "assumptions: " + "; ".join(compact(note) for note in notes) + " (--explain: the reasons)"
 
 
 def verdict_line(budget: Budget, fit: Fit) -> Text:
