@@ -137,8 +137,8 @@ def test_the_readme_s_five_questions_are_answered() -> None:
     assert len(questions) == 5
     answers = [run_json([*args, "--json"]) for args in questions]
     what_runs, qlora_card, awq, tp2, pretrain = answers
-    assert [row["row"] for row in what_runs["rows"]][-3:] == ["lora", "qlora", "full"]
-    qlora = next(row for row in qlora_card["rows"] if row["row"] == "qlora")
+    assert [row["row"] for row in what_runs["what_runs"]["rows"]][-3:] == ["lora", "qlora", "full"]
+    qlora = next(row for row in qlora_card["what_runs"]["rows"] if row["row"] == "qlora")
     assert qlora["max_batch_size"] >= 1 and qlora["longest_context_tokens"] >= qlora["context_tokens"]
     assert awq["max_batch_size"] >= 1 and awq["seq_len"] == 8192
     row = next(p for p in tp2["plans"] if p["parallel"]["tensor"] == 2)

@@ -18,7 +18,9 @@ ROWS = ["serve-bf16", "serve-fp8", "serve-awq", "lora", "qlora", "full"]
 
 @pytest.fixture(scope="module")
 def table() -> dict:
-    return run_json(["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"])
+    doc = run_json(["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--json"])
+    assert "total_bytes" in doc and "components" in doc  # the estimate's own document, with the rows beside it
+    return doc["what_runs"]
 
 
 def test_one_row_per_way_in_order(table: dict) -> None:
@@ -60,4 +62,11 @@ def test_emit_spec_needs_the_table_s_inputs() -> None:
 
 def test_a_workload_flag_asks_for_one_estimate_instead() -> None:
     doc = run_json(["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--mode", "inference", "--json"])
-    assert "rows" not in doc and "total_bytes" in doc
+    assert "what_runs" not in doc and "total_bytes" in doc
+    table = runner.invoke(app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--mode", "inference"])
+    assert "serve-fp8" not in table.stdout and table.exit_code == 0
+
+
+def test_the_table_exits_0_like_every_estimate() -> None:
+    result = runner.invoke(app, ["estimate", "--model", "llama-3.1-405b", "--gpu", "t4"])
+    assert result.exit_code == 0 and "does not fit" in result.stdout

@@ -7,7 +7,7 @@ Exit codes: 0 = an estimate was produced; 2 = bad input (one ``error:`` line per
 # otherwise parse each option's annotation string on every start.
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,6 +25,9 @@ from vramcalc.cli._common import (
 from vramcalc.cli.workload import WorkloadArgs, workload_options
 from vramcalc.errors import SpecError
 from vramcalc.version import VERSION as __version__
+
+if TYPE_CHECKING:
+    from vramcalc.planning.runnable import Runnable
 
 base_app = typer.Typer(
     rich_markup_mode="rich",
@@ -100,10 +103,12 @@ def estimate(
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
     menu = spec is None and hf_config is None and model is not None and not workload.named and gpu is not None
+    found = None
     if menu and not timeline:
         assert model is not None and gpu is not None
-        _what_runs(model, gpu, reserve, json_out, emit_spec, source)
-        return
+        found = _what_runs(model, gpu, reserve, json_out, emit_spec, source)
+        if found is None:  # shown: the table, or one row's spec
+            return
     with user_errors(source):
         if emit_spec is not None:
             raise SpecError("--emit-spec: give --model NAME and --gpu CARD alone (the rows of what the model can run)")
@@ -121,7 +126,12 @@ def estimate(
             from vramcalc.families.timeline import build_timeline
 
             steps = build_timeline(loaded, result)
-        print_json(EstimateResult.of(result, budget, fit, steps).to_dict())
+        doc = EstimateResult.of(result, budget, fit, steps).to_dict()
+        if found is not None:  # --model and --gpu alone: every way it runs on the card, beside the estimate
+            from vramcalc.results.runnable import RunnableResult
+
+            doc["what_runs"] = RunnableResult.of(found).to_dict()
+        print_json(doc)
     else:
         render_estimate(result, stdout(), budget, fit, explain=explain)
         if timeline:  # the report command's module only then
@@ -130,8 +140,11 @@ def estimate(
             print_timeline(loaded, result, budget)
 
 
-def _what_runs(model: str, gpu: str, reserve: str | None, json_out: bool, emit_spec: str | None, source: str) -> None:
-    """Every way ``model`` runs on the card, as a table, its JSON, or one row's spec (``--emit-spec``)."""
+def _what_runs(
+    model: str, gpu: str, reserve: str | None, json_out: bool, emit_spec: str | None, source: str
+) -> "Runnable | None":
+    """Every way ``model`` runs on the card: shown as a table or one row's spec (``--emit-spec``), or, for
+    ``--json``, returned for the estimate's document to carry."""
     from vramcalc.cli._common import card_budget
     from vramcalc.planning.runnable import option_named, runnable
     from vramcalc.spec.model_flag import spec_with_model
@@ -146,16 +159,13 @@ def _what_runs(model: str, gpu: str, reserve: str | None, json_out: bool, emit_s
         import yaml
 
         typer.echo(yaml.safe_dump(chosen.document, sort_keys=False), nl=False)
-        return
+        return None
     if json_out:
-        from vramcalc.results.runnable import RunnableResult
+        return found
+    from vramcalc.render.runnable import render_runnable
 
-        print_json(RunnableResult.of(found).to_dict())
-    else:
-        from vramcalc.render.runnable import render_runnable
-
-        render_runnable(found, stdout())
-    raise typer.Exit(0 if any(option.fits for option in found.options) else 1)
+    render_runnable(found, stdout())
+    return None
 
 
 @base_app.command()

@@ -1,5 +1,6 @@
-"""The ``vramcalc estimate --model NAME --gpu CARD --json`` document of a model without a workload: every way
-of running it on the card (:class:`RunnableResult`, one :class:`OptionResult` per row). Int bytes."""
+"""Every way of running a model on a card (:class:`RunnableResult`, one :class:`OptionResult` per row): the
+``what_runs`` key that ``vramcalc estimate --model NAME --gpu CARD --json`` adds when no workload flag is
+given. Int bytes."""
 
 from __future__ import annotations
 
