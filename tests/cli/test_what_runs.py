@@ -70,3 +70,17 @@ def test_a_workload_flag_asks_for_one_estimate_instead() -> None:
 def test_the_table_exits_0_like_every_estimate() -> None:
     result = runner.invoke(app, ["estimate", "--model", "llama-3.1-405b", "--gpu", "t4"])
     assert result.exit_code == 0 and "does not fit" in result.stdout
+
+
+def test_runtime_names_what_serves_the_serving_rows(tmp_path: Path) -> None:
+    """--runtime hf: the serving rows are transformers' generate, each the sequences max-batch finds for its
+    spec (no vLLM pool), and the emitted spec names the runtime."""
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--runtime", "hf"]
+    rows = run_json([*args, "--json"])["what_runs"]["rows"]
+    emitted = runner.invoke(app, [*args, "--emit-spec", "serve-bf16"])
+    doc = yaml.safe_load(emitted.stdout)
+    assert doc["workload"]["runtime"] == "hf"
+    path = tmp_path / "hf.yaml"
+    path.write_text(emitted.stdout, encoding="utf-8")
+    limit = run_json(["max-batch", str(path), "--gpu", "rtx-4090", "--json"])
+    assert limit["max_batch_size"] == rows[0]["concurrent_sequences"] >= 1

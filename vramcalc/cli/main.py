@@ -84,8 +84,8 @@ def estimate(
         typer.Option(
             "--emit-spec",
             metavar="ROW",
-            help="With --model and --gpu alone: print the spec of one row of what the model can run "
-            "(serve-bf16, serve-fp8, serve-awq, lora, qlora, full).",
+            help="With --model and --gpu alone (and --runtime for the serving rows): print the spec of one row "
+            "of what the model can run (serve-bf16, serve-fp8, serve-awq, lora, qlora, full).",
             show_default=False,
         ),
     ] = None,
@@ -102,11 +102,13 @@ def estimate(
     from vramcalc.render.estimate import render_estimate
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
-    menu = spec is None and hf_config is None and model is not None and not workload.named and gpu is not None
+    menu = spec is None and hf_config is None and model is not None and gpu is not None
+    menu = menu and set(workload.named) <= {"--runtime"}  # the serving rows' runtime may be named
     found = None
     if menu and not timeline:
         assert model is not None and gpu is not None
-        found = _what_runs(model, gpu, reserve, json_out, emit_spec, source)
+        runtime = workload.flags.get("runtime")
+        found = _what_runs(model, gpu, reserve, json_out, emit_spec, source, str(runtime or "vllm"))
         if found is None:  # shown: the table, or one row's spec
             return
     with user_errors(source):
@@ -141,7 +143,7 @@ def estimate(
 
 
 def _what_runs(
-    model: str, gpu: str, reserve: str | None, json_out: bool, emit_spec: str | None, source: str
+    model: str, gpu: str, reserve: str | None, json_out: bool, emit_spec: str | None, source: str, runtime: str
 ) -> "Runnable | None":
     """Every way ``model`` runs on the card: shown as a table or one row's spec (``--emit-spec``), or, for
     ``--json``, returned for the estimate's document to carry."""
@@ -153,7 +155,8 @@ def _what_runs(
         base, _ = spec_with_model(None, model, {"mode": "inference"})
         budget = card_budget(base, source, gpu, reserve, required=True)
         assert budget is not None  # required=True: a card is named or an error raised
-        found = runnable(base, budget, base.workload.precision.value, model=base.name, plan=emit_spec is None)
+        precision = base.workload.precision.value
+        found = runnable(base, budget, precision, model=base.name, plan=emit_spec is None, runtime=runtime)
         chosen = option_named(found, emit_spec) if emit_spec is not None else None
     if chosen is not None:
         import yaml

@@ -5,7 +5,7 @@ QLoRA; full fine-tuning. One row per way of running it, each judged by the one v
 
 Pure: neither typer nor rich, no I/O. What each row answers:
 
-* **serving** (vLLM unless the model's workload names another runtime): the longest context one sequence
+* **serving** (vLLM unless another ``runtime`` is given): the longest context one sequence
   can have (up to the model's position table), and the sequences that run at once at a context of
   :data:`SERVING_CONTEXT` tokens (or the model's, when shorter) — what ``max-batch`` answers for the row's
   spec;
@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vramcalc.choices import Mode
 from vramcalc.errors import SpecError
 from vramcalc.planning.budget import Budget, Fit, fit_on
 from vramcalc.planning.limits import Limit, largest_fitting, max_batch, with_workload
@@ -69,16 +70,17 @@ class Runnable:
     budget: Budget
     options: tuple[Option, ...]
     context: int | None  # the model's position table (None: not stated)
+    runtime: str = "vllm"  # what serves the serving rows
 
 
 def _context(spec: Spec) -> int | None:
     return spec.model.max_position_embeddings
 
 
-def _serving_workload(precision: str, context: int, quantization: Any = None) -> dict[str, Any]:
+def _serving_workload(precision: str, context: int, runtime: str, quantization: Any = None) -> dict[str, Any]:
     prompt = context // 2
     workload = {"mode": "inference", "batch_size": 1, "prompt_len": prompt, "max_new_tokens": context - prompt}
-    workload |= {"precision": precision, "runtime": "vllm"}
+    workload |= {"precision": precision, "runtime": runtime}
     return workload | ({"quantization": quantization} if quantization is not None else {})
 
 
@@ -91,45 +93,50 @@ def _training_workload(seq: int, adapter: dict[str, Any] | None, quantization: s
     return workload | ({"quantization": quantization} if quantization is not None else {})
 
 
-def ways(base: Spec, precision: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """The rows' ids, labels and workloads for ``base``'s model; ``precision``: its checkpoint's dtype."""
+def ways(base: Spec, precision: str, runtime: str = "vllm") -> list[tuple[str, str, dict[str, Any]]]:
+    """The rows' ids, labels and workloads for ``base``'s model; ``precision``: its checkpoint's dtype;
+    ``runtime``: what serves the serving rows."""
     context = _context(base)
     serving = min(SERVING_CONTEXT, context) if context else SERVING_CONTEXT
     seq = min(TRAIN_SEQ_LEN, context) if context else TRAIN_SEQ_LEN
     lora = {"type": "lora", "rank": ADAPTER_RANK, "targets": "all-linear"}
     return [
-        (f"serve-{precision}", f"serve, {precision} weights", _serving_workload(precision, serving)),
-        ("serve-fp8", "serve, fp8 weights", _serving_workload(precision, serving, "fp8")),
-        ("serve-awq", "serve, 4-bit AWQ", _serving_workload("fp16", serving, "awq")),
+        (f"serve-{precision}", f"serve, {precision} weights", _serving_workload(precision, serving, runtime)),
+        ("serve-fp8", "serve, fp8 weights", _serving_workload(precision, serving, runtime, "fp8")),
+        ("serve-awq", "serve, 4-bit AWQ", _serving_workload("fp16", serving, runtime, "awq")),
         ("lora", f"LoRA r{ADAPTER_RANK}", _training_workload(seq, lora, None)),
         ("qlora", f"QLoRA r{ADAPTER_RANK} (nf4)", _training_workload(seq, lora, "nf4")),
         ("full", "full fine-tune (AdamW)", _training_workload(seq, None, None)),
     ]
 
 
-def runnable(base: Spec, budget: Budget, precision: str, *, model: str | None = None, plan: bool = True) -> Runnable:
+def runnable(
+    base: Spec, budget: Budget, precision: str, *, model: str | None = None, plan: bool = True, runtime: str = "vllm"
+) -> Runnable:
     """Every row for ``base``'s model on ``budget``'s card. ``precision``: the checkpoint's dtype;
     ``model``: the catalog name the rows' specs give as ``model:`` (else the model's keys); ``plan``: search
-    a plan for full fine-tuning that does not fit one card."""
+    a plan for full fine-tuning that does not fit one card; ``runtime``: what serves the serving rows."""
     name = base.name or "model"
     model_keys: Any = model or base.model.model_dump(mode="json", exclude_none=True)
     options = []
-    for row, label, workload in ways(base, precision):
+    for row, label, workload in ways(base, precision, runtime):
         document = {"name": f"{name}-{row}", "model": model_keys, "workload": workload}
         try:
             spec = parse_spec(document, name)
             options.append(_option(row, label, document, spec, budget, plan))
         except SpecError as exc:
             options.append(Option(row, label, document, None, refused=str(exc)))
-    return Runnable(name, budget, tuple(options), _context(base))
+    return Runnable(name, budget, tuple(options), _context(base), runtime)
 
 
 def _option(row: str, label: str, document: dict[str, Any], spec: Spec, budget: Budget, plan: bool) -> Option:
     verdict = fit_on(spec, budget)
     context = _context(spec)
-    if verdict.kv_pool is not None:  # serving: vLLM's pool
+    if spec.workload.mode is Mode.inference:  # serving: vLLM's pool decides, else the batch's total
         longest = _longest(lambda n: _at_context(spec, n), budget, verdict.available_bytes, context)
-        return Option(row, label, document, spec, verdict, longest, verdict.kv_pool.max_sequences)
+        pool = verdict.kv_pool
+        sequences = pool.max_sequences if pool is not None else max_batch(spec, budget).value
+        return Option(row, label, document, spec, verdict, longest, sequences)
     batch = max_batch(spec, budget)
     longest = _longest(lambda n: with_workload(spec, seq_len=n), budget, verdict.available_bytes, context)
     found = _fewest_gpus(spec, budget) if row == "full" and not verdict.fits and plan else None

@@ -49,7 +49,8 @@ def render_runnable(found: Runnable, console: Console) -> None:
         "fits, GiB: batch 1 of the row's spec, what the card must hold (serving: what vLLM needs, against "
         "what it manages); longest: the longest sequence (prompt + output for serving) at batch 1, up to the "
         "model's position table",
-        "serve-*: vLLM, prompt and output halves of the context; AWQ: 4-bit weights with fp16 activations",
+        f"serve-*: {'vLLM' if found.runtime == 'vllm' else 'runtime ' + found.runtime}, prompt and output halves "
+        "of the context; AWQ: 4-bit weights with fp16 activations",
         f"lora, qlora: rank {ADAPTER_RANK} on every linear, bf16 base (qlora: nf4, PEFT's "
         "prepare_model_for_kbit_training), full checkpointing; full: AdamW, mixed-bf16, full checkpointing; "
         "when one card cannot hold it, the fewest GPUs of `vramcalc plan`",
