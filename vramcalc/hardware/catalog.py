@@ -87,11 +87,23 @@ NO_BF16 = frozenset(
 Id = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=60)]
 
 
+#: Physically meaningful bounds of a card's figures (a user catalog is checked against them as a spec is):
+#: the largest memory, bus, data rate, bandwidth and throughput any card could have, with a wide margin;
+#: numbers are finite (no ``.inf`` or ``.nan``).
+MAX_CAPACITY = 100_000  # GB or GiB: 100 TB on one card
+MAX_MIB = 10**8  # a driver total or wired limit: about 95 TiB
+MAX_BUS_BITS = 65_536
+MAX_DATA_RATE_GBPS = 1_000.0
+MIN_RATE = 0.001  # Gbps per pin, GB/s: one MB/s
+MAX_BANDWIDTH_GB_S = 1_000_000.0
+MAX_TFLOPS = 1_000_000.0
+
+
 class HostLink(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     pcie_gen: int | None = Field(default=None, ge=1, le=7)
     pcie_lanes: int | None = Field(default=None, ge=1, le=32)
-    nvlink_gb_s: float | None = Field(default=None, gt=0)
+    nvlink_gb_s: float | None = Field(default=None, ge=MIN_RATE, le=MAX_BANDWIDTH_GB_S)
 
 
 class GPU(BaseModel):
@@ -99,7 +111,7 @@ class GPU(BaseModel):
     card (``free_bytes``, with ``free_reading`` saying how it was read). The one card type every
     command compares against."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: Id
     aliases: list[Id] = []
@@ -109,21 +121,21 @@ class GPU(BaseModel):
     variant: str
     segment: Literal["datacenter", "workstation", "consumer"]
     memory_type: MemoryType
-    capacity: float = Field(gt=0)
+    capacity: float = Field(gt=0, le=MAX_CAPACITY)
     capacity_unit: Literal["GB", "GiB"]
     capacity_is_binary: bool
-    driver_total_mib: int | None = Field(default=None, gt=0)
+    driver_total_mib: int | None = Field(default=None, gt=0, le=MAX_MIB)
     driver_total_source: str | None = None
     #: Apple silicon: the most unified memory macOS lets the GPU wire by default (Metal's
     #: ``recommendedMaxWorkingSetSize``; raised with ``sysctl iogpu.wired_limit_mb``).
-    gpu_wired_limit_mib: int | None = Field(default=None, gt=0)
+    gpu_wired_limit_mib: int | None = Field(default=None, gt=0, le=MAX_MIB)
     gpu_wired_limit_source: str | None = None
-    bus_width_bits: int = Field(gt=0)
-    data_rate_gbps: float = Field(gt=0)
-    bandwidth_gb_s: float = Field(gt=0)
+    bus_width_bits: int = Field(gt=0, le=MAX_BUS_BITS)
+    data_rate_gbps: float = Field(ge=MIN_RATE, le=MAX_DATA_RATE_GBPS)
+    bandwidth_gb_s: float = Field(ge=MIN_RATE, le=MAX_BANDWIDTH_GB_S)
     bandwidth_vendor_rounded: bool = False
-    fp16_tflops_dense: float | None = Field(default=None, gt=0)
-    fp8_tflops_dense: float | None = Field(default=None, gt=0)
+    fp16_tflops_dense: float | None = Field(default=None, gt=0, le=MAX_TFLOPS)
+    fp8_tflops_dense: float | None = Field(default=None, gt=0, le=MAX_TFLOPS)
     host_link: HostLink
     #: Where the figures come from: the datasheet's URL in the bundled catalog; optional, any text, in a user's.
     source: str | None = None
