@@ -277,3 +277,17 @@ def test_readme_python_example_prints_what_its_comments_say() -> None:
     code, expected = python_example(ROOT / "README.md", "## Python API")
     assert expected
     assert printed_by(code, "README.md", ROOT) == expected
+
+
+def test_an_error_message_is_at_most_2000_characters() -> None:
+    """An error quoting a huge input keeps its start (what went wrong, and where) and its end, 2,000
+    characters in all, as the CLI's lines are."""
+    import vramcalc
+    from vramcalc.api import MAX_MESSAGE
+    from vramcalc.errors import UnknownGPUError
+
+    with pytest.raises(UnknownGPUError) as caught:
+        vramcalc.gpu("y" * 100_000)
+    message = str(caught.value)
+    assert len(message) == MAX_MESSAGE == 2000 and "…" in message
+    assert message.startswith("unknown GPU 'yyy")  # what went wrong comes first

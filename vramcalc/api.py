@@ -22,12 +22,13 @@ first use: neither typer nor rich is ever imported.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
-from vramcalc.errors import SpecError
+from vramcalc.errors import SpecError, VramcalcError
 
 if TYPE_CHECKING:
     from vramcalc.hardware.catalog import GPU
@@ -57,6 +58,32 @@ NOT_A_FILE = "<spec>"
 NOT_A_CONFIG = "<config>"
 
 
+#: The most characters an error message of the API keeps (as a line of the CLI does): a longer one, which
+#: quotes a huge input back, keeps its beginning and its end around "…".
+MAX_MESSAGE = 2000
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _bounded_errors(function: _F) -> _F:
+    """``function`` whose :class:`~vramcalc.errors.VramcalcError` messages are at most :data:`MAX_MESSAGE`
+    characters (the same exception, its message cut)."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except VramcalcError as exc:
+            text = str(exc)
+            if len(text) > MAX_MESSAGE:
+                head = (MAX_MESSAGE - 1) // 2
+                exc.args = (text[:head] + "…" + text[len(text) - (MAX_MESSAGE - 1 - head) :],)
+            raise
+
+    return cast(_F, run)
+
+
+@_bounded_errors
 def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
     """A validated :class:`~vramcalc.spec.models.Spec` from a YAML spec file (a path) or a mapping with
     the file's keys. Raises :class:`~vramcalc.errors.SpecError`, one line per problem naming the key
@@ -84,6 +111,7 @@ def _load(spec: SpecInput) -> tuple[Spec, str, str]:
     raise TypeError(f"spec: expected a Spec, a path or a mapping, got {type(spec).__name__}")
 
 
+@_bounded_errors
 def gpu(name: str) -> GPU:
     """The catalog entry a card name picks (an id, an alias or a short name such as ``"a100"``, which picks
     its documented default variant; ``"local"`` reads the installed card through NVML). Capacities are in
@@ -157,6 +185,7 @@ def _values(name: str, values: ValuesInput) -> None:
             raise TypeError(f"{name}: expected ints, got a {type(value).__name__} ({value!r})")
 
 
+@_bounded_errors
 def estimate(
     spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None, timeline: bool = False
 ) -> EstimateResult:
@@ -197,6 +226,7 @@ def _limit(spec: SpecInput, gpu: CardInput | None, reserve: str | None, key: str
     return LimitResult.of(source, name, limit, {other: getattr(loaded.workload, other)})
 
 
+@_bounded_errors
 def max_batch(spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None) -> LimitResult:
     """The largest batch size of ``spec`` that fits the card (``vramcalc max-batch --json``):
     ``result.max_batch_size`` (0 when even batch 1 does not fit), with the bytes needed there
@@ -205,6 +235,7 @@ def max_batch(spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | N
     return _limit(spec, gpu, reserve, "batch_size")
 
 
+@_bounded_errors
 def max_seq(spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None) -> LimitResult:
     """The largest sequence length of ``spec`` that fits the card (``vramcalc max-seq --json``):
     ``result.max_seq_len`` (0 when even length 1 does not fit), with the bytes needed there and at one
@@ -212,6 +243,7 @@ def max_seq(spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | Non
     return _limit(spec, gpu, reserve, "seq_len")
 
 
+@_bounded_errors
 def check(
     spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None, max_gpus: int | None = None
 ) -> CheckResult:
@@ -234,6 +266,7 @@ def check(
     return CheckResult.of(CheckRow(source, name, check_on(loaded, budget, search)))
 
 
+@_bounded_errors
 def fit(
     spec: SpecInput, gpu: CardInput | None = None, *, reserve: str | None = None, max_gpus: int | None = None
 ) -> FitResult:
@@ -257,6 +290,7 @@ def fit(
     return FitResult.of(source, name, report)
 
 
+@_bounded_errors
 def sweep(
     spec: SpecInput,
     gpu: CardInput | None = None,
@@ -283,6 +317,7 @@ def sweep(
     return SweepResult.of(source, run_sweep(loaded, batch_sizes, seq_lens, budget))
 
 
+@_bounded_errors
 def plan(
     spec: SpecInput,
     gpu: CardInput | None = None,
@@ -314,6 +349,7 @@ def plan(
     return PlanResult.of(search)
 
 
+@_bounded_errors
 def models(query: str | None = None) -> list[ModelResult]:
     """The bundled model catalog (``vramcalc models [QUERY] --json``): every entry, or those whose id, alias,
     name, family or repository holds ``query`` or each of its words (``"qwen 7b"``). Each
@@ -328,6 +364,7 @@ def models(query: str | None = None) -> list[ModelResult]:
     return [ModelResult.of(entry) for entry in matching(query or "")]
 
 
+@_bounded_errors
 def import_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ImportResult:
     """A spec from a Hugging Face transformers ``config.json`` (``vramcalc import``), offline.
 
@@ -346,6 +383,7 @@ def import_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ImportR
     raise TypeError(f"config: expected a path or a mapping, got {type(config).__name__}")
 
 
+@_bounded_errors
 def bandwidth(
     gpu: CardInput | None = None,
     *,
