@@ -27,6 +27,7 @@ from vramcalc.core.symbolic import maximum
 from vramcalc.units import FP32 as FP32
 from vramcalc.units import MASK as MASK
 from vramcalc.units import TOKEN_ID as TOKEN_ID
+from vramcalc.units import GiB
 
 #: LayerNorm saves mean and rstd (fp32, one per token each); RMSNorm saves rstd only.
 LAYERNORM_STATS = 2 * FP32
@@ -122,7 +123,7 @@ def scores_note(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention)
     if kernel in ("flash", "efficient") or not isinstance(tk.batch, int) or shape.heads == 0:
         return None
     scores = tk.batch * shape.heads * tk.seq * tk.seq * dt.compute
-    size = f"{scores / 2**30:,.2f} GiB per layer at batch {tk.batch:,} x {tk.seq:,} tokens"
+    size = f"{scores / GiB:,.2f} GiB per layer at batch {tk.batch:,} x {tk.seq:,} tokens"
     if kernel == "eager":
         return f"attention: eager materialises the heads x seq^2 scores: {size}"
     cause = "fp32 inputs" if dt.compute == FP32 else f"head_dim {shape.head_dim} > {FLASH_MAX_HEAD_DIM}"

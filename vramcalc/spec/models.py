@@ -37,7 +37,7 @@ from vramcalc.choices import (
     Runtime,
 )
 from vramcalc.errors import UnitError
-from vramcalc.spec.llamacpp import LLAMACPP_KEYS, CacheType, llamacpp_rules
+from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, CacheType, llamacpp_rules
 from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, litgpt_defaults, llm_rules, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
@@ -413,18 +413,7 @@ class Spec(SpecSection):
 
 
 #: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).
-GENERATION_KEYS = (
-    "prompt_len",
-    "max_new_tokens",
-    "runtime",
-    "kv_cache_dtype",
-    "kv_block_size",
-    "memory_utilization",
-    "max_model_len",
-    "max_num_batched_tokens",
-    "max_num_seqs",
-    *LLAMACPP_KEYS,
-)
+GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", *OTHER_RUNTIME_KEYS, *LLAMACPP_KEYS)
 
 
 def is_generation(wl: Workload) -> bool:
