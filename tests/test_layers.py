@@ -94,6 +94,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(
     for names in (
         {"errors", "choices", "version"},
         {"units", "files", "paths", "bundled"},
+        {"sources"},
         {"spec"},
         {"hardware"},
         {"core"},

@@ -14,6 +14,16 @@ class SpecError(VramcalcError):
     """A spec file (or flag overriding it) is missing, unreadable or invalid."""
 
 
+class ModelSourceError(SpecError):
+    """A model named by a path, the local Hugging Face cache or a Hub id could not be read: a missing or
+    hostile file, a gated or missing repository, no network. ``stage`` names the step that failed
+    (``path``, ``cache``, ``hub``, ``config``, ``header``), for the ``--json`` error."""
+
+    def __init__(self, message: str, stage: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
 class UnitError(VramcalcError):
     """A size, count, rate or percentage could not be parsed."""
 
