@@ -45,11 +45,18 @@ def test_a_sharded_folder_reads_every_shard_its_index_names(tmp_path: Path) -> N
 
 def test_a_diffusers_folder_counts_each_component(tmp_path: Path) -> None:
     (tmp_path / "model_index.json").write_text(
-        json.dumps({"_class_name": "FluxPipeline", "transformer": ["diffusers", "X"], "vae": ["diffusers", "Y"],
-                    "scheduler": ["diffusers", "Z"]})
+        json.dumps(
+            {
+                "_class_name": "FluxPipeline",
+                "transformer": ["diffusers", "X"],
+                "vae": ["diffusers", "Y"],
+                "scheduler": ["diffusers", "Z"],
+            }
+        )
     )
-    save_file({"w": np.zeros((10, 10), np.float16)}, str(_mkdir(tmp_path / "transformer") / "diffusion_pytorch_model.safetensors"))
-    save_file({"w": np.zeros(7, np.float32)}, str(_mkdir(tmp_path / "vae") / "diffusion_pytorch_model.safetensors"))
+    weights = "diffusion_pytorch_model.safetensors"
+    save_file({"w": np.zeros((10, 10), np.float16)}, str(_mkdir(tmp_path / "transformer") / weights))
+    save_file({"w": np.zeros(7, np.float32)}, str(_mkdir(tmp_path / "vae") / weights))
     (tmp_path / "vae" / "config.json").write_text("{}")
     checkpoint = read_local(tmp_path, "x")
     assert checkpoint.bytes_by_component() == {"transformer": 200, "vae": 28}  # 100 x 2, 7 x 4

@@ -65,7 +65,8 @@ def test_a_folder_is_estimated_from_its_files(tmp_path: Path) -> None:
 def test_a_spec_names_a_folder_as_its_model(tmp_path: Path) -> None:
     expected = write_checkpoint(tmp_path / "m", LLAMA, llama_tensors(LLAMA))
     spec = tmp_path / "s.yaml"
-    spec.write_text(f"model: {tmp_path / 'm'}\nworkload: {{mode: inference, batch_size: 1, seq_len: 64, precision: bf16}}\n")
+    workload = "{mode: inference, batch_size: 1, seq_len: 64, precision: bf16}"
+    spec.write_text(f"model: {tmp_path / 'm'}\nworkload: {workload}\n")
     doc = _json(["estimate", str(spec)])
     assert doc["name"] == "m" and doc["components"]["parameters"] == expected
 
