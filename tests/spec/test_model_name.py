@@ -127,3 +127,39 @@ def test_pre_quantized_files_are_their_bytes(tmp_path: Path) -> None:
 def test_a_path_that_is_not_there_is_one_error(name: str) -> None:
     with pytest.raises(SpecError, match="no such file or folder"):
         resolve_name(name, "--model")
+
+
+def test_import_writes_a_spec_that_estimates_offline_as_the_folder_does(tmp_path: Path) -> None:
+    folder, total, _ = _tower_checkpoint(tmp_path)
+    result = runner.invoke(app, ["import", str(folder), "-o", str(tmp_path / "spec.yaml")])
+    assert result.exit_code == 0, result.output
+    text = (tmp_path / "spec.yaml").read_text()
+    assert f"weight_bytes: {total}" in text and f"source: {folder}" in text
+    from_spec = _json(["estimate", str(tmp_path / "spec.yaml")])
+    from_folder = _json(["estimate", "--model", str(folder), "--mode", "inference", "--seq-len", "2048"])
+    assert from_spec["components"] == from_folder["components"]
+
+
+def test_import_of_a_catalog_variant_names_the_entry() -> None:
+    result = runner.invoke(app, ["import", "google/gemma-2-9b-it"])
+    assert result.exit_code == 0
+    assert "# note: google/gemma-2-9b-it: the catalog's gemma-2-9b (google/gemma-2-9b)" in result.stdout
+
+
+def test_a_model_that_cannot_be_read_names_the_stage_in_json() -> None:
+    result = runner.invoke(app, ["estimate", "--model", "./no-such-checkpoint", "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "error": {"message": "--model ./no-such-checkpoint: no such file or folder", "stage": "path"}
+    }
+    assert result.stderr == "error: --model ./no-such-checkpoint: no such file or folder\n"
+
+
+def test_the_api_imports_a_folder(tmp_path: Path) -> None:
+    import vramcalc
+
+    expected = write_checkpoint(tmp_path / "m", LLAMA, llama_tensors(LLAMA))
+    imported = vramcalc.import_config(str(tmp_path / "m"))
+    assert imported.spec["model"]["checkpoint"]["weight_bytes"] == expected
+    estimate = vramcalc.estimate({**imported.spec, "workload": {"mode": "inference", "batch_size": 1, "seq_len": 64}})
+    assert estimate.params == sum(array.size for array in llama_tensors(LLAMA).values())

@@ -138,11 +138,19 @@ def standard_model(config: dict[str, Any], where: str) -> dict[str, Any]:
     return model
 
 
+def source_of(checkpoint: Checkpoint) -> str:
+    """Where the files came from, to record: ``org/name@commit`` for the Hub and the cache, else the path."""
+    origin = checkpoint.origin
+    if origin.repo is not None and origin.commit is not None:
+        return f"{origin.repo}@{origin.commit}"
+    return origin.label
+
+
 def facts(checkpoint: Checkpoint, quantization: str | None, modelled: bool) -> dict[str, Any]:
     """The ``checkpoint`` section: what the files hold, where they came from, their hashes where known."""
     components = checkpoint.bytes_by_component()
     found: dict[str, Any] = {
-        "source": checkpoint.origin.label[:500],
+        "source": source_of(checkpoint)[:500],
         "weight_bytes": checkpoint.weight_bytes,
         "params": checkpoint.elements,
         "files": len(checkpoint.files),

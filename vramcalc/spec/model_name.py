@@ -71,7 +71,12 @@ def _from_path(name: str, where: str) -> NamedModel:
     from vramcalc.sources.local import read_local
 
     path = Path(name).expanduser()
-    return NamedModel(None, read_local(path, f"{where}: {name}"))
+    return NamedModel(None, read_local(path, _label(name, where)))
+
+
+def _label(name: str, where: str) -> str:
+    """How errors name the model: ``where`` when it names it already (``--model NAME``), else both."""
+    return where if where.endswith(name) else f"{where}: {name}"
 
 
 def _from_hub(name: str, where: str) -> NamedModel | None:
@@ -82,7 +87,7 @@ def _from_hub(name: str, where: str) -> NamedModel | None:
     from vramcalc.sources import hub  # type: ignore[attr-defined]
 
     repo, revision, filename = match["repo"], match["revision"], (match["file"] or "").lstrip("/") or None
-    label = f"{where}: {name}"
+    label = _label(name, where)
     cached = hub.cached_checkpoint(repo, revision, label, filename)
     if cached is not None:
         return NamedModel(None, cached)
@@ -154,3 +159,35 @@ def expand_spec(data: dict[str, Any], source: str) -> dict[str, Any]:
     if "name" not in data:
         expanded["name"] = named.spec_name
     return expanded
+
+
+def import_named(name: str, where: str) -> Any:
+    """``vramcalc import NAME``: the spec of a model named by a path, a catalog name or a Hub id (a
+    ``config.json`` file is the importer's own input), with what its files hold recorded under
+    ``model.checkpoint`` (the source with its commit, the files' SHA-256 where known)."""
+    from vramcalc.spec.hf_import import ImportedSpec, example_workload, import_spec
+    from vramcalc.spec.validate import validate_spec
+
+    named = resolve_name(name, where)
+    if named.entry is not None:
+        if named.entry.config is None:
+            raise SpecError(f"{where}: {named.entry.id} is a catalog model without a config.json to import")
+        imported = import_spec({**named.entry.config, "_name_or_path": named.entry.id}, where)
+        notes = (*(named.notes or [f"the catalog's {named.entry.id} ({named.entry.repo})"]), *imported.notes)
+        return ImportedSpec(imported.source, imported.model_type, notes, imported.document)
+    assert named.checkpoint is not None
+    from vramcalc.spec.from_checkpoint import checkpoint_model
+
+    model, implied, notes = checkpoint_model(named.checkpoint, where)
+    workload = {**example_workload(model, None, where), **implied}
+    if "precision" not in implied and named.checkpoint.config is not None:
+        from vramcalc.spec.hf_import import config_precision
+
+        try:
+            workload["precision"] = config_precision(named.checkpoint.config, where) or workload["precision"]
+        except SpecError:
+            pass
+    document = {"name": named.spec_name, "model": model, "workload": workload}
+    validate_spec(document, where)
+    model_type = (named.checkpoint.config or {}).get("model_type")
+    return ImportedSpec(where, str(model_type)[:40], tuple(notes), document)
