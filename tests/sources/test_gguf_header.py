@@ -435,6 +435,49 @@ def test_a_big_endian_file_written_by_gguf_py(tmp_path: Path) -> None:
         read_gguf_file(path, WHERE)
 
 
+def test_a_custom_alignment_written_by_gguf_py(tmp_path: Path) -> None:
+    path = tmp_path / "aligned.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_custom_alignment(256)
+    writer.add_tensor("a", raw_blocks(Q.Q8_0, 1, 64), raw_dtype=Q.Q8_0)
+    writer.add_tensor("b", np.zeros(3, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    parsed = read_gguf_file(path, WHERE)
+    assert parsed.metadata["general.alignment"] == 256
+    assert [t.nbytes for t in parsed.tensors] == [int(t.n_bytes) for t in gguf.GGUFReader(path).tensors] == [68, 12]
+
+
+def test_the_tensors_data_lies_where_llama_cpp_looks_for_it() -> None:
+    """One after another in table order, each at a multiple of general.alignment (32 by default)."""
+    q8 = (64, 2)  # 4 blocks of 34 bytes: 136, padded to 160
+    assert len(parse(header(tensors=(tensor("a", q8, 8, 0), tensor("b", q8, 8, 160)))).tensors) == 2
+    message = refused(header(tensors=(tensor("a", q8, 8, 0), tensor("b", q8, 8, 136))))
+    assert "tensor 'b' starts at data offset 136, not at 160 where the tensors before it end" in message
+    assert "data offset 32, not at 0" in refused(header(tensors=(tensor("a", (32,), 0, 32),)))
+    aligned = header((key_u32("general.alignment", 8),), (tensor("a", q8, 8, 0), tensor("b", q8, 8, 136)))
+    assert len(parse(aligned).tensors) == 2
+    for bad in (0, 3, 48, 2**32 - 1):
+        assert "general.alignment is" in refused(header((key_u32("general.alignment", bad),)))
+    assert "not a power of two" in refused(header((text("general.alignment") + struct.pack("<I", 8) + text("32"),)))
+
+
+def test_a_header_whose_tensors_run_past_the_file_is_refused(tiny: Path, tmp_path: Path) -> None:
+    data = tiny.read_bytes()
+    last = read_gguf_file(tiny, WHERE).tensors[-1]
+    end = int(gguf.GGUFReader(tiny).tensors[-1].data_offset) + last.nbytes  # data_offset: from the file's start
+    assert end <= len(data)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:end])  # the last tensor's padding is not needed
+    assert read_gguf_file(cut, WHERE).nbytes == read_gguf_file(tiny, WHERE).nbytes
+    cut.write_bytes(data[: end - 1])
+    with pytest.raises(ModelSourceError, match=rf"its tensors end at byte {end:,}, past the end of the file"):
+        read_gguf_file(cut, WHERE)
+    assert parse_gguf_header(io.BytesIO(data[: end - 1]).read, "cut.gguf", WHERE).nbytes > 0  # no size: not checked
+
+
 def test_version_2_is_read(tiny: Path) -> None:
     data = bytearray(header_of(tiny))
     data[4:8] = struct.pack("<I", 2)

@@ -42,6 +42,9 @@ from vramcalc.units import quoted
 GGUF_MAGIC = b"GGUF"
 #: The versions read: 2 and 3 share one layout (version 1's counts and lengths were 32-bit).
 GGUF_VERSIONS = (2, 3)
+#: Where the tensors' data starts where general.alignment is absent (GGUF_DEFAULT_ALIGNMENT, constants.py).
+GGUF_DEFAULT_ALIGNMENT = 32
+_ALIGNMENT_KEY = "general.alignment"  # Keys.General.ALIGNMENT
 
 #: The most header bytes read from one file. A large vocabulary's tokenizer (250,000 strings, their
 #: scores and types, the merges) takes a few tens of MiB; the tensor table of the largest models a few MiB.
@@ -249,7 +252,7 @@ class _Header:
             raise self.fail(f"{what} is not UTF-8: {quoted(raw)}") from None
 
 
-def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str) -> TensorFile:
+def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str, file_size: int | None = None) -> TensorFile:
     """The tensors and metadata of a GGUF file, read from its header.
 
     ``read(n)`` returns the next ``n`` bytes of the file (fewer only at its end); it is called in order
@@ -258,7 +261,12 @@ def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str) -> Te
     GGML type's name (``Q4_K``, ``F16``, ``BF16``...), their ``shape`` the dimensions as stored
     (innermost first) and their ``nbytes`` the bytes of their blocks. ``metadata`` holds every scalar
     value (strings, integers, floats, booleans); an array is its length, but for numeric and boolean
-    arrays of at most MAX_KEPT_ARRAY_ITEMS items, kept as lists. Raises ModelSourceError (stage
+    arrays of at most MAX_KEPT_ARRAY_ITEMS items, kept as lists.
+
+    The tensors' data must lie where llama.cpp looks for it: one after another in the order of the
+    table, each starting at a multiple of ``general.alignment`` (a power of two, 32 where the key is
+    absent), so the bytes each tensor's type and shape give are the bytes it occupies. Where
+    ``file_size`` is given, the data must also end within the file. Raises ModelSourceError (stage
     ``header``) for anything that is not a well-formed, bounded GGUF v2 or v3 header.
     """
     header = _Header(read, where)
@@ -279,25 +287,52 @@ def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str) -> Te
             raise header.fail(f"key {quoted(key)} appears twice")
         value_type = header.u32(f"the value type of key {quoted(key)}", ahead + 1)
         metadata[key] = _read_value(header, value_type, key, ahead)
+    alignment = _alignment(header, metadata)
     tensors: list[TensorInfo] = []
     seen: set[str] = set()
+    data_bytes = data_end = 0  # where the next tensor's data starts, and the last one's ends (in the data section)
     for index in range(tensor_count):
         ahead = (tensor_count - index - 1) * _MIN_TENSOR_BYTES
-        tensor = _read_tensor_info(header, index, ahead)
+        tensor, offset = _read_tensor_info(header, index, ahead)
         if tensor.name in seen:
             raise header.fail(f"tensor {quoted(tensor.name)} appears twice")
+        if offset != data_bytes:
+            raise header.fail(
+                f"tensor {quoted(tensor.name)} starts at data offset {offset:,}, not at {data_bytes:,} where "
+                "the tensors before it end (llama.cpp refuses such a file too)"
+            )
         seen.add(tensor.name)
         tensors.append(tensor)
+        data_end = offset + tensor.nbytes  # the last tensor's padding need not be in the file
+        data_bytes = _padded(data_end, alignment)
+    data_start = _padded(header.taken, alignment)
+    if file_size is not None and tensors and data_start + data_end > file_size:
+        raise header.fail(
+            f"its tensors end at byte {data_start + data_end:,}, past the end of the file ({file_size:,} bytes)"
+        )
     return TensorFile(path=path, tensors=tuple(tensors), metadata=metadata)
+
+
+def _alignment(header: _Header, metadata: dict[str, Any]) -> int:
+    """general.alignment: the tensors' data starts at multiples of it (GGUF_DEFAULT_ALIGNMENT where absent)."""
+    alignment = metadata.get(_ALIGNMENT_KEY, GGUF_DEFAULT_ALIGNMENT)
+    if isinstance(alignment, bool) or not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
+        raise header.fail(f"{_ALIGNMENT_KEY} is {quoted(alignment)}, not a power of two")
+    return alignment
+
+
+def _padded(count: int, alignment: int) -> int:
+    return -(-count // alignment) * alignment
 
 
 def read_gguf_file(path: Path, where: str) -> TensorFile:
     """The header of the GGUF file at ``path`` (opened buffered; its tensor data is never read)."""
     try:
         with open(path, "rb", opener=_open_nonblocking) as file:
-            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            info = os.fstat(file.fileno())
+            if not stat.S_ISREG(info.st_mode):
                 raise ModelSourceError(f"{where}: not a regular file", stage="header")
-            return parse_gguf_header(file.read, path.name, where)
+            return parse_gguf_header(file.read, path.name, where, file_size=info.st_size)
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         problem = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not a readable file"
         raise ModelSourceError(f"{where}: cannot read the file ({problem})", stage="header") from None
@@ -355,7 +390,8 @@ def _read_value(header: _Header, value_type: int, key: str, ahead: int) -> Any:
     return count
 
 
-def _read_tensor_info(header: _Header, index: int, ahead: int) -> TensorInfo:
+def _read_tensor_info(header: _Header, index: int, ahead: int) -> tuple[TensorInfo, int]:
+    """One entry of the tensor table, and the offset of its data in the data section."""
     name = header.name(f"the name of tensor {index:,}", ahead + 16)
     label = f"tensor {quoted(name)}"
     n_dims = header.u32(f"the dimension count of {label}", ahead + 12)
@@ -370,7 +406,7 @@ def _read_tensor_info(header: _Header, index: int, ahead: int) -> TensorInfo:
     if elements > MAX_ELEMENTS:
         raise header.fail(f"{label} has {elements:,} elements (shape {list(shape)}), more than 2**48")
     type_number = header.u32(f"the type of {label}", ahead + 8)
-    header.u64(f"the data offset of {label}", ahead)
+    offset = header.u64(f"the data offset of {label}", ahead)
     if type_number not in GGML_TYPES:
         raise header.fail(f"{label} has an unknown GGML type {type_number:,}")
     type_name, block_size, type_size = GGML_TYPES[type_number]
@@ -380,7 +416,7 @@ def _read_tensor_info(header: _Header, index: int, ahead: int) -> TensorInfo:
             f"{label} is {type_name}, whose blocks hold {block_size} weights, but its rows hold {row:,} "
             f"(shape {list(shape)})"
         )
-    return TensorInfo(name=name, dtype=type_name, shape=shape, nbytes=elements // block_size * type_size)
+    return TensorInfo(name=name, dtype=type_name, shape=shape, nbytes=elements // block_size * type_size), offset
 
 
 def gguf_config(metadata: Mapping[str, Any], where: str = "the GGUF metadata") -> dict[str, Any]:
