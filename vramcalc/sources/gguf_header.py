@@ -12,7 +12,8 @@ Layout of a GGUF file, versions 2 and 3 (little-endian), as llama.cpp writes and
     key/value pairs   key: string; value type: uint32; value (an array: item type uint32, count uint64, items)
     tensor infos      name: string; n_dims: uint32; dims: uint64 x n_dims (innermost first, "ne" order);
                       GGML type: uint32; offset into the data section: uint64
-    padding to general.alignment (32 by default), then the tensor data
+    padding to general.alignment (32 by default), then the tensor data: each tensor at its offset, in
+    the order of the table, one after another, each padded to the alignment
 
 A string is a uint64 byte count and that many UTF-8 bytes (no terminator). The bytes of a tensor are
 its rows' blocks: a GGML type stores ``block_size`` weights in ``type_size`` bytes, so a tensor holds
