@@ -102,7 +102,8 @@ _VALUE_TYPE_NAMES = {
 #: GGML_QUANT_SIZES in gguf-py/gguf/constants.py (ggml-org/llama.cpp, gguf 0.19.0), which mirror enum
 #: ggml_type in ggml/include/ggml.h and the block structs of ggml/src/ggml-common.h. The K-quants' and
 #: i-quants' blocks hold QK_K = 256 weights. Numbers missing here were retired by ggml (4 and 5: Q4_2, Q4_3;
-#: 31 to 33 and 36 to 38: the repacked Q4_0_4_4 ... IQ4_NL_8_8 layouts) and are refused as unknown.
+#: 31 to 33 and 36 to 38: the repacked Q4_0_4_4 ... IQ4_NL_8_8 layouts) or are newer than gguf 0.19.0
+#: (llama.cpp's master has since added Q2_0 = 42); they are refused as unknown, as llama.cpp refuses them.
 GGML_TYPES: dict[int, tuple[str, int, int]] = {
     0: ("F32", 1, 4),
     1: ("F16", 1, 2),
@@ -264,8 +265,8 @@ def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str, file_
     value (strings, integers, floats, booleans); an array is its length, but for numeric and boolean
     arrays of at most MAX_KEPT_ARRAY_ITEMS items, kept as lists.
 
-    The tensors' data must lie where llama.cpp looks for it: one after another in the order of the
-    table, each starting at a multiple of ``general.alignment`` (a power of two, 32 where the key is
+    The tensors' data must lie where llama.cpp looks for it (ggml/src/gguf.cpp checks the same): one
+    after another in the order of the table, each starting at a multiple of ``general.alignment`` (a power of two, 32 where the key is
     absent), so the bytes each tensor's type and shape give are the bytes it occupies. Where
     ``file_size`` is given, the data must also end within the file. Raises ModelSourceError (stage
     ``header``) for anything that is not a well-formed, bounded GGUF v2 or v3 header.
@@ -284,6 +285,8 @@ def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str, file_
     for index in range(key_count):
         ahead = (key_count - index - 1) * _MIN_KEY_BYTES + tensor_floor
         key = header.name(f"key {index}", ahead + 5)
+        if not key:
+            raise header.fail(f"key {index:,} is empty")  # llama.cpp refuses it too
         if key in metadata:
             raise header.fail(f"key {quoted(key)} appears twice")
         value_type = header.u32(f"the value type of key {quoted(key)}", ahead + 1)
@@ -409,7 +412,7 @@ def _read_tensor_info(header: _Header, index: int, ahead: int) -> tuple[TensorIn
     type_number = header.u32(f"the type of {label}", ahead + 8)
     offset = header.u64(f"the data offset of {label}", ahead)
     if type_number not in GGML_TYPES:
-        raise header.fail(f"{label} has an unknown GGML type {type_number:,}")
+        raise header.fail(f"{label} has an unknown GGML type {type_number:,} (retired, or newer than this vramcalc)")
     type_name, block_size, type_size = GGML_TYPES[type_number]
     row = shape[0] if shape else 1
     if row % block_size:
