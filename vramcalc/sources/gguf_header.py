@@ -266,8 +266,9 @@ def parse_gguf_header(read: Callable[[int], bytes], path: str, where: str, file_
     arrays of at most MAX_KEPT_ARRAY_ITEMS items, kept as lists.
 
     The tensors' data must lie where llama.cpp looks for it (ggml/src/gguf.cpp checks the same): one
-    after another in the order of the table, each starting at a multiple of ``general.alignment`` (a power of two, 32 where the key is
-    absent), so the bytes each tensor's type and shape give are the bytes it occupies. Where
+    after another in the order of the table, each starting at a multiple of ``general.alignment`` (a
+    power of two, 32 where the key is absent), so the bytes each tensor's type and shape give are the
+    bytes it occupies. Where
     ``file_size`` is given, the data must also end within the file. Raises ModelSourceError (stage
     ``header``) for anything that is not a well-formed, bounded GGUF v2 or v3 header.
     """
