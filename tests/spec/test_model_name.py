@@ -204,4 +204,4 @@ def test_a_gguf_file_is_served_by_llama_cpp_with_its_own_bytes(tmp_path: Path) -
     doc = _json(["estimate", "--model", str(tmp_path / "m.gguf"), "--prompt-len", "100", "--max-new-tokens", "28"])
     # gguf-py's own reading of the file; llama.cpp keeps the token embedding in host memory
     assert doc["components"]["parameters"] == sum(tensors.values()) - tensors["token_embd.weight"]
-    assert any("runtime=llama.cpp" in note for note in doc["assumptions"])
+    assert "runtime not given: llama.cpp (a GGUF file type)" in doc["assumptions"]
