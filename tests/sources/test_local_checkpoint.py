@@ -132,3 +132,32 @@ def test_the_parser_reads_only_what_it_is_given() -> None:
     raw = b'{"w": {"dtype": "F8_E4M3", "shape": [16, 16], "data_offsets": [0, 256]}}'
     file = parse_safetensors_header(raw, "model.safetensors", "x")
     assert file.nbytes == 256  # 16 x 16 one-byte floats
+
+
+def _header_only(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> None:
+    """A safetensors header without its data (vramcalc reads headers only): name -> (dtype, shape, bytes)."""
+    header, offset = {}, 0
+    for name, (dtype, shape, size) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+def test_a_diffusers_pipeline_is_refused_with_what_its_weights_take(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from vramcalc.cli import app
+
+    index = {"_class_name": "FluxPipeline", "transformer": ["diffusers", "T"], "vae": ["diffusers", "V"]}
+    (tmp_path / "model_index.json").write_text(json.dumps(index))
+    # 12 GiB of bf16 in the transformer (6 x 2**30 x 2 bytes), 0.5 GiB of fp32 in the VAE (2**27 x 4 bytes)
+    _header_only(
+        tmp_path / "transformer" / "diffusion_pytorch_model.safetensors", {"w": ("BF16", [6, 2**30], 12 * 2**30)}
+    )
+    _header_only(tmp_path / "vae" / "diffusion_pytorch_model.safetensors", {"w": ("F32", [2**27], 2**29)})
+    result = CliRunner().invoke(app, ["estimate", "--model", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "weights transformer 12.00 GiB, vae 0.50 GiB; all resident (pipe.to('cuda')) 12.50 GiB" in result.stderr
+    assert "one at a time (enable_model_cpu_offload) 12.00 GiB (transformer)" in result.stderr

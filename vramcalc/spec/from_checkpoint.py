@@ -188,16 +188,28 @@ def facts(checkpoint: Checkpoint, quantization: str | None, modelled: bool) -> d
     return found
 
 
+def pipeline_weights(checkpoint: Checkpoint) -> str:
+    """What a Diffusers pipeline's weights take, in one line: each component's, all of them resident
+    together (``pipe.to("cuda")``), and the largest alone (``enable_model_cpu_offload()`` moves one
+    component at a time to the GPU)."""
+    components = sorted(checkpoint.bytes_by_component().items(), key=lambda item: -item[1])
+    listed = ", ".join(f"{name} {size / 2**30:,.2f} GiB" for name, size in components)
+    largest = components[0]
+    return (
+        f"a Diffusers pipeline, weights {listed}; all resident (pipe.to('cuda')) "
+        f"{checkpoint.weight_bytes / 2**30:,.2f} GiB, one at a time (enable_model_cpu_offload) "
+        f"{largest[1] / 2**30:,.2f} GiB ({largest[0]}); vramcalc estimates the steps of transformers models, "
+        "not of diffusion pipelines"
+    )
+
+
 def checkpoint_model(checkpoint: Checkpoint, where: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """The ``model`` section for ``checkpoint``, the workload keys its files imply (``precision`` when the
     config states none; ``quantization`` from ``quantization_config``) and notes on what was read."""
     from vramcalc.spec.hf_import import config_precision, model_from_config
 
     if checkpoint.pipeline is not None:
-        raise SpecError(
-            f"{where}: a Diffusers pipeline ({checkpoint.weight_bytes:,} bytes of weights in "
-            f"{', '.join(sorted(checkpoint.configs)) or 'its components'}); vramcalc estimates transformers models"
-        )
+        raise SpecError(f"{where}: {pipeline_weights(checkpoint)}")
     config = checkpoint.config
     if config is None:
         raise SpecError(
