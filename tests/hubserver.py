@@ -182,6 +182,7 @@ _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 class _Handler(BaseHTTPRequestHandler):
     hub: HubServer
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall between them
 
     def log_message(self, format: str, *args: object) -> None:  # quiet
         pass
