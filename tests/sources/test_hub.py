@@ -280,3 +280,58 @@ def test_importing_the_sources_does_not_import_huggingface_hub() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_stalled_config_download_is_abandoned(
+    hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """huggingface_hub retries a timed-out download with a 60 s timeout, five times: the look-up gives up
+    after a few of vramcalc's timeouts instead."""
+    import threading
+
+    hub_repos.single_file_repo(tmp_path / "repo")
+    hub.add_repo("org/stalled", tmp_path / "repo")
+    monkeypatch.setenv("VRAMCALC_HUB_TIMEOUT", "0.2")
+    release = threading.Event()
+    real = hub.record
+
+    def stall_on_config(request):  # type: ignore[no-untyped-def]
+        real(request)
+        if request.path.endswith("/config.json"):
+            release.wait(10)
+
+    monkeypatch.setattr(hub, "record", stall_on_config)
+    start = time.monotonic()
+    assert "within 0.2 s" in str(_error("org/stalled"))
+    assert time.monotonic() - start < 2.5
+    # The abandoned download, answered now, ends before this server stops (its retries reach no other test).
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == "vramcalc-hub":
+            thread.join(10)
+
+
+def test_a_pipeline_downloaded_in_part_is_not_read_from_the_snapshot(hub: HubServer, tmp_path: Path) -> None:
+    from huggingface_hub import hf_hub_download
+
+    sizes = hub_repos.diffusers_repo(tmp_path / "repo")
+    hub.add_repo("org/pipe", tmp_path / "repo")
+    online = fetch_checkpoint("org/pipe", None, WHERE)
+    # Only the transformer's weights downloaded beside the configs: the snapshot is not the pipeline.
+    hf_hub_download(
+        "org/pipe",
+        "transformer/diffusion_pytorch_model.safetensors",
+        cache_dir=str(hf_cache.hub_cache_dir()),
+        endpoint=hub.url,
+    )
+    hub.clear()
+    cached = cached_checkpoint("org/pipe", None, where=WHERE)
+    assert hub.requests == []
+    assert cached is not None and cached.bytes_by_component() == sizes and cached.files == online.files
+    assert cached.pipeline == online.pipeline and cached.configs == online.configs
+
+
+def test_messages_name_the_repository_once(hub: HubServer) -> None:
+    with pytest.raises(ModelSourceError) as caught:
+        fetch_checkpoint("org/missing", "v2", "org/missing@v2")
+    assert str(caught.value).startswith("org/missing@v2: repository not found")

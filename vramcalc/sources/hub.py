@@ -75,8 +75,13 @@ class _Hub:
     token: str | None
     timeout: float
 
+    @property
+    def prefix(self) -> str:
+        """What messages start with: where the name was given, and the name (once when they are the same)."""
+        return self.label if self.where in ("", self.label) else f"{self.where}: {self.label}"
+
     def fail(self, what: str, stage: str = "hub") -> ModelSourceError:
-        return ModelSourceError(f"{self.where}: {self.label}: {what}", stage)
+        return ModelSourceError(f"{self.prefix}: {what}", stage)
 
 
 def hub_endpoint() -> str:
@@ -161,25 +166,32 @@ def weights_in(
 # Requests.
 
 
-def _bounded(call: Callable[[], Any], seconds: float, what: str) -> Any:
-    """``call()`` in a daemon thread, abandoned after ``seconds``: huggingface_hub retries a failed
-    download several times with longer timeouts, which must not hold a look-up (or the exit) hostage."""
+def _in_daemon_threads(call: Callable[[str], Any], names: list[str], seconds: float) -> dict[str, Any]:
+    """``call(name)`` for each name, :data:`MAX_PARALLEL` at a time in daemon threads, given up after
+    ``seconds`` in all: huggingface_hub retries a failed download several times with longer timeouts,
+    which must hold neither a look-up nor the interpreter's exit hostage (a pool's threads would)."""
     outcome: dict[str, Any] = {}
+    failures: list[BaseException] = []
+    gate = threading.Semaphore(MAX_PARALLEL)
 
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as exc:
-            outcome["error"] = exc
+    def run(name: str) -> None:
+        with gate:
+            try:
+                outcome[name] = call(name)
+            except BaseException as exc:
+                failures.append(exc)
 
-    thread = threading.Thread(target=run, name="vramcalc-hub", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        raise TimeoutError(f"{what} took longer than {seconds:g} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    threads = [threading.Thread(target=run, args=(name,), name="vramcalc-hub", daemon=True) for name in names]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + seconds
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if failures:
+            raise failures[0]
+    if any(thread.is_alive() for thread in threads):
+        raise TimeoutError(f"downloading {', '.join(names)} took longer than {seconds:g} s")
+    return outcome
 
 
 def _download_json(hub: _Hub, commit: str, names: list[str]) -> dict[str, Any]:
@@ -203,16 +215,7 @@ def _download_json(hub: _Hub, commit: str, names: list[str]) -> dict[str, Any]:
             )
         )
 
-    paths: dict[str, str] = {}
-    lock = threading.Lock()
-
-    def batch() -> None:
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, max(1, len(names)))) as pool:
-            for name, path in zip(names, pool.map(one, names), strict=True):
-                with lock:
-                    paths[name] = path
-
-    _bounded(batch, 3 * hub.timeout + 1, f"downloading {', '.join(names)}")
+    paths = _in_daemon_threads(one, names, 3 * hub.timeout + 1)
     parsed: dict[str, Any] = {}
     for name in names:
         try:
@@ -272,7 +275,7 @@ class _Ranges:
     def safetensors_header(self, name: str, sha256: str | None) -> TensorFile:
         from vramcalc.sources.safetensors_header import header_length, parse_safetensors_header
 
-        where = f"{self.hub.where}: {self.hub.label}: {name}"
+        where = f"{self.hub.prefix}: {name}"
         prefix = self.get(name, 0, HEADER_PREFIX_BYTES - 1)
         length = header_length(prefix, where)
         raw = prefix[8 : 8 + length]
@@ -315,8 +318,12 @@ class _Ranges:
 def _parallel(call: Callable[[str], TensorFile], names: list[str]) -> tuple[TensorFile, ...]:
     if len(names) <= 1:
         return tuple(call(name) for name in names)
-    with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(names)), thread_name_prefix="vramcalc-range") as pool:
-        return tuple(pool.map(call, names))
+    pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(names)), thread_name_prefix="vramcalc-range")
+    try:
+        futures = [pool.submit(call, name) for name in names]
+        return tuple(future.result() for future in futures)
+    finally:  # on a failure, the reads not started are dropped (those in flight end within their timeout)
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 # Errors.
@@ -464,7 +471,7 @@ def _named_file(
     if filename.endswith(".gguf"):
         from vramcalc.sources.gguf_header import gguf_config, parse_gguf_header
 
-        where = f"{hub.where}: {hub.label}: {filename}"
+        where = f"{hub.prefix}: {filename}"
         file = parse_gguf_header(ranges.reader(filename, sizes.get(filename)), filename, where)
         if file.sha256 is None and filename in sha256:
             file = replace(file, sha256=sha256[filename])
@@ -563,6 +570,19 @@ def _with_blob_hashes(checkpoint: Checkpoint, snapshot: Path) -> Checkpoint:
     return replace(checkpoint, files=files)
 
 
+def _components_have_weights(snapshot: Path) -> bool:
+    """Whether each component folder of a pipeline snapshot that has a ``config.json`` has weights files
+    too: a pipeline downloaded in part (or only its configs) is not read as the whole pipeline."""
+    try:
+        for folder in snapshot.iterdir():
+            if folder.is_dir() and (folder / "config.json").is_file():
+                if not any(path.name.endswith(hf_cache.WEIGHT_SUFFIXES) and path.exists() for path in folder.iterdir()):
+                    return False
+    except OSError:
+        return False
+    return True
+
+
 def _from_snapshot(snapshot: Path, origin: Origin, where: str, filename: str | None) -> Checkpoint | None:
     """The checkpoint in a Hugging Face cache snapshot, read from its files, where it holds the weights
     files themselves; None where it holds only configs (what :func:`fetch_checkpoint` downloads)."""
@@ -570,6 +590,8 @@ def _from_snapshot(snapshot: Path, origin: Origin, where: str, filename: str | N
 
     target = snapshot / filename if filename is not None else snapshot
     if filename is not None and not target.is_file():
+        return None
+    if filename is None and (snapshot / "model_index.json").is_file() and not _components_have_weights(snapshot):
         return None
     try:
         checkpoint = read_local(target, where, origin=origin)
@@ -583,7 +605,7 @@ def _from_snapshot(snapshot: Path, origin: Origin, where: str, filename: str | N
 def _cached_at(hub: _Hub, commit: str, origin: Origin, filename: str | None) -> Checkpoint | None:
     snapshot = hf_cache.cached_snapshot(hub.repo, commit)
     if snapshot is not None:
-        found = _from_snapshot(snapshot[0], origin, f"{hub.where}: {hub.label}", filename)
+        found = _from_snapshot(snapshot[0], origin, hub.prefix, filename)
         if found is not None:
             return found
     return header_cache.load(hub.repo, commit, origin, filename)
