@@ -16,8 +16,8 @@ Endpoints (as huggingface_hub 2.x calls them; ``{repo}`` is ``org/name``):
 * ``GET /{repo}/resolve/{rev}/{file}``: the same headers and the bytes, honouring ``Range`` (206 and
   ``Content-Range``; 416 past the end); LFS files redirect to ``GET /cdn/{sha256}``, which serves ranges too.
 
-Failure modes: a gated repository (401, ``X-Error-Code: GatedRepo``), an unknown repository (404,
-``RepoNotFound``), an unknown revision (404, ``RevisionNotFound``), a missing file (404,
+Failure modes: a gated repository (its info public, its files 401 with ``X-Error-Code: GatedRepo``),
+an unknown repository (404, ``RepoNotFound``), an unknown revision (404, ``RevisionNotFound``), a missing file (404,
 ``EntryNotFound``), a server error (500), and a slow answer (``delay`` seconds before any reply).
 Every request is recorded (method, path, ``Range``) so tests can count them.
 """
@@ -109,6 +109,7 @@ class HubServer:
         self.requests: list[Request] = []
         self.status: int | None = None  # answer every request with this error status (500, 503...)
         self.delay = 0.0  # seconds to wait before answering
+        self.ignore_range = False  # answer a Range request with the whole file (200), as some servers do
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -211,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _bytes(self, data: bytes, headers: dict[str, str]) -> None:
         """The file, or the range asked for (206), or 416 past its end."""
-        header = self.headers.get("Range")
+        header = None if self.hub.ignore_range else self.headers.get("Range")
         match = _RANGE.match(header or "")
         if header is None or match is None:
             self._send(200, {**headers, "Accept-Ranges": "bytes"}, data)
@@ -262,7 +263,8 @@ class _Handler(BaseHTTPRequestHandler):
         if repo is None:
             self._error(404, "RepoNotFound", "Repository not found")
             return
-        if repo.gated and self.headers.get("Authorization") != "Bearer hf_granted":
+        if repo.gated and not path.startswith("/api/") and self.headers.get("Authorization") != "Bearer hf_granted":
+            # As the Hub: a gated repository's info is public, its files are not.
             self._error(401, "GatedRepo", f"Access to model {repo.repo_id} is restricted. You must have access.")
             return
         revision = match["rev"] or "main"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import hub_repos
+import numpy as np
 import pytest
 from hubserver import HubServer
 
@@ -335,3 +336,49 @@ def test_messages_name_the_repository_once(hub: HubServer) -> None:
     with pytest.raises(ModelSourceError) as caught:
         fetch_checkpoint("org/missing", "v2", "org/missing@v2")
     assert str(caught.value).startswith("org/missing@v2: repository not found")
+
+
+def test_gated_weights_without_a_config(hub: HubServer, tmp_path: Path) -> None:
+    """The range read itself meets the gate (no config.json downloaded first)."""
+    hub_repos.save_tensors(tmp_path / "repo" / "model.safetensors", hub_repos.layer_tensors(0))
+    hub.add_repo("org/gated", tmp_path / "repo", gated=True)
+    assert "gated repository" in str(_error("org/gated"))
+
+
+def test_a_server_that_ignores_range_is_read_only_as_far_as_the_header(hub: HubServer, tmp_path: Path) -> None:
+    expected = hub_repos.save_tensors(
+        tmp_path / "repo" / "model.safetensors", {"big": np.zeros((512, 1024), dtype=np.float32)}
+    )
+    hub.add_repo("org/norange", tmp_path / "repo")
+    hub.ignore_range = True
+    assert fetch_checkpoint("org/norange", None, WHERE).weight_bytes == expected == 2 * 1024 * 1024
+
+
+def test_range_reader_reads_a_file_as_it_is(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ``read(n)`` a GGUF header is parsed through: the file's bytes in order, fetched in doubling ranges."""
+    from vramcalc.sources import hub as hub_module
+
+    data = np.random.default_rng(0).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "blob.gguf").write_bytes(data)
+    commit = hub.add_repo("org/blob", tmp_path / "repo")
+    monkeypatch.setattr(hub_module, "GGUF_FIRST_CHUNK", 10_000)
+    context = hub_module._context("org/blob", None, WHERE)
+    read = hub_module._Ranges(context, commit).reader("blob.gguf", len(data))
+    out = b"".join(read(n) for n in (4, 4, 8, 5000, 20_000, 1, 100_000))
+    out += read(1_000_000)  # past the end: what is left
+    assert out == data and read(10) == b""
+    ranges = [r.range for r in hub.requests if r.path.startswith("/cdn/")]
+    # Each range at least double the one before (or what a read asks for), none past the end of the file.
+    assert ranges == ["bytes=0-9999", "bytes=10000-29999", "bytes=30000-125016", "bytes=125017-299999"]
+
+
+def test_an_unreadable_header_cache_file_counts_as_missing(hub: HubServer, tmp_path: Path) -> None:
+    expected = hub_repos.single_file_repo(tmp_path / "repo")
+    commit = hub.add_repo("org/single", tmp_path / "repo")
+    fetch_checkpoint("org/single", None, WHERE)
+    stored = header_cache.repo_dir("org/single") / "checkpoints" / f"{commit}.json"
+    stored.write_text('{"format_version": 1, "files": [')
+    assert cached_checkpoint("org/single", None) is None
+    assert fetch_checkpoint("org/single", None, WHERE).weight_bytes == expected  # read again, and rewritten
+    assert cached_checkpoint("org/single", None) is not None

@@ -300,6 +300,8 @@ class _Ranges:
                 if size is not None and have >= size:
                     break
                 span = max(end - have, state["chunk"])
+                if size is not None:
+                    span = min(span, size - have)
                 state["chunk"] = min(2 * state["chunk"], GGUF_MAX_CHUNK)
                 data = self.get(name, have, have + span - 1)
                 if not data:
