@@ -366,18 +366,23 @@ def models(query: str | None = None) -> list[ModelResult]:
 
 @_bounded_errors
 def import_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ImportResult:
-    """A spec from a Hugging Face transformers ``config.json`` (``vramcalc import``), offline.
+    """A spec from a Hugging Face transformers ``config.json`` (``vramcalc import``), offline; or from a
+    model by name: a checkpoint folder or file, a catalog name or a Hub id (docs/models.md).
 
-    ``config`` is the file's path or its contents as a mapping. ``result.spec`` is the spec (name, model and
-    an example workload to edit) as a mapping every function here takes, ``result.notes`` what it leaves
-    out, and ``result.to_yaml()`` the spec file the command writes. A config vramcalc cannot import raises
-    :class:`~vramcalc.errors.SpecError` naming the field."""
+    ``config`` is the file's path, a model's name, or a config's contents as a mapping. ``result.spec`` is
+    the spec (name, model and an example workload to edit) as a mapping every function here takes,
+    ``result.notes`` what it leaves out, and ``result.to_yaml()`` the spec file the command writes. A
+    config vramcalc cannot import raises :class:`~vramcalc.errors.SpecError` naming the field."""
     from vramcalc.results.imported import ImportResult
     from vramcalc.spec.hf_import import import_spec, read_config
 
     if isinstance(config, str | os.PathLike):
         path = Path(config)
-        return ImportResult.of(import_spec(read_config(path), str(path)))
+        if path.suffix == ".json" or path.is_file() and path.suffix not in (".safetensors", ".gguf"):
+            return ImportResult.of(import_spec(read_config(path), str(path)))
+        from vramcalc.spec.model_name import import_named
+
+        return ImportResult.of(import_named(str(config), str(config)))
     if isinstance(config, Mapping):
         return ImportResult.of(import_spec(dict(config), NOT_A_CONFIG))
     raise TypeError(f"config: expected a path or a mapping, got {type(config).__name__}")

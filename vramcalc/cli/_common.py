@@ -52,9 +52,24 @@ def user_errors(source: str | None = None) -> Iterator[None]:
     try:
         yield
     except VramcalcError as exc:
-        for line in error_lines(str(exc), source, prefix=isinstance(exc, SpecError)):
+        lines = error_lines(str(exc), source, prefix=isinstance(exc, SpecError))
+        for line in lines:
             echo_err(f"error: {line}")
+        stage = getattr(exc, "stage", None)
+        if stage is not None and _wants_json():
+            # a model that could not be read: the JSON reader learns which step failed (path, cache, hub,
+            # config, header) as well as the message
+            print_json({"error": {"message": terminal_line(lines[0]), "stage": stage}})
         raise typer.Exit(EXIT_BAD_INPUT) from None
+
+
+def _wants_json() -> bool:
+    """Whether the running command was asked for JSON (``--json``, or ``--format json``)."""
+    from typer._click.globals import get_current_context  # typer's own click (never import click)
+
+    ctx = get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    return params.get("json_out") is True or params.get("json") is True or str(params.get("format")) == "json"
 
 
 #: The help of every ``--gpu`` option: what a card name may be.

@@ -109,7 +109,13 @@ def _from_config(hf_config: Path, given: dict[str, Any]) -> Spec:
 
 
 def import_command(
-    config: Annotated[Path, typer.Argument(help="A transformers config.json.", show_default=False)],
+    config: Annotated[
+        str,
+        typer.Argument(
+            help="A transformers config.json, a checkpoint folder or file, a catalog name or a Hub id (org/name).",
+            show_default=False,
+        ),
+    ],
     *,
     output: Annotated[
         str | None,
@@ -120,14 +126,24 @@ def import_command(
         ),
     ] = None,
 ) -> None:
-    """Convert a Hugging Face config.json into a vramcalc spec (offline); the workload is an example to edit."""
+    """Write a vramcalc spec for a model: from a Hugging Face config.json (offline), a checkpoint folder or
+    file, a catalog name or a Hub id (what its files hold recorded); the workload is an example to edit."""
     from vramcalc.cli._common import echo_err, user_errors
     from vramcalc.cli.output import output_file, write_text
-    from vramcalc.spec.hf_import import import_yaml
 
-    sink = output_file(output, [config])
-    with user_errors(str(config)):
-        text = import_yaml(config)
+    path = Path(config)
+    sink = output_file(output, [path])
+    with user_errors(config):
+        if path.suffix == ".json" or path.is_file() and path.suffix not in (".safetensors", ".gguf"):
+            from vramcalc.spec.hf_import import import_yaml
+
+            text = import_yaml(path)
+        else:
+            from vramcalc.spec.hf_import import spec_yaml
+            from vramcalc.spec.model_name import import_named
+
+            imported = import_named(config, config)
+            text = spec_yaml(imported.source, imported.model_type, imported.notes, imported.document, named=True)
     write_text(sink, text)
     if sink is not None:
         echo_err(f"wrote {sink.given}")

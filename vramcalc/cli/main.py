@@ -147,16 +147,19 @@ def _what_runs(
 ) -> "Runnable | None":
     """Every way ``model`` runs on the card: shown as a table or one row's spec (``--emit-spec``), or, for
     ``--json``, returned for the estimate's document to carry."""
-    from vramcalc.cli._common import card_budget
+    from vramcalc.cli._common import card_budget, notes_to_stderr
     from vramcalc.planning.runnable import option_named, runnable
     from vramcalc.spec.model_flag import spec_with_model
 
     with user_errors(source):
-        base, _ = spec_with_model(None, model, {"mode": "inference"})
+        base, notes = spec_with_model(None, model, {"mode": "inference"})
+        # the rows choose their own workloads: only what the name resolved to is worth saying
+        notes_to_stderr([note for note in notes if not note.startswith(("workload.", "precision not given"))])
         budget = card_budget(base, source, gpu, reserve, required=True)
         assert budget is not None  # required=True: a card is named or an error raised
         precision = base.workload.precision.value
-        found = runnable(base, budget, precision, model=base.name, plan=emit_spec is None, runtime=runtime)
+        name = base.name if base.model.checkpoint is None else None  # a model read from files: its keys
+        found = runnable(base, budget, precision, model=name, plan=emit_spec is None, runtime=runtime)
         chosen = option_named(found, emit_spec) if emit_spec is not None else None
     if chosen is not None:
         import yaml

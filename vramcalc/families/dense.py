@@ -13,6 +13,7 @@ from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.phases import select_phases
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, image_elements, input_bytes, workspace_bytes
+from vramcalc.families.checkpoint import stored_weight_bytes
 from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
@@ -28,7 +29,7 @@ def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, i
     assumptions = [*work.notes, *technique_notes(wl)]
     base = {
         # a pinned older transformers release may add per-layer buffers (vramcalc/stacks/transformers.py)
-        "parameters": work.n_params * work.dtypes.param + work.shape.code.buffer_bytes,
+        "parameters": _weight_bytes(work) + work.shape.code.buffer_bytes,
         "inputs": input_bytes(work.shape, work.tokens, wl.mode, image_elements(work.spec), work.dtypes.param),
         "workspace": workspace_bytes(wl.mode, target.hopper_or_newer),
         # the whole allocator blocks the weights take as they load (vramcalc/core/allocator.py)
@@ -39,6 +40,12 @@ def base_components(work: ResolvedWorkload, target: Target) -> tuple[dict[str, i
     if not target.hopper_or_newer:
         assumptions.append("cuBLAS workspace 8.125 MiB per handle (pre-Hopper GPU)")
     return base, assumptions
+
+
+def _weight_bytes(work: ResolvedWorkload) -> int:
+    """The weights' bytes: the parameters at their dtype, or pre-quantized files' bytes as stored."""
+    stored = stored_weight_bytes(work.spec)
+    return work.n_params * work.dtypes.param if stored is None else stored
 
 
 def without_unallocated_workspace(assumptions: list[str], phases: dict[str, dict[str, int]]) -> list[str]:

@@ -32,6 +32,7 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
+from vramcalc.families.checkpoint import stored_weight_bytes
 from vramcalc.families.dense import base_components, without_unallocated_workspace
 from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
@@ -60,10 +61,13 @@ LORA_TYPES = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
 def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int) -> tuple[int, Any, list[str]]:
     """The weights' bytes, their quantization details for ``--json`` (None: not quantized) and their notes."""
     q = spec.workload.quantization
+    stored = stored_weight_bytes(spec)  # pre-quantized files, loaded as they are stored
     if q is None:
-        return n_params * dt.param, None, []
+        return (n_params * dt.param if stored is None else stored), None, []
     layout = quant_layout(q.method, litgpt_gptq(spec.workload))
     wb = quantization.weight_bytes(shape, q, n_params, dt.param, layout)
+    if stored is not None:
+        wb = replace(wb, total_bytes=stored)
     gw = gguf.spec_weights(shape, q, n_params) if q.method in GGUF else None
     if gw is not None:
         notes = [f"quantization {gw.describe()}; the file's header (metadata, vocabulary) is not weights"]

@@ -8,6 +8,7 @@ from vramcalc.core.resolve import resolve_shape, workload_notes
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, build_workload
+from vramcalc.families.checkpoint import checkpoint_shape
 from vramcalc.spec.models import ModelSpec, Spec, Workload
 from vramcalc.stacks.registry import check_stack, model_code, resolve_stack
 
@@ -24,7 +25,8 @@ def resolve_model(spec: ModelSpec, workload: Workload, stack: Stack | None = Non
     stack = stack or resolve_stack(spec, workload)
     shape, notes = resolve_shape(spec, workload)
     shape, said = model_code(spec, workload, shape)
-    return shape, notes + said + workload_notes(workload, stack.workload_notes)
+    shape, read = checkpoint_shape(spec, workload, shape)
+    return shape, notes + read + said + workload_notes(workload, stack.workload_notes)
 
 
 def resolve_workload(spec: Spec, stack: Stack | None = None) -> ResolvedWorkload:

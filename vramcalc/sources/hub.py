@@ -77,8 +77,12 @@ class _Hub:
 
     @property
     def prefix(self) -> str:
-        """What messages start with: where the name was given, and the name (once when they are the same)."""
-        return self.label if self.where in ("", self.label) else f"{self.where}: {self.label}"
+        """What messages start with: where the name was given, and the name (once where ``where`` names it)."""
+        if not self.where:
+            return self.label
+        return (
+            self.where if self.where.endswith(self.label) or self.repo in self.where else f"{self.where}: {self.label}"
+        )
 
     def fail(self, what: str, stage: str = "hub") -> ModelSourceError:
         return ModelSourceError(f"{self.prefix}: {what}", stage)
@@ -614,7 +618,7 @@ def _cached_at(hub: _Hub, commit: str, origin: Origin, filename: str | None) -> 
 
 
 def cached_checkpoint(
-    repo: str, revision: str | None, *, where: str | None = None, filename: str | None = None
+    repo: str, revision: str | None, where: str | None = None, filename: str | None = None
 ) -> Checkpoint | None:
     """The checkpoint of ``repo`` at ``revision`` (None: ``main``) from the local caches, else None;
     never touches the network. The Hugging Face cache's snapshot is read where it holds the weights

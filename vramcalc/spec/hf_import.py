@@ -229,12 +229,15 @@ def import_spec(config: Config, source: str) -> ImportedSpec:
     return ImportedSpec(source, str(config["model_type"]), tuple(notes), doc)
 
 
-def spec_yaml(source: str, model_type: str, notes: Sequence[str], document: dict[str, Any]) -> str:
-    """The text ``vramcalc import`` writes: a header naming the config file, the notes as comments, the
-    spec's name and model, then its workload as an example to edit."""
+def spec_yaml(
+    source: str, model_type: str, notes: Sequence[str], document: dict[str, Any], *, named: bool = False
+) -> str:
+    """The text ``vramcalc import`` writes: a header naming the config file (``named``: the model's name, a
+    path or a Hub id, as given), the notes as comments, the spec's name and model, then its workload as
+    an example to edit."""
     import yaml
 
-    name = Path(source).name
+    name = source if named else Path(source).name
     file_name = name if name.isprintable() else quoted(name)  # one comment line
     head = [f"# Imported by vramcalc from {file_name} (model_type {model_type})."]
     head += [f"# note: {note}" for note in notes]

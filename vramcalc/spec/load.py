@@ -31,7 +31,7 @@ def parse_spec(data: Any, source: str = "<spec>") -> Spec:
         raise SpecError(f"{source}: expected a mapping with 'model' and 'workload', got {type(data).__name__}")
     model = data.get("model")
     if isinstance(model, str) or (isinstance(model, dict) and "preset" in model):
-        from vramcalc.spec.presets import expand_spec  # a catalog model by name
+        from vramcalc.spec.model_name import expand_spec  # a model by name, Hub id or path
 
         data = expand_spec(data, source)
     return validate_spec(data, source)

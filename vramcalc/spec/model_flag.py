@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from vramcalc.choices import Mode
-from vramcalc.spec.presets import expand_model, lookup
+from vramcalc.errors import SpecError
 
 if TYPE_CHECKING:
     from vramcalc.spec.models import Spec
@@ -71,31 +71,72 @@ def default_workload(
 def spec_with_model(
     spec: Spec | None, name: str, workload: dict[str, Any], flag: str = "--model", mode: Mode | None = None
 ) -> tuple[Spec, list[str]]:
-    """The spec of a command given ``--model NAME``, and notes on the defaults it filled in: the catalog
-    model with the workload, target and the rest of ``spec`` (a spec file's), else with the
+    """The spec of a command given ``--model NAME``, and notes on the defaults it filled in: the model
+    ``NAME`` names (:func:`vramcalc.spec.model_name.resolve_name`: a path, the catalog, the local cache,
+    the Hub) with the workload, target and the rest of ``spec`` (a spec file's), else with the
     ``workload`` keys (the flags; see :func:`default_workload`, and :func:`implied_mode` with the
     command's ``mode``), as ``--hf-config`` builds its spec."""
     from vramcalc.spec.load import override_workload, parse_spec
+    from vramcalc.spec.model_name import resolve_name
 
     source = f"{flag} {name}"
-    entry = lookup(name, source)
+    named = resolve_name(name, source)
+    said = list(named.notes)
+    config: dict[str, Any] | None
+    if named.checkpoint is not None:
+        from vramcalc.spec.from_checkpoint import checkpoint_model
+
+        model, implied, read = checkpoint_model(named.checkpoint, source)
+        config = named.checkpoint.config
+        said += read
+    else:
+        assert named.entry is not None
+        model, _ = named.entry.model_mapping()
+        implied, config = {}, named.entry.config
     if spec is not None:
         data = spec.model_dump(exclude_none=True)
-        data["model"], data["name"] = expand_model(entry.id, source), entry.id
-        return override_workload(parse_spec(data, source), source, **workload), []
-    model, _ = entry.model_mapping()
+        data["model"], data["name"] = model, named.spec_name
+        given = spec.workload.model_dump(exclude_none=True, exclude_unset=True)
+        data["workload"] = {**data["workload"], **{k: v for k, v in implied.items() if k not in given}}
+        return override_workload(parse_spec(data, source), source, **workload), said
     given, mode_notes = implied_mode({key: value for key, value in workload.items() if value is not None}, mode)
-    filled, notes = default_workload(model, given, entry.context_length, entry.config_value("image_size"))
-    notes = [*mode_notes, *notes]
-    if entry.config is None:
-        return parse_spec({"name": entry.id, "model": model, "workload": filled}, source), notes
-    from vramcalc.spec.hf_import import default_precision, validated_spec
+    filled, notes = default_workload(model, given, _int(config, *CONTEXT_KEYS), _int(config, "image_size"))
+    notes = [*said, *mode_notes, *notes]
+    if "precision" not in filled and config:
+        from vramcalc.spec.hf_import import default_precision
 
-    config = {**entry.config, "_name_or_path": entry.id}
-    if "precision" not in filled:  # the config's torch_dtype, as --hf-config does, not fp32
-        mode = filled.get("mode")
-        precision, note = default_precision(config, source, None if mode is None else str(mode))
+        mode_value = filled.get("mode")
+        try:
+            precision, note = default_precision(config, source, None if mode_value is None else str(mode_value))
+        except SpecError:
+            if named.checkpoint is None:
+                raise
+            precision, note = None, None  # a dtype the importer does not name: the files' own dtype below
         if precision is not None:
-            filled = {**filled, "precision": precision}
-        notes = [*notes, note] if note else notes
-    return validated_spec(config, source, filled), notes
+            filled, notes = {**filled, "precision": precision}, [*notes, note] if note else notes
+    if "precision" not in filled and "precision" in implied and filled.get("mode") in (None, Mode.train, "train"):
+        implied = {**implied, "precision": TRAINING_PRECISION.get(implied["precision"], implied["precision"])}
+    filled = {**implied, **filled}
+    if named.entry is not None and named.entry.config is not None:
+        from vramcalc.spec.hf_import import validated_spec
+
+        return validated_spec({**named.entry.config, "_name_or_path": named.entry.id}, source, filled), notes
+    return parse_spec({"name": named.spec_name, "model": model, "workload": filled}, source), notes
+
+
+#: Config fields of a model's context length.
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
+#: Training a 16-bit checkpoint is mixed precision, as HF Trainer's bf16=True / fp16=True.
+TRAINING_PRECISION = {"bf16": "amp-bf16", "fp16": "amp-fp16"}
+
+
+def _int(config: dict[str, Any] | None, *names: str) -> int | None:
+    for name in names:
+        value = (config or {}).get(name)
+        if type(value) is int and value > 0:
+            return value
+    return None
+
+
+def _states_dtype(config: dict[str, Any] | None) -> bool:
+    return bool(config) and any(isinstance((config or {}).get(key), str) for key in ("torch_dtype", "dtype"))

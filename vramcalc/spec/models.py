@@ -72,6 +72,24 @@ def _precision_schema(schema: dict[str, Any]) -> None:
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
+class CheckpointFacts(SpecSection):
+    """What the model's files hold, read from their headers when a model is named by a path, the local
+    Hugging Face cache or a Hub id (docs/models.md). ``layers_modelled: false`` says the layer shape
+    beside it does not account for every weight of the files (an architecture vramcalc does not model,
+    or towers it does not: a vision encoder): the weights are the files', the KV cache the config's
+    standard fields', activations first-order, and training is refused."""
+
+    source: Annotated[str, Field(min_length=1, max_length=500)]
+    weight_bytes: PositiveCount
+    params: PositiveCount  # stored elements: the parameter count where no tensor is packed
+    files: PositiveInt
+    tensors: PositiveInt
+    quantization: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    layers_modelled: bool = True
+    components: dict[Annotated[str, Field(max_length=200)], Annotated[int, Field(strict=True, ge=0)]] | None = None
+    sha256: dict[Annotated[str, Field(max_length=500)], Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = None
+
+
 class ModelSpec(SpecSection):
     """Shape of the network. Omitted keys are filled by :func:`vramcalc.core.shape.resolve_model`."""
 
@@ -135,6 +153,8 @@ class ModelSpec(SpecSection):
     v_head_dim: PositiveInt | None = None
     # The transformers model_type of the config.json a model came from (release-specific behaviour):
     model_type: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    # What the model's files hold, when it was read from them (vramcalc/sources/):
+    checkpoint: CheckpointFacts | None = None
 
     @model_validator(mode="after")
     def _detail_rules(self) -> "ModelSpec":
@@ -405,6 +425,12 @@ class Spec(SpecSection):
             patch = self.model.patch_size or 16
             if wl.image_size is not None and wl.image_size % patch:
                 raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
+        checkpoint = self.model.checkpoint
+        if checkpoint is not None and not checkpoint.layers_modelled and wl.mode is Mode.train:
+            raise ValueError(
+                f"workload.mode: train needs every layer modelled; {checkpoint.source} is estimated from its "
+                "files (weights, KV cache, first-order activations), for inference and serving only"
+            )
         spec_rules(self)
         torch_spec_rules(self)
         deepspeed_spec_rules(self)

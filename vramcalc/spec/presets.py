@@ -177,10 +177,64 @@ def closest_names(name: str, limit: int = 3) -> list[str]:
 
 
 def find_model(name: str) -> ModelEntry | None:
-    """The entry ``name`` names (id, alias or repository id; any case or punctuation), else None."""
+    """The entry ``name`` names (id, alias or repository id; any case or punctuation), else None. A
+    repository id names the entry its last part names (``meta-llama/Meta-Llama-3.1-8B-Instruct``: the
+    alias ``meta-llama-3.1-8b-instruct``)."""
     if len(name) > MAX_NAME_CHARS:
         return None
-    return _keys().get(normalise(name))
+    keys = _keys()
+    found = keys.get(normalise(name))
+    if found is None and "/" in name:
+        found = keys.get(normalise(name.rsplit("/", 1)[-1]))
+    return found
+
+
+#: Words of a repository name that mark a tuned variant of the same architecture (an instruct, chat or
+#: ``-it`` release), and a release date (``-2507``): dropped to find the base model in the catalog.
+VARIANT_WORDS = frozenset({"instruct", "chat", "it", "hf", "base"})
+_DATE = re.compile(r"\d{4}")
+
+
+def _variant_base(name: str) -> str | None:
+    """``Qwen3-30B-A3B-Instruct-2507`` -> ``Qwen3-30B-A3B``: the name without the variant's words (None when
+    it has none)."""
+    last = name.rsplit("/", 1)[-1]
+    words = re.split(r"[-_\s]+", last)
+    kept = [word for word in words if word.lower() not in VARIANT_WORDS and not _DATE.fullmatch(word)]
+    return "-".join(kept) if kept and len(kept) < len(words) else None
+
+
+def _alternatives(name: str, entry: ModelEntry) -> list[str]:
+    """Other entries a short name could mean: ids that start with it (``mistral-7b``: ``mistral-7b-v0.1``)."""
+    key = normalise(name.rsplit("/", 1)[-1])
+    if normalise(entry.id) == key:
+        return []
+    return [other.id for other in catalog() if other is not entry and normalise(other.id).startswith(key)]
+
+
+def find_named(name: str) -> tuple[ModelEntry, list[str]] | None:
+    """The entry ``name`` names (:func:`find_model`), else the base model of a tuned variant's name, with
+    a note saying which entry was taken for what: the variant it stands for, or the other entries an
+    ambiguous short name could mean. None when the catalog has neither."""
+    if len(name) > MAX_NAME_CHARS:
+        return None
+    entry = find_model(name)
+    if entry is not None:
+        others = _alternatives(name, entry)
+        if others:
+            return entry, [f"{name}: the catalog's {entry.id}; also {', '.join(others)}"]
+        if "/" in name and normalise(name) != normalise(entry.repo):
+            return entry, [f"{name}: the catalog's {entry.id} ({entry.repo}), the same architecture"]
+        return entry, []
+    base = _variant_base(name)
+    entry = find_model(base) if base else None
+    if entry is None:
+        return None
+    note = (
+        f"{name}: a tuned variant of the catalog's {entry.id} ({entry.repo}), whose architecture it shares; "
+        "its config's other fields (context length) are the catalog's"
+    )
+    return entry, [note]
 
 
 def unknown_model(name: str, where: str) -> SpecError:
@@ -244,35 +298,3 @@ def matching(query: str | None) -> list[ModelEntry]:
 def is_preset(model: Any) -> bool:
     """Whether a spec's ``model`` section names a catalog entry (a name, or a mapping with ``preset``)."""
     return isinstance(model, str) or (isinstance(model, dict) and PRESET_KEY in model)
-
-
-def expand_model(model: Any, source: str) -> dict[str, Any]:
-    """A spec's ``model`` section with the catalog entry it names filled in: the entry's model mapping,
-    then the section's other keys over it (they are validated with the spec). Errors name ``source``
-    and ``model`` (a name) or ``model.preset`` (a mapping)."""
-    if isinstance(model, str):
-        entry = lookup(model, f"{source}: model")
-        overrides: dict[str, Any] = {}
-    else:
-        entry = lookup(model.get(PRESET_KEY), f"{source}: model.{PRESET_KEY}")
-        overrides = {key: value for key, value in model.items() if key != PRESET_KEY}
-    try:
-        mapping, _ = entry.model_mapping()
-    except SpecError as exc:
-        where = "model" if isinstance(model, str) else f"model.{PRESET_KEY}"
-        raise SpecError(f"{source}: {where}: {entry.id}: {exc}") from None
-    return {**mapping, **overrides}
-
-
-def expand_spec(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A spec document with a preset ``model`` section expanded (see :func:`expand_model`); a document
-    without one is returned as it is."""
-    model = data.get("model")
-    if not is_preset(model):
-        return data
-    expanded = {**data, "model": expand_model(model, source)}
-    name = model if isinstance(model, str) else model.get(PRESET_KEY) if isinstance(model, dict) else None
-    entry = find_model(name) if isinstance(name, str) else None
-    if "name" not in data and entry is not None:
-        expanded["name"] = entry.id
-    return expanded

@@ -1,0 +1,134 @@
+"""Checkpoints on disk: the safetensors header reader against files the safetensors library wrote, and
+one error line for every broken or hostile header."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from checkpoint_files import LLAMA, llama_tensors, write_checkpoint
+from safetensors import safe_open
+from safetensors.numpy import save_file
+
+from vramcalc.errors import ModelSourceError
+from vramcalc.sources.local import read_local
+from vramcalc.sources.safetensors_header import parse_safetensors_header
+
+
+def test_a_single_file_holds_its_arrays_bytes(tmp_path: Path) -> None:
+    # 3x4 float16 = 24 bytes, 5 int32 = 20 bytes, 2x2 bfloat16-sized uint16 = 8 bytes: 52 in all (by hand)
+    tensors = {"a": np.zeros((3, 4), np.float16), "b": np.zeros(5, np.int32), "c": np.zeros((2, 2), np.uint16)}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    checkpoint = read_local(tmp_path / "model.safetensors", "x")
+    assert checkpoint.weight_bytes == 52
+    assert {t.name: (t.dtype, t.shape) for t in checkpoint.tensors()} == {
+        "a": ("F16", (3, 4)),
+        "b": ("I32", (5,)),
+        "c": ("U16", (2, 2)),
+    }
+    with safe_open(str(tmp_path / "model.safetensors"), "np") as handle:  # the library's own reading
+        assert sorted(handle.keys()) == sorted(t.name for t in checkpoint.tensors())
+
+
+def test_a_sharded_folder_reads_every_shard_its_index_names(tmp_path: Path) -> None:
+    tensors = llama_tensors(LLAMA)
+    expected = write_checkpoint(tmp_path, LLAMA, tensors, shards=3)
+    checkpoint = read_local(tmp_path, "x")
+    assert len(checkpoint.files) == 3
+    assert checkpoint.weight_bytes == expected == sum(array.nbytes for array in tensors.values())
+    assert checkpoint.elements == sum(array.size for array in tensors.values())
+    assert checkpoint.config == LLAMA
+
+
+def test_a_diffusers_folder_counts_each_component(tmp_path: Path) -> None:
+    (tmp_path / "model_index.json").write_text(
+        json.dumps(
+            {
+                "_class_name": "FluxPipeline",
+                "transformer": ["diffusers", "X"],
+                "vae": ["diffusers", "Y"],
+                "scheduler": ["diffusers", "Z"],
+            }
+        )
+    )
+    weights = "diffusion_pytorch_model.safetensors"
+    save_file({"w": np.zeros((10, 10), np.float16)}, str(_mkdir(tmp_path / "transformer") / weights))
+    save_file({"w": np.zeros(7, np.float32)}, str(_mkdir(tmp_path / "vae") / weights))
+    (tmp_path / "vae" / "config.json").write_text("{}")
+    checkpoint = read_local(tmp_path, "x")
+    assert checkpoint.bytes_by_component() == {"transformer": 200, "vae": 28}  # 100 x 2, 7 x 4
+    assert checkpoint.pipeline is not None and "vae" in checkpoint.configs
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir()
+    return path
+
+
+def _file(tmp_path: Path, header: bytes, length: int | None = None) -> Path:
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header) if length is None else length) + header)
+    return path
+
+
+HOSTILE = {
+    "not JSON": b"{nope",
+    "not a mapping": b"[1, 2]",
+    "unknown dtype": b'{"a": {"dtype": "F12", "shape": [1], "data_offsets": [0, 1]}}',
+    "span differs from dtype x shape": b'{"a": {"dtype": "F16", "shape": [4], "data_offsets": [0, 6]}}',
+    "overlap": b'{"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},'
+    b' "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}',
+    "gap": b'{"a": {"dtype": "U8", "shape": [4], "data_offsets": [4, 8]}}',
+    "negative dim": b'{"a": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 0]}}',
+    "huge dims": b'{"a": {"dtype": "F32", "shape": [4294967296, 4294967296], "data_offsets": [0, 0]}}',
+    "bool dims": b'{"a": {"dtype": "U8", "shape": [true], "data_offsets": [0, 1]}}',
+    "duplicate name": b'{"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]},'
+    b' "a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}',
+    "metadata not strings": b'{"__metadata__": {"k": 1}}',
+    "deep nesting": b"[" * 100_000,
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_header_is_one_error_naming_the_file(tmp_path: Path, case: str) -> None:
+    with pytest.raises(ModelSourceError) as caught:
+        read_local(_file(tmp_path, HOSTILE[case]), "spec.yaml: model")
+    message = str(caught.value)
+    assert message.startswith("spec.yaml: model: bad.safetensors: ") and "\n" not in message
+    assert len(message) < 400 and caught.value.stage == "header"
+
+
+@pytest.mark.parametrize("length", [0, 1, 100_000_001, 2**63])
+def test_a_header_length_out_of_the_format_is_refused_before_reading(tmp_path: Path, length: int) -> None:
+    with pytest.raises(ModelSourceError, match="header length"):
+        read_local(_file(tmp_path, b"{}", length), "x")
+
+
+def test_a_file_that_ends_inside_its_header_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelSourceError, match="ends inside"):
+        read_local(_file(tmp_path, b"{}", 1000), "x")
+
+
+def test_a_shard_index_naming_a_missing_or_outside_file_is_refused(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path, LLAMA, llama_tensors(LLAMA), shards=2)
+    index = json.loads((tmp_path / "model.safetensors.index.json").read_text())
+    for bad, problem in (("gone.safetensors", "not in the folder"), ("../x.safetensors", "not a file beside")):
+        index["weight_map"]["lm_head.weight"] = bad
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+        with pytest.raises(ModelSourceError, match=problem):
+            read_local(tmp_path, "x")
+
+
+def test_a_folder_without_weights_says_so(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    with pytest.raises(ModelSourceError, match="config.json but no .safetensors weights"):
+        read_local(tmp_path, "x")
+
+
+def test_the_parser_reads_only_what_it_is_given() -> None:
+    raw = b'{"w": {"dtype": "F8_E4M3", "shape": [16, 16], "data_offsets": [0, 256]}}'
+    file = parse_safetensors_header(raw, "model.safetensors", "x")
+    assert file.nbytes == 256  # 16 x 16 one-byte floats
