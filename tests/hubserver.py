@@ -19,7 +19,7 @@ Endpoints (as huggingface_hub 2.x calls them; ``{repo}`` is ``org/name``):
 Failure modes: a gated repository (its info public, its files 401 with ``X-Error-Code: GatedRepo``),
 an unknown repository (404, ``RepoNotFound``), an unknown revision (404, ``RevisionNotFound``), a missing file (404,
 ``EntryNotFound``), a server error (500), and a slow answer (``delay`` seconds before any reply).
-Every request is recorded (method, path, ``Range``) so tests can count them.
+Every request is recorded (method, path, ``Range``, ``Authorization``) so tests can count them.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ class Request:
     method: str
     path: str
     range: str | None
+    authorization: str | None = None
 
 
 class _Server(ThreadingHTTPServer):
@@ -241,7 +242,7 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.hub
         split = urlsplit(self.path)
         path = unquote(split.path)
-        hub.record(Request(self.command, path, self.headers.get("Range")))
+        hub.record(Request(self.command, path, self.headers.get("Range"), self.headers.get("Authorization")))
         if hub.delay:
             time.sleep(hub.delay)
         if hub.status is not None:

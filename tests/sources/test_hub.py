@@ -57,6 +57,9 @@ def test_single_file_repo(hub: HubServer, tmp_path: Path) -> None:
     weights = _weights_requests(hub)
     assert weights and all(rng == f"bytes=0-{HEADER_PREFIX_BYTES - 1}" for _, rng in weights)
     assert sum(1 for r in hub.requests if r.path.startswith("/cdn/")) == 1
+    # The token goes to the Hub, never to the CDN host the weights are redirected to.
+    assert all(r.authorization == "Bearer hf_anonymous" for r in hub.requests if not r.path.startswith("/cdn/"))
+    assert all(r.authorization is None for r in hub.requests if r.path.startswith("/cdn/"))
     # config.json went through hf_hub_download: it is in the Hugging Face cache, as huggingface_hub lays it out.
     snapshot, cached_commit = hf_cache.cached_snapshot("org/single", commit)  # type: ignore[misc]
     assert cached_commit == commit
