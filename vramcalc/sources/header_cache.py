@@ -12,14 +12,12 @@ tag asked for recorded as a ref to that commit::
 file is written to a temporary name and renamed, so a reader never sees half a file; a file that cannot
 be read back (truncated, edited, another version's) counts as missing.
 
-Standard library only.
+Standard library only (json and tempfile imported when a file is read or written).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -57,6 +55,8 @@ def _checkpoint_path(repo: str, commit: str, filename: str | None) -> Path:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    import tempfile
+
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -155,6 +155,8 @@ def store(checkpoint: Checkpoint, filename: str | None = None) -> Path | None:
     origin = checkpoint.origin
     if origin.repo is None or origin.commit is None or not COMMIT_RE.fullmatch(origin.commit):
         return None
+    import json
+
     path = _checkpoint_path(origin.repo, origin.commit, filename)
     try:
         _write_atomic(path, json.dumps(to_json(checkpoint), default=str, separators=(",", ":")))
@@ -180,6 +182,8 @@ def load(repo: str, commit: str, origin: Origin, filename: str | None = None) ->
     text = _read_bounded(_checkpoint_path(repo, commit, filename))
     if text is None:
         return None
+    import json
+
     try:
         data = json.loads(text)
     except ValueError:

@@ -29,7 +29,6 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -324,6 +323,8 @@ class _Ranges:
 def _parallel(call: Callable[[str], TensorFile], names: list[str]) -> tuple[TensorFile, ...]:
     if len(names) <= 1:
         return tuple(call(name) for name in names)
+    from concurrent.futures import ThreadPoolExecutor
+
     pool = ThreadPoolExecutor(max_workers=min(MAX_PARALLEL, len(names)), thread_name_prefix="vramcalc-range")
     try:
         futures = [pool.submit(call, name) for name in names]
