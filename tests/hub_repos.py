@@ -98,6 +98,24 @@ def diffusers_repo(folder: Path) -> dict[str, int]:
     return sizes
 
 
+def sentence_transformers_repo(folder: Path) -> int:
+    """A Sentence Transformers model: the transformer at the top, a Dense layer's weights in 2_Dense/."""
+    write_json(folder / "config.json", {**CONFIG, "model_type": "bert", "architectures": ["BertModel"]})
+    write_json(
+        folder / "modules.json",
+        [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+            {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"},
+        ],
+    )
+    write_json(folder / "1_Pooling" / "config.json", {"word_embedding_dimension": 16})
+    write_json(folder / "2_Dense" / "config.json", {"in_features": 16, "out_features": 8})
+    top = save_tensors(folder / "model.safetensors", layer_tensors(0))
+    dense = save_tensors(folder / "2_Dense" / "model.safetensors", {"linear.weight": np.ones((8, 16), np.float32)})
+    return top + dense
+
+
 def gguf_repo(folder: Path, names: tuple[str, ...] = ("model-Q8_0.gguf", "model-F16.gguf")) -> dict[str, int]:
     """GGUF files (llama architecture, F32 and F16 tensors, no config.json). Returns bytes per file."""
     import gguf

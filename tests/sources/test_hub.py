@@ -9,6 +9,7 @@ import importlib.util
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import hub_repos
@@ -179,6 +180,31 @@ def test_a_snapshot_holding_the_weights_is_read_from_disk(hub: HubServer, tmp_pa
     assert hub.requests == []
     assert from_disk is not None and from_disk.origin.kind == "cache" and from_disk.weight_bytes == expected
     assert from_disk.files == over_network.files  # tensors and SHA-256 alike
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        hub_repos.single_file_repo,
+        hub_repos.sharded_repo,
+        hub_repos.diffusers_repo,
+        hub_repos.sentence_transformers_repo,
+    ],
+)
+def test_the_hub_picks_the_files_a_folder_of_the_same_repository_loads(
+    hub: HubServer, tmp_path: Path, build: Callable[[Path], object]
+) -> None:
+    """Read from the Hub by range requests or from a folder on disk, a repository is the same checkpoint."""
+    from vramcalc.sources.local import read_local
+
+    build(tmp_path / "repo")
+    hub.add_repo("org/model", tmp_path / "repo")
+    remote = fetch_checkpoint("org/model", None, WHERE)
+    local = read_local(tmp_path / "repo", WHERE)
+    assert [(f.path, f.tensors, f.metadata) for f in remote.files] == [
+        (f.path, f.tensors, f.metadata) for f in local.files
+    ]
+    assert (remote.config, remote.pipeline, remote.configs) == (local.config, local.pipeline, local.configs)
 
 
 def _error(repo: str, revision: str | None = None, **kwargs: str) -> ModelSourceError:

@@ -144,7 +144,7 @@ def _shard_names(index: Any, index_name: str, hub: _Hub) -> list[str]:
     return names
 
 
-def weights_in(
+def _weights_in(
     names: Collection[str], folder: str, read_index: Callable[[str], Any], hub: _Hub
 ) -> tuple[list[str], str | None]:
     """The safetensors files (repository paths) a transformers model or Diffusers component in ``folder``
@@ -528,12 +528,12 @@ def _repository(
         for folder in folders:
             if f"{folder}/config.json" in documents:
                 configs[folder] = mapping(f"{folder}/config.json")
-            weights += weights_in(names, folder, documents.__getitem__, hub)[0]
+            weights += _weights_in(names, folder, documents.__getitem__, hub)[0]
         if not weights:
             raise hub.fail("the pipeline's component folders hold no .safetensors weights")
         config = None
     else:
-        weights = weights_in(names, "", documents.__getitem__, hub)[0]
+        weights = _weights_in(names, "", documents.__getitem__, hub)[0]
         if "modules.json" in documents:
             weights += _sentence_modules(hub, commit, names, documents["modules.json"])
     if not weights:
@@ -562,7 +562,7 @@ def _sentence_modules(hub: _Hub, commit: str, names: set[str], modules: Any) -> 
                 f"{sub}/{base}.index.json" for base in TRANSFORMERS_WEIGHTS if f"{sub}/{base}.index.json" in names
             ]
             documents = _download_json(hub, commit, indexes) if indexes else {}
-            found += weights_in(names, sub, documents.__getitem__, hub)[0]
+            found += _weights_in(names, sub, documents.__getitem__, hub)[0]
     return found
 
 
