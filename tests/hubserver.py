@@ -109,6 +109,7 @@ class HubServer:
         self.repos: dict[str, Repo] = {}
         self.requests: list[Request] = []
         self.status: int | None = None  # answer every request with this error status (500, 503...)
+        self.error_message = "Internal Error"  # and this X-Error-Message
         self.delay = 0.0  # seconds to wait before answering
         self.ignore_range = False  # answer a Range request with the whole file (200), as some servers do
         self._lock = threading.Lock()
@@ -246,7 +247,7 @@ class _Handler(BaseHTTPRequestHandler):
         if hub.delay:
             time.sleep(hub.delay)
         if hub.status is not None:
-            self._error(hub.status, message="Internal Error")
+            self._error(hub.status, message=hub.error_message)
             return
         if cdn := _CDN.match(path):
             for repo in hub.repos.values():

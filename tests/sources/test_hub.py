@@ -245,6 +245,21 @@ def test_server_error(hub: HubServer, tmp_path: Path) -> None:
     assert len(hub.requests) == 1  # not retried
 
 
+@pytest.mark.parametrize(
+    ("status", "header", "expected"),
+    [
+        (401, "Invalid credentials in Authorization header", "the Hub refused the token (401): check HF_TOKEN"),
+        (403, "Forbidden", "access denied (403): set HF_TOKEN"),
+        (429, "Too Many Requests", "rate-limiting requests (429)"),
+        (503, "Service Unavailable", "the Hub answered 503 (a server error)"),
+    ],
+)
+def test_http_errors(hub: HubServer, status: int, header: str, expected: str) -> None:
+    hub.status, hub.error_message = status, header
+    assert expected in str(_error("org/any"))
+    assert len(hub.requests) == 1
+
+
 def test_slow_server_times_out_once(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hub_repos.single_file_repo(tmp_path / "repo")
     hub.add_repo("org/single", tmp_path / "repo")
