@@ -106,6 +106,24 @@ def test_diffusers_pipeline(hub: HubServer, tmp_path: Path) -> None:
 
 
 @needs_gguf_reader
+def test_a_gguf_file_is_cached_and_read_alike_from_a_download(hub: HubServer, tmp_path: Path) -> None:
+    from huggingface_hub import hf_hub_download
+
+    hub_repos.gguf_repo(tmp_path / "repo")
+    hub.add_repo("org/gguf", tmp_path / "repo")
+    online = fetch_checkpoint("org/gguf", None, WHERE, filename="model-Q8_0.gguf")
+    hub.clear()
+    cached = cached_checkpoint("org/gguf", None, WHERE, "model-Q8_0.gguf")
+    assert cached is not None and cached.files == online.files and cached.config == online.config
+    assert cached_checkpoint("org/gguf", None, WHERE, "model-F16.gguf") is None  # another file: not read yet
+    assert hub.requests == []
+    hf_hub_download("org/gguf", "model-Q8_0.gguf", cache_dir=str(hf_cache.hub_cache_dir()), endpoint=hub.url)
+    header_cache.repo_dir("org/gguf").joinpath("checkpoints").rename(tmp_path / "moved")
+    downloaded = cached_checkpoint("org/gguf", None, WHERE, "model-Q8_0.gguf")
+    assert downloaded is not None and downloaded.files == online.files
+
+
+@needs_gguf_reader
 def test_gguf_repo_with_a_named_file(hub: HubServer, tmp_path: Path) -> None:
     sizes = hub_repos.gguf_repo(tmp_path / "repo")
     hub.add_repo("org/gguf", tmp_path / "repo")
