@@ -444,3 +444,12 @@ def test_an_unreadable_header_cache_file_counts_as_missing(hub: HubServer, tmp_p
     assert cached_checkpoint("org/single", None) is None
     assert fetch_checkpoint("org/single", None, WHERE).weight_bytes == expected  # read again, and rewritten
     assert cached_checkpoint("org/single", None) is not None
+
+
+def test_the_public_hub_is_the_default_and_unreachable_from_the_tests(
+    hf_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HF_ENDPOINT")
+    start = time.monotonic()
+    assert "cannot reach https://huggingface.co" in str(_error("org/any"))
+    assert time.monotonic() - start < 2
