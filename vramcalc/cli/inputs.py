@@ -99,7 +99,8 @@ def _from_config(hf_config: Path, given: dict[str, Any]) -> Spec:
         precision, note = default_precision(config, source, None if mode is None else str(mode))
         if precision is not None:
             workload["precision"] = precision
-    shape, _ = model_from_config(config, source)
+    shape, left_out = model_from_config(config, source)  # a multimodal config's text model: said
+    notes = [*left_out, *notes]
     context, image = shape.get("max_position_embeddings"), config.get("image_size")
     workload, filled = default_workload(shape, workload, context, image if isinstance(image, int) else None)
     imported = validated_spec(config, source, workload)

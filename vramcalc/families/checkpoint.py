@@ -68,7 +68,8 @@ def checkpoint_shape(model: ModelSpec, workload: Workload, shape: ModelShape) ->
     modelled = count_params(replace(shape, stated_params=None))
     difference = (modelled - facts.params) / facts.params
     if facts.layers_modelled and abs(difference) <= TOLERANCE:
-        notes.append(f"the modelled layers hold the files' {facts.params:,} parameters (within 0.5 %)")
+        held = "the files'" if modelled == facts.params else f"{modelled:,} of the files'"
+        notes.append(f"the modelled layers hold {held} {facts.params:,} parameters")
         return shape, notes
     if facts.layers_modelled and workload.mode is Mode.train:
         raise SpecError(

@@ -91,8 +91,9 @@ def spec_with_model(
         said += read
     else:
         assert named.entry is not None
-        model, _ = named.entry.model_mapping()
+        model, left_out = named.entry.model_mapping()  # a multimodal entry's text model: said
         implied, config = {}, named.entry.config
+        said += left_out
     if spec is not None:
         data = spec.model_dump(exclude_none=True)
         data["model"], data["name"] = model, named.spec_name

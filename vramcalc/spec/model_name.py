@@ -79,24 +79,30 @@ def _label(name: str, where: str) -> str:
     return where if where.endswith(name) else f"{where}: {name}"
 
 
-def _from_hub(name: str, where: str) -> NamedModel | None:
-    """The model a Hub id names, from the local cache, else the Hub; None when ``name`` is no Hub id."""
-    match = HUB_ID.fullmatch(name)
-    if match is None:
-        return None
+def _cached(match: re.Match[str], where: str, name: str) -> NamedModel | None:
+    """The model a Hub id names from the local caches (Hugging Face's, vramcalc's headers), offline."""
     from vramcalc.sources import hub
 
-    repo, revision, filename = match["repo"], match["revision"], (match["file"] or "").lstrip("/") or None
-    label = _label(name, where)
-    cached = hub.cached_checkpoint(repo, revision, label, filename)
+    filename = (match["file"] or "").lstrip("/") or None
+    cached = hub.cached_checkpoint(match["repo"], match["revision"], _label(name, where), filename)
+    return NamedModel(None, cached) if cached is not None else None
+
+
+def _from_hub(match: re.Match[str], where: str, name: str) -> NamedModel:
+    """The model a Hub id names, from the local cache, else the Hub."""
+    cached = _cached(match, where, name)
     if cached is not None:
-        return NamedModel(None, cached)
+        return cached
+    label = _label(name, where)
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
         raise ModelSourceError(
             f"{label}: not in the bundled catalog nor the local Hugging Face cache, and HF_HUB_OFFLINE is set",
             "cache",
         )
-    return NamedModel(None, hub.fetch_checkpoint(repo, revision, label, filename))
+    from vramcalc.sources import hub
+
+    filename = (match["file"] or "").lstrip("/") or None
+    return NamedModel(None, hub.fetch_checkpoint(match["repo"], match["revision"], label, filename))
 
 
 def resolve_name(name: object, where: str) -> NamedModel:
@@ -108,14 +114,20 @@ def resolve_name(name: object, where: str) -> NamedModel:
         raise SpecError(f"{where}: {quoted(name)} is not a model name, a Hub id or a path")
     if _is_path(name):
         return _from_path(name, where)
-    found = find_named(name)
+    hub_id = HUB_ID.fullmatch(name) if len(name) <= MAX_NAME_CHARS + 200 else None
+    found = find_named(name) if hub_id is None or hub_id["revision"] is None else None
     if found is not None:
         entry, notes = found
-        return NamedModel(entry, None, tuple(notes))
-    if len(name) <= MAX_NAME_CHARS + 200:
-        named = _from_hub(name, where)
-        if named is not None:
-            return named
+        if not entry.text_only:
+            return NamedModel(entry, None, tuple(notes))
+        cached = _cached(hub_id, where, name) if hub_id is not None else None
+        if cached is not None:  # the files count the vision tower the catalog's text model leaves out
+            return cached
+        tip = f" ({hub_id['repo']}@main reads the repository's files, the tower included)" if hub_id else ""
+        note = f"{entry.id}: the language model of a multimodal model; its vision tower is not counted{tip}"
+        return NamedModel(entry, None, (*notes, note))
+    if hub_id is not None:
+        return _from_hub(hub_id, where, name)
     raise unknown_model(name, where)
 
 

@@ -72,6 +72,10 @@ def _precision_schema(schema: dict[str, Any]) -> None:
 MLA_KEYS = ("q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 
 
+#: Bytes or elements of a checkpoint's files: a 671B model in bf16 holds 1.34e12 bytes.
+CheckpointCount = Annotated[int, Field(strict=True, gt=0, le=10**15)]
+
+
 class CheckpointFacts(SpecSection):
     """What the model's files hold, read from their headers when a model is named by a path, the local
     Hugging Face cache or a Hub id (docs/models.md). ``layers_modelled: false`` says the layer shape
@@ -80,8 +84,8 @@ class CheckpointFacts(SpecSection):
     standard fields', activations first-order, and training is refused."""
 
     source: Annotated[str, Field(min_length=1, max_length=500)]
-    weight_bytes: PositiveCount
-    params: PositiveCount  # stored elements: the parameter count where no tensor is packed
+    weight_bytes: CheckpointCount
+    params: CheckpointCount  # stored elements: the parameter count where no tensor is packed
     files: PositiveInt
     tensors: PositiveInt
     quantization: Annotated[str, Field(min_length=1, max_length=40)] | None = None

@@ -55,6 +55,11 @@ class ModelEntry:
         return ({**model, "model_type": model_type} if isinstance(model_type, str) else model), notes
 
     @property
+    def text_only(self) -> bool:
+        """Whether the entry is the language model of a multimodal model (its vision tower not counted)."""
+        return self.name.endswith("(text)")
+
+    @property
     def source_label(self) -> str:
         """How errors name this entry: ``model catalog entry llama-3.1-8b``."""
         return f"model catalog entry {self.id}"
