@@ -52,6 +52,7 @@ class Repo:
     revisions: dict[str, str]
     gated: bool = False
     files: dict[str, bytes] = field(default_factory=dict)
+    by_sha256: dict[str, bytes] = field(default_factory=dict)
 
     def load(self) -> None:
         self.files = {
@@ -59,6 +60,7 @@ class Repo:
             for path in sorted(self.folder.rglob("*"))
             if path.is_file()
         }
+        self.by_sha256 = {hashlib.sha256(data).hexdigest(): data for data in self.files.values()}
 
     def commit(self, revision: str) -> str | None:
         if revision in self.revisions:
@@ -251,10 +253,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if cdn := _CDN.match(path):
             for repo in hub.repos.values():
-                for data in repo.files.values():
-                    if hashlib.sha256(data).hexdigest() == cdn["sha"]:
-                        self._bytes(data, {"Content-Type": "application/octet-stream"})
-                        return
+                if (data := repo.by_sha256.get(cdn["sha"])) is not None:
+                    self._bytes(data, {"Content-Type": "application/octet-stream"})
+                    return
             self._error(404, message="no such object")
             return
         match = _API.match(path) or _RESOLVE.match(path)
