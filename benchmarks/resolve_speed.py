@@ -11,8 +11,10 @@ median of ``--runs`` runs, each in fresh caches:
 * ``cache, weights``: :func:`vramcalc.sources.hub.cached_checkpoint` on a snapshot that
   ``snapshot_download`` put in the Hugging Face cache (every shard's header read from disk); the goal is
   under 1 s;
-* ``cache, headers``: the same when the Hugging Face cache holds only the configs and vramcalc's own
-  cache the headers read before (what a second look after a network read finds);
+* ``cli, from cache``: ``vramcalc import`` of the model in a fresh interpreter, offline
+  (``HF_HUB_OFFLINE=1``), from that snapshot: start-up, imports and the resolve, as a user runs it;
+* ``cache, headers``: the same as ``cache, weights`` when the Hugging Face cache holds only the configs
+  and vramcalc's own cache the headers read before (what a second look after a network read finds);
 * ``hub, parallel`` and ``hub, sequential``: :func:`vramcalc.sources.hub.fetch_checkpoint` with up to
   ``MAX_PARALLEL`` range requests in flight, and with one. The stand-in answers every request after
   ``--latency-ms`` (a round trip to the Hub and its CDN is some 10 to 100 ms), which is what parallel
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +46,18 @@ from hubserver import HubServer  # noqa: E402
 from vramcalc.sources import hub as hub_module  # noqa: E402
 
 REPO = "bench/sharded"
+#: A complete decoder config, so ``vramcalc import`` estimates the model (its layers are not the shards').
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 2048,
+    "torch_dtype": "bfloat16",
+}
 
 
 def _fresh_caches(base: Path, run: str) -> None:
@@ -70,6 +85,7 @@ def main() -> None:
     os.environ.pop("HF_HUB_OFFLINE", None)
     base = Path(tempfile.mkdtemp(prefix="vramcalc-resolve-"))
     expected = hub_repos.sharded_repo(base / "repo", shards=args.shards, width=64)
+    hub_repos.write_json(base / "repo" / "config.json", {**CONFIG, "num_hidden_layers": args.shards})
     server = HubServer().start()
     os.environ["HF_ENDPOINT"] = server.url
     server.add_repo(REPO, base / "repo")
@@ -77,6 +93,7 @@ def main() -> None:
 
     times: dict[str, list[float]] = {
         "cache, weights": [],
+        "cli, from cache": [],
         "cache, headers": [],
         "hub, parallel": [],
         "hub, sequential": [],
@@ -92,6 +109,12 @@ def main() -> None:
             checkpoint = hub_module.cached_checkpoint(REPO, None)
             assert checkpoint is not None and checkpoint.weight_bytes == expected
             times["cache, weights"].append(_time(lambda: hub_module.cached_checkpoint(REPO, None)))
+            command = [sys.executable, "-m", "vramcalc", "import", REPO]
+            env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            if done.returncode:
+                raise SystemExit(f"vramcalc import {REPO} failed: {done.stderr or done.stdout}")
+            times["cli, from cache"].append(_time(lambda: subprocess.run(command, env=env, capture_output=True)))
 
             server.delay = args.latency_ms / 1000
             for label, workers in (("hub, parallel", parallel), ("hub, sequential", 1)):
