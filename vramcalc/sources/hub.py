@@ -50,7 +50,7 @@ HEADER_PREFIX_BYTES = 100_000
 MAX_PARALLEL = 8
 #: The first range read of a GGUF file; each further read doubles, up to :data:`GGUF_MAX_CHUNK`.
 GGUF_FIRST_CHUNK = 1 << 20
-GGUF_MAX_CHUNK = 64 << 20
+GGUF_MAX_CHUNK = 16 << 20
 #: Largest JSON file (config, pipeline, shard index) read from the Hub.
 MAX_JSON_BYTES = 20_000_000
 #: Weights files one checkpoint may have (as :mod:`vramcalc.sources.local` allows).
@@ -249,7 +249,9 @@ class _Ranges:
 
         want = end - start + 1
         headers = {**self.headers, "Range": f"bytes={start}-{end}", "Accept-Encoding": "identity"}
-        deadline = time.monotonic() + 2 * self.hub.timeout
+        # Each read is bounded in all, not only between packets: a few timeouts, plus a second per MB asked.
+        limit = 2 * self.hub.timeout + want / 1_000_000
+        deadline = time.monotonic() + limit
         with self.session.stream(
             "GET", self.url(name), headers=headers, timeout=self.hub.timeout, follow_redirects=True
         ) as response:
@@ -272,7 +274,7 @@ class _Ranges:
                 if len(data) >= want:
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {name} took longer than {2 * self.hub.timeout:g} s")
+                    raise TimeoutError(f"reading {name} took longer than {limit:g} s")
         return bytes(data[:want])
 
     def safetensors_header(self, name: str, sha256: str | None) -> TensorFile:
