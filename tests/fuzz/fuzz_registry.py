@@ -14,6 +14,7 @@ from typing import Any
 
 from fuzz_argv import argv, check_argv
 from fuzz_files import check_tree_case, tree_cases
+from fuzz_gguf import check_gguf_header, gguf_headers
 from fuzz_json import check_json_input, json_inputs
 from fuzz_numbers import check_number_case, number_cases
 from fuzz_outputs import check_output_case, output_cases
@@ -49,5 +50,6 @@ TARGETS = [
     Target("output-formats", output_cases, check_output_case, 21),
     Target("filesystem", tree_cases, check_tree_case, 20),
     Target("stdout-failures", sink_cases, check_sink_case, 4),
+    Target("gguf-header", gguf_headers, check_gguf_header, 200),
 ]
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}

@@ -41,12 +41,17 @@ def _stored(model: ModelSpec, workload: Workload) -> int | None:
     return None
 
 
+def _size(n_bytes: int) -> str:
+    """GiB for a model's weights, MiB below one GiB (a small model, a projector)."""
+    return format_bytes(n_bytes) if n_bytes >= 2**30 else format_bytes(n_bytes, "MiB")
+
+
 def _others(components: dict[str, int] | None) -> str:
     """The components besides the language model, for a note: ``vision_tower 0.83 GiB``."""
     if not components:
         return ""
     shown = [
-        f"{name} {format_bytes(size)}"
+        f"{name} {_size(size)}"
         for name, size in sorted(components.items())
         if name not in ("model", "language_model", "text_model")
     ]
@@ -59,7 +64,7 @@ def checkpoint_shape(model: ModelSpec, workload: Workload, shape: ModelShape) ->
     facts = model.checkpoint
     if facts is None:
         return shape, []
-    read = f"weights read from the files of {facts.source}: {format_bytes(facts.weight_bytes)} in {facts.files} file"
+    read = f"weights read from the files of {facts.source}: {_size(facts.weight_bytes)} in {facts.files} file"
     notes = [read + ("s" if facts.files > 1 else "")]
     if facts.quantization is not None:
         if _stored(model, workload) is not None:

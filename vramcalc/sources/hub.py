@@ -481,10 +481,11 @@ def _named_file(
         from vramcalc.sources.gguf_header import gguf_config, parse_gguf_header
 
         where = f"{hub.prefix}: {filename}"
-        file = parse_gguf_header(ranges.reader(filename, sizes.get(filename)), filename, where)
+        size = sizes.get(filename)
+        file = parse_gguf_header(ranges.reader(filename, size), filename, where, file_size=size)
         if file.sha256 is None and filename in sha256:
             file = replace(file, sha256=sha256[filename])
-        return Checkpoint(origin, "gguf", (file,), gguf_config(file.metadata))
+        return Checkpoint(origin, "gguf", (file,), gguf_config(file.metadata, where))
     if filename.endswith(".safetensors"):
         folder = filename.rsplit("/", 1)[0] + "/" if "/" in filename else ""
         config_name = f"{folder}config.json"

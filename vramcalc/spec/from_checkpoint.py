@@ -73,6 +73,26 @@ def quantization_of(config: dict[str, Any], where: str) -> dict[str, Any] | None
     return None
 
 
+#: llama.cpp's ``general.file_type`` (``LlamaFileType`` in gguf-py's constants.py) and the GGUF file types
+#: vramcalc models (llama-quantize's presets, vramcalc/stacks/gguf.py).
+GGUF_FILE_TYPES = {
+    2: "q4_0", 3: "q4_1", 7: "q8_0", 8: "q5_0", 9: "q5_1", 10: "q2_k", 11: "q3_k_s", 12: "q3_k_m",
+    13: "q3_k_l", 14: "q4_k_s", 15: "q4_k_m", 16: "q5_k_s", 17: "q5_k_m", 18: "q6_k",
+}  # fmt: skip
+#: File types whose weights are floats: no quantization.
+GGUF_FLOAT_FILE_TYPES = {0: "fp32", 1: "fp16", 32: "bf16"}
+
+
+def gguf_quantization(config: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """A GGUF file's quantization for the spec (None: floats, or a type vramcalc has no layout for) and the
+    name its ``general.file_type`` has (None: floats)."""
+    file_type = config.get("gguf_file_type")
+    if type(file_type) is not int or file_type in GGUF_FLOAT_FILE_TYPES:
+        return None, None
+    method = GGUF_FILE_TYPES.get(file_type)
+    return ({"method": method}, method) if method else (None, f"gguf file type {file_type}")
+
+
 def stored_method(config: dict[str, Any]) -> str | None:
     """The ``quant_method`` a config's ``quantization_config`` names (any, modelled or not)."""
     section = config.get("quantization_config")
@@ -186,7 +206,11 @@ def checkpoint_model(checkpoint: Checkpoint, where: str) -> tuple[dict[str, Any]
         )
     workload: dict[str, Any] = {}
     notes: list[str] = []
-    quantization = quantization_of(config, where)
+    if checkpoint.format == "gguf":
+        quantization, method = gguf_quantization(config)
+    else:
+        quantization = quantization_of(config, where)
+        method = quantization["method"] if quantization is not None else stored_method(config)
     try:
         model, notes = model_from_config(config, where)
         modelled = True
@@ -209,7 +233,6 @@ def checkpoint_model(checkpoint: Checkpoint, where: str) -> tuple[dict[str, Any]
         if precision is not None:
             workload["precision"] = precision
             notes.append(f"precision not given: {precision} (the dtype most of the files' weights are stored in)")
-    method = quantization["method"] if quantization is not None else stored_method(config)
     if quantization is None and method is not None:
         notes.append(f"quantization_config: {method} is not a layout vramcalc models; the weights are the files' bytes")
     model["checkpoint"] = facts(checkpoint, method, modelled)

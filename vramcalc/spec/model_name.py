@@ -185,8 +185,8 @@ def import_named(name: str, where: str) -> Any:
         if named.entry.config is None:
             raise SpecError(f"{where}: {named.entry.id} is a catalog model without a config.json to import")
         imported = import_spec({**named.entry.config, "_name_or_path": named.entry.id}, where)
-        notes = (*(named.notes or [f"the catalog's {named.entry.id} ({named.entry.repo})"]), *imported.notes)
-        return ImportedSpec(imported.source, imported.model_type, notes, imported.document)
+        said = (*(named.notes or [f"the catalog's {named.entry.id} ({named.entry.repo})"]), *imported.notes)
+        return ImportedSpec(imported.source, imported.model_type, said, imported.document)
     assert named.checkpoint is not None
     from vramcalc.spec.from_checkpoint import checkpoint_model
 
