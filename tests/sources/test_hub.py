@@ -5,7 +5,6 @@ cached so a second look needs no network, and every failure one line naming the 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import sys
 import time
@@ -22,9 +21,6 @@ from vramcalc.sources import header_cache, hf_cache
 from vramcalc.sources.hub import HEADER_PREFIX_BYTES, cached_checkpoint, fetch_checkpoint, split_revision
 
 WHERE = "--model"
-needs_gguf_reader = pytest.mark.skipif(
-    importlib.util.find_spec("vramcalc.sources.gguf_header") is None, reason="the GGUF header reader is not there yet"
-)
 
 
 def _weights_requests(hub: HubServer) -> list[tuple[str, str | None]]:
@@ -105,7 +101,6 @@ def test_diffusers_pipeline(hub: HubServer, tmp_path: Path) -> None:
     assert checkpoint.weight_bytes == sum(sizes.values())
 
 
-@needs_gguf_reader
 def test_a_gguf_file_is_cached_and_read_alike_from_a_download(hub: HubServer, tmp_path: Path) -> None:
     from huggingface_hub import hf_hub_download
 
@@ -123,7 +118,6 @@ def test_a_gguf_file_is_cached_and_read_alike_from_a_download(hub: HubServer, tm
     assert downloaded is not None and downloaded.files == online.files
 
 
-@needs_gguf_reader
 def test_gguf_repo_with_a_named_file(hub: HubServer, tmp_path: Path) -> None:
     sizes = hub_repos.gguf_repo(tmp_path / "repo")
     hub.add_repo("org/gguf", tmp_path / "repo")
