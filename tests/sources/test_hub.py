@@ -131,7 +131,10 @@ def test_gguf_repo_with_a_named_file(hub: HubServer, tmp_path: Path) -> None:
 def test_gguf_repo_without_a_file_named_asks_for_one(hub: HubServer, tmp_path: Path) -> None:
     hub_repos.gguf_repo(tmp_path / "repo")
     hub.add_repo("org/gguf", tmp_path / "repo")
-    with pytest.raises(ModelSourceError, match=r"org/gguf: a GGUF repository; name the file .*model-F16.gguf"):
+    with pytest.raises(
+        ModelSourceError,
+        match=r"org/gguf: a GGUF repository; name the file to read as org/gguf/FILE.gguf \(model-F16.gguf, ",
+    ):
         fetch_checkpoint("org/gguf", None, WHERE)
     with pytest.raises(ModelSourceError, match=r"no file 'nope.gguf' in the repository; its .gguf files: "):
         fetch_checkpoint("org/gguf", None, WHERE, filename="nope.gguf")

@@ -543,7 +543,7 @@ def _repository(
         ggufs = sorted(name for name in names if name.endswith(".gguf"))
         if ggufs:
             shown = ", ".join(ggufs[:5]) + (", ..." if len(ggufs) > 5 else "")
-            raise hub.fail(f"a GGUF repository; name the file to read ({shown})")
+            raise hub.fail(f"a GGUF repository; name the file to read as {hub.repo}/FILE.gguf ({shown})")
         if config is None:
             raise hub.fail("no config.json and no .safetensors or .gguf weights in the repository")
         raise hub.fail("config.json but no .safetensors weights (vramcalc reads the weights' headers)")
