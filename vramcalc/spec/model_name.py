@@ -81,7 +81,7 @@ def _label(name: str, where: str) -> str:
 
 def _cached(match: re.Match[str], where: str, name: str) -> NamedModel | None:
     """The model a Hub id names from the local caches (Hugging Face's, vramcalc's headers), offline."""
-    from vramcalc.sources import hub  # type: ignore[attr-defined]
+    from vramcalc.sources import hub
 
     filename = (match["file"] or "").lstrip("/") or None
     cached = hub.cached_checkpoint(match["repo"], match["revision"], _label(name, where), filename)
@@ -99,7 +99,7 @@ def _from_hub(match: re.Match[str], where: str, name: str) -> NamedModel:
             f"{label}: not in the bundled catalog nor the local Hugging Face cache, and HF_HUB_OFFLINE is set",
             "cache",
         )
-    from vramcalc.sources import hub  # type: ignore[attr-defined]
+    from vramcalc.sources import hub
 
     filename = (match["file"] or "").lstrip("/") or None
     return NamedModel(None, hub.fetch_checkpoint(match["repo"], match["revision"], label, filename))

@@ -1,0 +1,74 @@
+"""``vramcalc import org/name`` end to end against the local Hub stand-in: the resolver finds the model on
+the Hub, then in the caches with no request at all, offline too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import hub_repos
+import numpy as np
+import pytest
+from hubserver import HubServer
+from typer.testing import CliRunner
+
+from vramcalc.cli import app
+
+CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+    "max_position_embeddings": 256,
+    "torch_dtype": "bfloat16",
+    "tie_word_embeddings": False,
+}
+
+
+def _llama(folder: Path) -> int:
+    hub_repos.write_json(folder / "config.json", CONFIG)
+    tensors = {
+        "model.embed_tokens.weight": np.zeros((100, 64), np.float16),
+        "lm_head.weight": np.zeros((100, 64), np.float16),
+        "model.norm.weight": np.zeros(64, np.float16),
+    }
+    shapes = {
+        "self_attn.q_proj.weight": (64, 64),
+        "self_attn.k_proj.weight": (32, 64),
+        "self_attn.v_proj.weight": (32, 64),
+        "self_attn.o_proj.weight": (64, 64),
+        "mlp.gate_proj.weight": (128, 64),
+        "mlp.up_proj.weight": (128, 64),
+        "mlp.down_proj.weight": (64, 128),
+        "input_layernorm.weight": (64,),
+        "post_attention_layernorm.weight": (64,),
+    }
+    for layer in range(2):
+        tensors.update({f"model.layers.{layer}.{name}": np.zeros(shape, np.float16) for name, shape in shapes.items()})
+    return hub_repos.save_tensors(folder / "model.safetensors", tensors)
+
+
+def test_import_a_hub_id_then_again_offline(hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = _llama(tmp_path / "repo")
+    commit = hub.add_repo("acme/widget-model", tmp_path / "repo")
+    first = CliRunner().invoke(app, ["import", "acme/widget-model"])
+    assert first.exit_code == 0, first.output
+    assert f"source: acme/widget-model@{commit}" in first.output and f"weight_bytes: {expected}" in first.output
+    assert hub.count("GET", "/cdn/") == 1  # the weights' header, by one range request
+    hub.clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    again = CliRunner().invoke(app, ["import", "acme/widget-model"])
+    assert again.exit_code == 0 and again.output == first.output
+    assert hub.requests == []
+
+
+def test_a_missing_repository_is_one_line(hub: HubServer) -> None:
+    result = CliRunner().invoke(app, ["import", "acme/absent-model"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: acme/absent-model: repository not found on {hub.url} (a private repository needs HF_TOKEN set "
+        "to a token with access)"
+    ]
