@@ -82,3 +82,34 @@ def write_checkpoint(
         index = {"metadata": {"total_size": sum(array.nbytes for array in tensors.values())}, "weight_map": weight_map}
         (folder / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
     return sum(array.nbytes for array in tensors.values())
+
+
+def write_llama_gguf(path: Path) -> None:
+    """A small Llama as llama.cpp's converter names its tensors, in Q8_0 (file type 7) with f32 norms."""
+    import gguf
+    from gguf.quants import quantize
+
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(2)
+    writer.add_embedding_length(64)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    writer.add_context_length(2048)
+    writer.add_feed_forward_length(128)
+    writer.add_file_type(7)
+    writer.add_token_list([f"t{i}" for i in range(256)])
+    linears = {"attn_q": (64, 64), "attn_k": (32, 64), "attn_v": (32, 64), "attn_output": (64, 64)}
+    linears |= {"ffn_gate": (128, 64), "ffn_up": (128, 64), "ffn_down": (64, 128)}
+    for layer in range(2):
+        for name, shape in linears.items():
+            writer.add_tensor(f"blk.{layer}.{name}.weight", quantize(np.zeros(shape, np.float32), q8), raw_dtype=q8)
+        for norm in ("attn_norm", "ffn_norm"):
+            writer.add_tensor(f"blk.{layer}.{norm}.weight", np.zeros(64, np.float32))
+    for name in ("token_embd", "output"):
+        writer.add_tensor(f"{name}.weight", quantize(np.zeros((256, 64), np.float32), q8), raw_dtype=q8)
+    writer.add_tensor("output_norm.weight", np.zeros(64, np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()

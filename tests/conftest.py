@@ -9,6 +9,7 @@ is how test modules in any folder import tests/spec_texts.py.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,19 @@ os.environ["_TYPER_FORCE_DISABLE_TERMINAL"] = "1"
 os.environ["NO_COLOR"] = "1"
 os.environ["COLUMNS"] = "200"
 for var in ("FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS"):
+    os.environ.pop(var, None)
+# No test reaches the Hub: its address is a local port where nothing listens (a look-up fails at once), and
+# the Hugging Face and vramcalc caches are this run's own, empty, never the machine's. The Hub's own tests
+# (tests/sources/) start a local stand-in and point HF_ENDPOINT at it.
+_CACHES = tempfile.mkdtemp(prefix="vramcalc-tests-")
+os.environ |= {
+    "HF_ENDPOINT": "http://127.0.0.1:9",
+    "HF_HOME": os.path.join(_CACHES, "hf"),
+    "HF_HUB_CACHE": os.path.join(_CACHES, "hf", "hub"),
+    "VRAMCALC_CACHE": os.path.join(_CACHES, "vramcalc"),
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+}
+for var in ("HF_TOKEN", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HUGGINGFACE_HUB_CACHE"):
     os.environ.pop(var, None)
 
 import pytest  # noqa: E402

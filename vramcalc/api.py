@@ -378,9 +378,10 @@ def import_config(config: str | os.PathLike[str] | Mapping[str, Any]) -> ImportR
 
     if isinstance(config, str | os.PathLike):
         path = Path(config)
-        if path.suffix == ".json" or path.is_file() and path.suffix not in (".safetensors", ".gguf"):
+        from vramcalc.spec.model_name import import_named, is_config_file
+
+        if is_config_file(str(config)):
             return ImportResult.of(import_spec(read_config(path), str(path)))
-        from vramcalc.spec.model_name import import_named
 
         return ImportResult.of(import_named(str(config), str(config)))
     if isinstance(config, Mapping):

@@ -72,3 +72,16 @@ def test_a_missing_repository_is_one_line(hub: HubServer) -> None:
         f"error: acme/absent-model: repository not found on {hub.url} (a private repository needs HF_TOKEN set "
         "to a token with access)"
     ]
+
+
+def test_one_gguf_file_of_a_hub_repository_by_its_path(hub: HubServer, tmp_path: Path) -> None:
+    import gguf
+    from checkpoint_files import write_llama_gguf
+
+    (tmp_path / "repo").mkdir()
+    write_llama_gguf(tmp_path / "repo" / "model-Q8_0.gguf")
+    expected = sum(int(t.n_bytes) for t in gguf.GGUFReader(str(tmp_path / "repo" / "model-Q8_0.gguf")).tensors)
+    hub.add_repo("acme/widget-GGUF", tmp_path / "repo")
+    result = CliRunner().invoke(app, ["import", "acme/widget-GGUF/model-Q8_0.gguf"])
+    assert result.exit_code == 0, result.output
+    assert f"weight_bytes: {expected}" in result.output and "quantization: q8_0" in result.output

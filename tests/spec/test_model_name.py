@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from checkpoint_files import LLAMA, llama_tensors, write_checkpoint
+from checkpoint_files import LLAMA, llama_tensors, write_checkpoint, write_llama_gguf
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
@@ -165,41 +165,10 @@ def test_the_api_imports_a_folder(tmp_path: Path) -> None:
     assert estimate.params == sum(array.size for array in llama_tensors(LLAMA).values())
 
 
-def _gguf(path: Path) -> None:
-    """A small Llama as llama.cpp's converter names its tensors, in Q8_0 (file type 7) with f32 norms."""
-    import gguf
-    from gguf.quants import quantize
-
-    q8 = gguf.GGMLQuantizationType.Q8_0
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(2)
-    writer.add_embedding_length(64)
-    writer.add_head_count(4)
-    writer.add_head_count_kv(2)
-    writer.add_context_length(2048)
-    writer.add_feed_forward_length(128)
-    writer.add_file_type(7)
-    writer.add_token_list([f"t{i}" for i in range(256)])
-    linears = {"attn_q": (64, 64), "attn_k": (32, 64), "attn_v": (32, 64), "attn_output": (64, 64)}
-    linears |= {"ffn_gate": (128, 64), "ffn_up": (128, 64), "ffn_down": (64, 128)}
-    for layer in range(2):
-        for name, shape in linears.items():
-            writer.add_tensor(f"blk.{layer}.{name}.weight", quantize(np.zeros(shape, np.float32), q8), raw_dtype=q8)
-        for norm in ("attn_norm", "ffn_norm"):
-            writer.add_tensor(f"blk.{layer}.{norm}.weight", np.zeros(64, np.float32))
-    for name in ("token_embd", "output"):
-        writer.add_tensor(f"{name}.weight", quantize(np.zeros((256, 64), np.float32), q8), raw_dtype=q8)
-    writer.add_tensor("output_norm.weight", np.zeros(64, np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-
-
 def test_a_gguf_file_is_served_by_llama_cpp_with_its_own_bytes(tmp_path: Path) -> None:
     import gguf
 
-    _gguf(tmp_path / "m.gguf")
+    write_llama_gguf(tmp_path / "m.gguf")
     tensors = {tensor.name: int(tensor.n_bytes) for tensor in gguf.GGUFReader(str(tmp_path / "m.gguf")).tensors}
     doc = _json(["estimate", "--model", str(tmp_path / "m.gguf"), "--prompt-len", "100", "--max-new-tokens", "28"])
     # gguf-py's own reading of the file; llama.cpp keeps the token embedding in host memory

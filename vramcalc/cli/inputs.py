@@ -135,13 +135,14 @@ def import_command(
     path = Path(config)
     sink = output_file(output, [path])
     with user_errors(config):
-        if path.suffix == ".json" or path.is_file() and path.suffix not in (".safetensors", ".gguf"):
+        from vramcalc.spec.model_name import import_named, is_config_file
+
+        if is_config_file(config):
             from vramcalc.spec.hf_import import import_yaml
 
             text = import_yaml(path)
         else:
             from vramcalc.spec.hf_import import spec_yaml
-            from vramcalc.spec.model_name import import_named
 
             imported = import_named(config, config)
             text = spec_yaml(imported.source, imported.model_type, imported.notes, imported.document, named=True)

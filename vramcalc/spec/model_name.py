@@ -58,13 +58,29 @@ class NamedModel:
 
 
 def _is_path(name: str) -> bool:
-    """Whether ``name`` means a file or folder: one exists there, or it is spelled as a path."""
+    """Whether ``name`` means a file or folder: one exists there, or it is spelled as a path (a Hub id's
+    GGUF file, ``org/name/file.gguf``, is the Hub's unless such a file is here)."""
     try:
         if os.path.lexists(name):
             return True
     except (OSError, ValueError):
         return False
-    return name.startswith(("/", "./", "../", "~")) or name.endswith(PATH_SUFFIXES)
+    if name.startswith(("/", "./", "../", "~")):
+        return True
+    hub_file = HUB_ID.fullmatch(name)
+    return name.endswith(PATH_SUFFIXES) and (hub_file is None or hub_file["file"] is None)
+
+
+def is_config_file(name: str) -> bool:
+    """Whether ``vramcalc import NAME`` names a transformers config.json (the importer's own input) rather
+    than a model: a ``.json`` name, or a file that is no ``.safetensors`` or ``.gguf``."""
+    path = Path(name)
+    if path.suffix == ".json":
+        return True
+    try:
+        return path.is_file() and path.suffix not in (".safetensors", ".gguf")
+    except (OSError, ValueError):  # a name too long for the file system, an embedded NUL
+        return False
 
 
 def _from_path(name: str, where: str) -> NamedModel:
