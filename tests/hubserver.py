@@ -3,6 +3,7 @@ list and download files, and the range requests vramcalc reads headers with. No 
 
 Endpoints (as huggingface_hub 2.x calls them; ``{repo}`` is ``org/name``):
 
+* ``GET /api/models?search=TEXT&limit=N``: the model search (``HfApi.list_models``);
 * ``GET /api/models/{repo}`` and ``GET /api/models/{repo}/revision/{rev}``: the repository's info
   (``HfApi.model_info`` / ``repo_info``; ``snapshot_download`` resolves its revision there). With
   ``?blobs=true`` (``files_metadata=True``) each sibling has ``size``, ``blobId`` and, for an LFS file,
@@ -51,6 +52,8 @@ class Repo:
     folder: Path
     revisions: dict[str, str]
     gated: bool = False
+    downloads: int = 0
+    likes: int = 0
     files: dict[str, bytes] = field(default_factory=dict)
     by_sha256: dict[str, bytes] = field(default_factory=dict)
 
@@ -258,6 +261,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return
             self._error(404, message="no such object")
             return
+        if path == "/api/models":  # the Hub's model search (HfApi.list_models): ids holding the search text
+            self._search(parse_qs(split.query))
+            return
         match = _API.match(path) or _RESOLVE.match(path)
         if match is None:
             self._error(404, message="not an endpoint of this stand-in")
@@ -279,6 +285,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._api(repo, commit, match["kind"], match["sub"], parse_qs(split.query))
         else:
             self._resolve(repo, commit, match["file"])
+
+    def _search(self, query: dict[str, list[str]]) -> None:
+        """Repositories whose id holds ``search`` (any case), as the Hub lists them, up to ``limit``; each
+        with the downloads and likes a test set (``Repo.downloads``), most downloaded first."""
+        text = query.get("search", [""])[0].lower()
+        limit = int(query.get("limit", ["1000"])[0])
+        found = [repo for repo in self.hub.repos.values() if text in repo.repo_id.lower()]
+        found.sort(key=lambda repo: -repo.downloads)
+        entries = [
+            {"_id": repo.repo_id, "id": repo.repo_id, "modelId": repo.repo_id, "downloads": repo.downloads,
+             "likes": repo.likes, "pipeline_tag": "text-generation", "library_name": "transformers",
+             "private": False, "tags": []}
+            for repo in found[:limit]
+        ]  # fmt: skip
+        self._json(entries)
 
     def _api(self, repo: Repo, commit: str, kind: str | None, sub: str | None, query: dict[str, list[str]]) -> None:
         if kind == "tree":

@@ -642,3 +642,65 @@ def cached_checkpoint(
         if found is not None:
             return found
     return None
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """One repository the Hub's model search found: its id, downloads, likes, task and library."""
+
+    repo: str
+    downloads: int
+    likes: int
+    pipeline_tag: str | None
+    library: str | None
+
+
+#: Repositories one search lists at most.
+MAX_SEARCH_RESULTS = 100
+
+
+def search_hub(query: str, limit: int = 20) -> list[HubModel]:
+    """The Hub's models whose id holds ``query``, most downloaded first (``vramcalc models --hub``); one
+    :class:`ModelSourceError` line when the Hub cannot answer within the timeout."""
+    hub = _Hub("models", "main", None, f"the Hub's search for {query!r}", "", hub_endpoint(), None, hub_timeout())
+    if hf_cache.hub_offline():
+        raise hub.fail("HF_HUB_OFFLINE is set (vramcalc models --cached lists the local cache)")
+    hub = replace(hub, token=os.environ.get("HF_TOKEN") or None)
+
+    def search(_: str) -> Any:
+        # one request to the endpoint HfApi.list_models pages through, without its retries
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        params = {"search": query, "sort": "downloads", "limit": str(max(1, min(limit, MAX_SEARCH_RESULTS)))}
+        headers = build_hf_headers(token=hub.token, library_name="vramcalc")
+        response = get_session().get(f"{hub.endpoint}/api/models", params=params, headers=headers, timeout=hub.timeout)
+        hf_raise_for_status(response)
+        return response.json()
+
+    try:
+        found = _in_daemon_threads(search, ["search"], hub.timeout + 1)["search"]
+    except Exception as exc:  # the boundary: whatever huggingface_hub or the network raised
+        raise hub_error(hub, exc) from None
+    if not isinstance(found, list):
+        raise hub.fail("the Hub's search answered something other than a list of models")
+    return [_hub_model(entry) for entry in found[:MAX_SEARCH_RESULTS] if isinstance(entry, dict)]
+
+
+def _hub_model(entry: dict[str, Any]) -> HubModel:
+    """One entry of the Hub's search answer, its fields checked (a hostile answer cannot break the listing)."""
+
+    def count(key: str) -> int:
+        value = entry.get(key)
+        return value if type(value) is int and value >= 0 else 0
+
+    def text(key: str) -> str | None:
+        value = entry.get(key)
+        return _one_line(value, 100) if isinstance(value, str) and value else None
+
+    return HubModel(
+        text("id") or text("modelId") or "?",
+        count("downloads"),
+        count("likes"),
+        text("pipeline_tag"),
+        text("library_name"),
+    )
