@@ -20,6 +20,12 @@ median of ``--runs`` runs, each in fresh caches:
   ``--latency-ms`` (a round trip to the Hub and its CDN is some 10 to 100 ms), which is what parallel
   requests hide; on a bare loopback the two differ little.
 
+* ``start-up``: ``vramcalc estimate --model REPO --gpu h100-sxm`` offline from that snapshot against
+  ``vramcalc estimate SPEC --gpu h100-sxm`` on the spec ``vramcalc import`` wrote for it, in paired,
+  interleaved fresh interpreters (``--startup-runs`` pairs): the median CPU time of each (user + system
+  of the child) and the median of the per-pair ratios. The goal is a ratio within 1.10: naming a cached
+  model costs what a spec file does.
+
 Also prints the requests each network resolve made. Imports huggingface_hub, safetensors and numpy (the
 ``test`` extra). Always exits 0: it is a measurement, not a test.
 """
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,11 +79,37 @@ def _time(call: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def _cpu(command: list[str], env: dict[str, str]) -> float:
+    """CPU seconds (user + system) of one run of ``command`` in a fresh interpreter."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(command, env=env, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(command)} failed: {done.stderr.decode()}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def startup_pairs(spec: Path, env: dict[str, str], runs: int) -> tuple[float, float, float]:
+    """Median CPU of ``estimate --model REPO`` and of ``estimate SPEC``, and the median per-pair ratio."""
+    by_model = [sys.executable, "-m", "vramcalc", "estimate", "--model", REPO, "--gpu", "h100-sxm"]
+    by_model += ["--mode", "inference", "--seq-len", "2048"]
+    by_spec = [sys.executable, "-m", "vramcalc", "estimate", str(spec), "--gpu", "h100-sxm"]
+    for command in (by_model, by_spec):  # warm-up: bytecode caches written
+        _cpu(command, env)
+    model_cpu, spec_cpu = [], []
+    for _ in range(runs):
+        model_cpu.append(_cpu(by_model, env))
+        spec_cpu.append(_cpu(by_spec, env))
+    ratios = [m / s for m, s in zip(model_cpu, spec_cpu, strict=True)]
+    return statistics.median(model_cpu), statistics.median(spec_cpu), statistics.median(ratios)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", type=int, default=30)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--startup-runs", type=int, default=11)
     args = parser.parse_args()
 
     os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
@@ -115,6 +148,10 @@ def main() -> None:
             if done.returncode:
                 raise SystemExit(f"vramcalc import {REPO} failed: {done.stderr or done.stdout}")
             times["cli, from cache"].append(_time(lambda: subprocess.run(command, env=env, capture_output=True)))
+            if run == 0:
+                spec = base / "imported.yaml"
+                spec.write_text(done.stdout, encoding="utf-8")
+                startup = startup_pairs(spec, env, args.startup_runs)
 
             server.delay = args.latency_ms / 1000
             for label, workers in (("hub, parallel", parallel), ("hub, sequential", 1)):
@@ -141,6 +178,11 @@ def main() -> None:
         print(
             f"  {label:<16} median {statistics.median(values) * 1000:8.1f} ms  min {min(values) * 1000:8.1f} ms{extra}"
         )
+    model_cpu, spec_cpu, ratio = startup
+    print(
+        f"  start-up (CPU, {args.startup_runs} pairs): --model from the cache {model_cpu * 1000:.0f} ms, "
+        f"the imported spec {spec_cpu * 1000:.0f} ms, ratio {ratio:.3f}"
+    )
     speedup = statistics.median(times["hub, sequential"]) / statistics.median(times["hub, parallel"])
     print(f"  parallel range requests ({parallel} in flight): {speedup:.1f}x faster than one at a time")
 
