@@ -174,3 +174,14 @@ def test_a_gguf_file_is_served_by_llama_cpp_with_its_own_bytes(tmp_path: Path) -
     # gguf-py's own reading of the file; llama.cpp keeps the token embedding in host memory
     assert doc["components"]["parameters"] == sum(tensors.values()) - tensors["token_embd.weight"]
     assert "runtime not given: llama.cpp (a GGUF file type)" in doc["assumptions"]
+
+
+def test_a_relative_path_in_a_spec_is_beside_the_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = write_checkpoint(tmp_path / "project" / "ckpt", LLAMA, llama_tensors(LLAMA))
+    spec = tmp_path / "project" / "serve.yaml"
+    spec.write_text("model: ./ckpt\nworkload: {mode: inference, batch_size: 1, seq_len: 64, precision: bf16}\n")
+    monkeypatch.chdir(tmp_path)  # elsewhere: ./ckpt is not here
+    result = runner.invoke(app, ["check", str(spec), "--gpu", "h100-sxm", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)[0]["fits"] is True
+    assert _json(["estimate", str(spec)])["components"]["parameters"] == expected

@@ -163,6 +163,19 @@ def named_model(named: NamedModel, where: str) -> tuple[dict[str, Any], dict[str
     return mapping, {}
 
 
+def _beside(name: object, source: str) -> object:
+    """A relative path in a spec file names a checkpoint beside the spec (as an include does), when one
+    is there; any other name is returned as it is."""
+    if not isinstance(name, str) or not name.startswith(("./", "../")):
+        return name
+    try:
+        spec_folder = Path(source).parent
+        candidate = spec_folder / name
+        return str(candidate) if spec_folder != Path(".") and os.path.lexists(candidate) else name
+    except (OSError, ValueError):
+        return name
+
+
 def expand_spec(data: dict[str, Any], source: str) -> dict[str, Any]:
     """A spec document whose ``model`` names a model (``model: llama-3.1-8b``, a Hub id, a path; or a
     mapping ``{preset: NAME, ...}`` whose other keys override the named model's) with that model's
@@ -178,7 +191,7 @@ def expand_spec(data: dict[str, Any], source: str) -> dict[str, Any]:
         assert isinstance(model, dict)
         where, name = f"{source}: model.{PRESET_KEY}", model.get(PRESET_KEY)
         overrides = {key: value for key, value in model.items() if key != PRESET_KEY}
-    named = resolve_name(name, where)
+    named = resolve_name(_beside(name, source), where)
     mapping, implied = named_model(named, where)
     expanded = {**data, "model": {**mapping, **overrides}}
     workload = data.get("workload")
