@@ -62,7 +62,7 @@ NO_GATHER_ON_ONE_GPU = (0, 9, 0)
 
 #: The most steps one replay takes (the copies of a repeated segment moved over not counted): a coordinator
 #: whose window holds millions of modules at once is refused rather than replayed for minutes
-MAX_STEPS = 3_000_000
+MAX_STEPS = 1_000_000
 
 
 @dataclass(frozen=True)
