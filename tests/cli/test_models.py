@@ -111,9 +111,12 @@ def test_bad_override_names_the_file_and_key(tmp_path: Path) -> None:
 def test_a_query_of_many_distinct_words_is_refused_in_one_line() -> None:
     # 100,000 words, each a different one: refused at once, naming the bound, before any entry is matched
     code, out, err = _run("models", *(f"w{i}" for i in range(100_000)))
-    assert code == 2 and out == "" and err.strip().splitlines() == [
-        "error: query: 100,000 distinct words; at most 32 are matched (each must hold)"
-    ]
+    assert (
+        code == 2
+        and out == ""
+        and err.strip().splitlines()
+        == ["error: query: 100,000 distinct words; at most 32 are matched (each must hold)"]
+    )
 
 
 def test_a_repeated_word_counts_once() -> None:
