@@ -46,6 +46,16 @@ def is_pattern(arg: str) -> bool:
     return _MAGIC.search(arg) is not None
 
 
+def real_path(path: str) -> str:
+    """``path`` with symbolic links, ``.`` and ``..`` resolved, absolute: one file named two ways
+    (``configs`` and ``./configs/../configs``) gives one real path; ``path`` itself when it cannot be
+    resolved (a name too long for the file system, an embedded NUL)."""
+    try:
+        return os.path.realpath(path)
+    except (OSError, ValueError):
+        return path
+
+
 def _is_system(real: str) -> bool:
     return any(real == top or real.startswith(top + "/") for top in SYSTEM_DIRS)
 

@@ -91,6 +91,7 @@ def test_exit_2_when_a_spec_has_no_target_and_no_gpu(write_spec) -> None:
         (["--gpu", "a1000"], "error: --gpu: unknown GPU 'a1000'"),
         (["--reserve", "10"], "error: --reserve: '10' needs a unit"),
         (["--gpus", "0"], "Invalid value for '--gpus'"),
+        (["--gpus", "100001"], "Invalid value for '--gpus'"),  # target.count's bound, 100,000
         (["--format", "xml"], "Invalid value for '--format'"),
     ],
 )
@@ -497,3 +498,17 @@ def test_max_batch_shows_the_formula_behind_its_totals(write_spec) -> None:
     assert "formula: allocated peak = max(0.063 + 0.000 b, 0.063) GiB + inputs (b = batch_size)" in text
     seq = json.loads(run("max-seq", path, "--gpu", "h100-sxm", "--json").stdout)
     assert seq["peak_bytes_by_batch"] is None  # sequence lengths run full estimates
+
+
+def test_a_directory_named_several_ways_is_checked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one directory as 'specs', 'specs/' and './specs/../specs', a file in it named directly, and a symbolic
+    # link to that file: two files, each checked once, under the first way it was named
+    specs = tmp_path / "specs"
+    specs.mkdir()
+    shutil.copy(FITS, specs / "a.yaml")
+    shutil.copy(FITS, specs / "b.yaml")
+    (tmp_path / "link.yaml").symlink_to(specs / "b.yaml")
+    monkeypatch.chdir(tmp_path)
+    code, rows = check_json("specs", "specs/", "./specs/../specs", "specs/a.yaml", "link.yaml")
+    assert code == 0
+    assert [row["spec"] for row in rows] == [str(Path("specs", "a.yaml")), str(Path("specs", "b.yaml"))]

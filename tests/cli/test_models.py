@@ -106,3 +106,27 @@ def test_bad_override_names_the_file_and_key(tmp_path: Path) -> None:
     spec.write_text("model: {preset: gpt2, layers: 0}\nworkload: {batch_size: 1, seq_len: 128}\n")
     code, _, err = _run("estimate", str(spec))
     assert code == 2 and err.startswith(f"error: {spec}: model.layers:")
+
+
+def test_a_query_of_many_distinct_words_is_refused_in_one_line() -> None:
+    # 100,000 words, each a different one: refused at once, naming the bound, before any entry is matched
+    code, out, err = _run("models", *(f"w{i}" for i in range(100_000)))
+    assert (
+        code == 2
+        and out == ""
+        and err.strip().splitlines()
+        == ["error: query: 100,000 distinct words; at most 32 are matched (each must hold)"]
+    )
+
+
+def test_a_repeated_word_counts_once() -> None:
+    # 'qwen 7b' said 100,000 times is 'qwen 7b': the same entries
+    _, once, _ = _run("models", "qwen", "7b")
+    code, many, _ = _run("models", *(["qwen", "7b"] * 50_000))
+    assert code == 0 and many == once and len(once.splitlines()) > 2
+
+
+def test_thirty_two_distinct_words_are_matched() -> None:
+    # at the bound: every word must hold, so none of the entries does; the usual no-match line
+    code, out, err = _run("models", *(f"w{i}" for i in range(32)))
+    assert code == 2 and out == "" and err.startswith("error: no catalog model matches")

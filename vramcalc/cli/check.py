@@ -104,7 +104,12 @@ def check(
     gpus_file: GpusFileOpt = None,
     gpus: Annotated[
         int | None,
-        typer.Option("--gpus", min=1, help="GPUs the run is planned for (must match a spec's parallel section)."),
+        typer.Option(
+            "--gpus",
+            min=1,
+            max=100_000,  # vramcalc.spec.target.MAX_GPU_COUNT, target.count's bound (not imported: see --max-gpus)
+            help="GPUs the run is planned for (must match a spec's parallel section).",
+        ),
     ] = None,
     reserve: ReserveOpt = None,
     max_gpus: MaxGpusOpt = 64,

@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING
 from vramcalc.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_OK, SpecError, VramcalcError
 from vramcalc.hardware.custom import CustomCard
 from vramcalc.hardware.lookup import find_card
-from vramcalc.paths import exclude_patterns, excluded, is_pattern, spec_files_matching, spec_files_under
+from vramcalc.paths import (
+    exclude_patterns,
+    excluded,
+    is_pattern,
+    real_path,
+    spec_files_matching,
+    spec_files_under,
+)
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, budget_for
 from vramcalc.planning.nonspec import not_a_spec, read_document, refused
 from vramcalc.spec.load import missing_spec, parse_spec
@@ -111,8 +118,10 @@ class _Found:
 
 
 def _expand(args: list[str], exclude: tuple[str, ...]) -> tuple[dict[str, _Found], list[CheckError]]:
-    """The files to check, in order, each with how it was found (see :func:`expand_paths`)."""
+    """The files to check, in order, each with how it was found (see :func:`expand_paths`); a file named
+    several ways (a directory given twice, ``a/../a``, a symbolic link) is checked once, under the first."""
     found: dict[str, _Found] = {}
+    first: dict[str, str] = {}  # real path -> the first spelling met
     errors: list[CheckError] = []
     for arg in args:
         try:
@@ -127,7 +136,7 @@ def _expand(args: list[str], exclude: tuple[str, ...]) -> tuple[dict[str, _Found
             n = f"{len(paths)} file{'' if len(paths) == 1 else 's'}"
             errors.append(CheckError(arg, (f"{arg}: --exclude matches every file found here ({n}); nothing to check",)))
         for path in kept:
-            entry = found.setdefault(path, _Found())
+            entry = found.setdefault(first.setdefault(real_path(path), path), _Found())
             if searched:
                 entry.searches.append(arg)
             else:

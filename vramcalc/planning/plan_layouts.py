@@ -42,6 +42,7 @@ from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_cost import CRITERION, step_cost
 from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations, fewest_degree
 from vramcalc.spec.models import Spec
+from vramcalc.spec.target import MAX_GPU_COUNT
 
 #: Largest global batch a plan search holds (sequences per optimizer step; a bound on typos).
 MAX_GLOBAL_BATCH = 10**7
@@ -236,8 +237,8 @@ def batch_per_rank(spec: Spec) -> int:
 def micro_batch_sizes(n: int) -> list[int]:
     """``n`` and its divisors, largest first, each at most half the one before; always ends with 1."""
     out = [n]
-    for d in range(n // 2, 0, -1):
-        if n % d == 0 and 2 * d <= out[-1]:
+    for d in reversed(_divisors(n)):
+        if 2 * d <= out[-1]:
             out.append(d)
     return out
 
@@ -250,7 +251,9 @@ def workload_variants(spec: Spec, per_rank: int) -> list[Variant]:
     modes = [Checkpointing.none, Checkpointing.full]
     if wl.attention is Attention.eager:
         modes.insert(1, Checkpointing.selective)
-    sizes = micro_batch_sizes(per_rank)
+    # at most MAX_GPU_COUNT micro-batches a step (parallel.micro_batches' bound): a larger batch is tried
+    # with micro-batches of at least per_rank / MAX_GPU_COUNT sequences
+    sizes = [size for size in micro_batch_sizes(per_rank) if per_rank // size <= MAX_GPU_COUNT]
     out = []
     for mode in modes:
         for size in sizes:

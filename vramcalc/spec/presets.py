@@ -272,14 +272,22 @@ def _holds(texts: list[str], word: str) -> bool:
     return any(pattern.search(text) for text in texts)
 
 
+#: Distinct words a query may hold (each must match; a repeated word counts once): more is refused
+MAX_QUERY_WORDS = 32
+
+
 def search(query: str | None) -> list[ModelEntry]:
     """Entries whose id, aliases, name, family or repository hold ``query`` (from the start of a word;
     case, spaces and underscores aside), or every one of its words (``qwen 7b``); also the entry
-    ``query`` names exactly. Every entry without a query."""
+    ``query`` names exactly. Every entry without a query. A query of more than
+    :data:`MAX_QUERY_WORDS` distinct words is a :class:`SpecError`."""
     if not query or not query.strip():
         return list(catalog())
     whole = _search_text(query)
     words = [word for word in whole.split("-") if word] if re.search(r"[\s,]", query) else [whole]
+    words = list(dict.fromkeys(words))
+    if len(words) > MAX_QUERY_WORDS:
+        raise SpecError(f"query: {len(words):,} distinct words; at most {MAX_QUERY_WORDS} are matched (each must hold)")
     named = find_model(query)
     found = []
     for entry in catalog():

@@ -31,6 +31,7 @@ Q6_K 210 / 256. The file adds its header (metadata and vocabulary, a few MB) and
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -193,6 +194,102 @@ def model_tensors(shape: ModelShape, n_params: int) -> list[Tensor]:
     return tensors
 
 
+def model_kinds(shape: ModelShape, n_params: int) -> list[tuple[Tensor, int]]:
+    """:func:`model_tensors` grouped: each kind of tensor once, with how many of it the file holds. The
+    blocks of one group of :func:`layer_kinds` get the same types, so one block stands for all of them
+    (its tensors named after the group's first block); the work does not grow with the layers."""
+    if shape.architecture is not Architecture.decoder:
+        model_tensors(shape, n_params)  # the one error line
+    kinds = [(Tensor("token_embd", "token_embd", shape.embed_width, shape.vocab), 1)]
+    for first, count in layer_kinds(shape):
+        kinds += [(t, count) for t in _block(shape, first)]
+    if not shape.tie_embeddings:
+        kinds.append((Tensor("output", "output", shape.hidden, shape.vocab), 1))
+    rest = n_params - sum(t.params * count for t, count in kinds)
+    if rest > 0:
+        kinds.append((Tensor("norms, biases and other 1-D tensors", "other", 1, rest, quantize=False), 1))
+    return kinds
+
+
+def _block(shape: ModelShape, i: int) -> list[Tensor]:
+    """The 2-D tensors of block ``i``: attention, then its MLP or (a layer with experts) router and experts."""
+    from vramcalc.core.shape import moe_layers
+
+    moe = shape.moe
+    tensors = _attention(shape, i)
+    if moe is not None and moe_layers(shape) and i >= moe.first_dense and (i + 1) % moe.frequency == 0:
+        tensors.append(Tensor(f"blk.{i}.ffn_gate_inp", "other", shape.hidden, moe.experts, i, quantize=False))
+        tensors += _mlp(shape, i, "_exps", moe.expert_ffn, moe.experts)
+        if moe.shared:
+            tensors += _mlp(shape, i, "_shexp", moe.shared_width, moe.shared)
+    else:
+        tensors += _mlp(shape, i, "", shape.ffn, 1)
+    return tensors
+
+
+def _counted(lo: int, hi: int, conditions: list[tuple[int, int]]) -> tuple[int, int]:
+    """(how many, the first) of the layers ``lo <= i < hi`` with ``i % modulus == residue`` for every
+    (modulus, residue) of ``conditions`` (two at most: each residue class of the first is tried against the
+    second, so the work is the first modulus, never the range)."""
+    start, step = lo, 1
+    for modulus, residue in conditions:
+        for k in range(modulus):  # the first i >= start, i = start + j * step, with i % modulus == residue
+            if (start + k * step) % modulus == residue:
+                start += k * step
+                break
+        else:
+            return 0, -1
+        step = step * modulus // math.gcd(step, modulus)
+    if start >= hi:
+        return 0, -1
+    return (hi - 1 - start) // step + 1, start
+
+
+def layer_kinds(shape: ModelShape) -> list[tuple[int, int]]:
+    """The model's blocks grouped by the types llama.cpp gives their tensors: (the first block of a group,
+    how many blocks it holds). A block's types depend on its index ``i`` of ``n`` only through ``i < 2``,
+    ``i < 4``, ``i < n // 16``, ``i < n // 8``, :func:`use_more_bits` (``i >= 7n/8`` and ``(i - n // 8) % 3``)
+    and whether it holds experts (``i >= first_dense`` and ``(i + 1) % frequency``); between the thresholds
+    the groups are residue classes, counted, not listed."""
+    from vramcalc.core.shape import moe_layers
+
+    n, moe = shape.layers, shape.moe
+    experts = moe is not None and moe_layers(shape) > 0
+    cuts = {0, n, 2, 4, n // 16, n // 8, 7 * n // 8}
+    if experts and moe is not None:
+        cuts.add(moe.first_dense)
+    bounds = sorted(c for c in cuts if 0 <= c <= n)
+    out: list[tuple[int, int]] = []
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
+        if lo >= hi:
+            continue
+        thirds = [[(3, (n // 8 + r) % 3)] for r in range(3)] if n // 8 <= lo < 7 * n // 8 else [[]]
+        for third in thirds:
+            if experts and moe is not None and lo >= moe.first_dense:
+                sparse = third + [(moe.frequency, moe.frequency - 1)]
+                count, first = _counted(lo, hi, sparse)
+                total, first_any = _counted(lo, hi, third)
+                if count:
+                    out.append((first, count))
+                if total - count:
+                    out.append((_first_dense_in(lo, hi, third, moe.frequency), total - count))
+                continue
+            count, first = _counted(lo, hi, third)
+            if count:
+                out.append((first, count))
+    return out
+
+
+def _first_dense_in(lo: int, hi: int, third: list[tuple[int, int]], frequency: int) -> int:
+    """The first layer of ``lo <= i < hi`` in the residue class ``third`` without experts ((i + 1) % frequency
+    != 0): among the class's first ``frequency`` members one is (``frequency`` > 1; a dense layer exists)."""
+    _, i = _counted(lo, hi, third)
+    step = 3 if third else 1
+    while (i + 1) % frequency == 0:
+        i += step
+    return i
+
+
 def use_more_bits(i: int, n: int) -> bool:
     """llama.cpp's layers that get more bits: the first and last eighth, and every third in between."""
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
@@ -294,6 +391,26 @@ def tensor_types(
     return out
 
 
+def kind_types(
+    shape: ModelShape, ftype: str, n_params: int, opts: Overrides | None = None
+) -> list[tuple[Tensor, str, int]]:
+    """:func:`tensor_types` grouped (:func:`model_kinds`): each kind of tensor with its ggml type and how
+    many of it the file holds. Each block holds one ``attn_v`` (or fused ``attn_qkv``, MLA ``attn_kv_b``),
+    so the i-th ``attn_v`` of the file is block i's."""
+    opts = opts or Overrides()
+    default = DEFAULT_TYPE[ftype]
+    kinds = model_kinds(shape, n_params)
+    m = _Model(
+        layers=shape.layers,
+        n_gqa=shape.heads // shape.kv_heads if shape.kv_heads else 0,
+        experts=shape.moe.experts if shape.moe is not None else 0,
+        tied=not any(t.category == "output" for t, _ in kinds),
+        n_attention_wv=sum(count for t, count in kinds if t.category == "attn_v"),
+        imatrix=opts.imatrix,
+    )
+    return [(t, _choose(t, ftype, default, t.layer, m, opts), count) for t, count in kinds]
+
+
 def _choose(t: Tensor, ftype: str, default: str, i_wv: int, m: _Model, opts: Overrides) -> str:
     if not t.quantize:
         return "f32"
@@ -366,10 +483,10 @@ def file_weights(shape: ModelShape, ftype: str, n_params: int, opts: Overrides |
     count: Counter[str] = Counter()
     params: Counter[str] = Counter()
     nbytes: Counter[str] = Counter()
-    for t, type_name in tensor_types(shape, ftype, n_params, opts):
-        count[type_name] += 1 if t.cols > 1 else 0
-        params[type_name] += t.params
-        nbytes[type_name] += t.rows * row_bytes(type_name, t.cols)
+    for t, type_name, n in kind_types(shape, ftype, n_params, opts):
+        count[type_name] += n if t.cols > 1 else 0
+        params[type_name] += t.params * n
+        nbytes[type_name] += t.rows * row_bytes(type_name, t.cols) * n
     shares = {n: TypeShare(count[n], params[n], nbytes[n]) for n in nbytes}
     return GgufWeights(ftype, sum(nbytes.values()), shares)
 

@@ -182,10 +182,10 @@ def host_embedding_bytes(shape: ModelShape, q: QuantizationSpec, n_params: int) 
         embedding_type=gguf.ggml_name(q.token_embedding_type),
         imatrix=bool(q.imatrix),
     )
-    types = gguf.tensor_types(shape, q.method.value, n_params, opts)
-    if not any(t.category == "output" for t, _ in types):
+    types = gguf.kind_types(shape, q.method.value, n_params, opts)
+    if not any(t.category == "output" for t, _, _ in types):
         return 0
-    return sum(t.rows * gguf.row_bytes(ty, t.cols) for t, ty in types if t.category == "token_embd")
+    return sum(t.rows * gguf.row_bytes(ty, t.cols) * n for t, ty, n in types if t.category == "token_embd")
 
 
 def phase(shape: ModelShape, wl: Workload, weights: int, n_params: int) -> tuple[dict[str, int], Setup, list[str]]:
