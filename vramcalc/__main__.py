@@ -1,5 +1,5 @@
 """``python -m vramcalc``."""
 
-from vramcalc.cli.main import run
+from vramcalc.cli import run
 
 run()

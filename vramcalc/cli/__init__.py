@@ -2,12 +2,24 @@
 
 from typing import TYPE_CHECKING
 
-from vramcalc.cli.main import run
-
 if TYPE_CHECKING:
     import typer
 
 __all__ = ["app", "run"]
+
+
+def run() -> None:
+    """Console entry point: :func:`vramcalc.cli.main.run`, imported with the cyclic garbage collector paused.
+
+    Start-up creates tens of thousands of objects (the libraries' modules, typer's command, pydantic's
+    schemas) that live until exit and hold no garbage; collecting as they are created is wasted work.
+    ``main.run`` freezes them and resumes the collector."""
+    import gc
+
+    gc.disable()
+    from vramcalc.cli.main import run as run_command
+
+    run_command()
 
 
 def __getattr__(name: str) -> "typer.Typer":

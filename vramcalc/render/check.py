@@ -34,6 +34,7 @@ from vramcalc.units import GiB, MiB
 
 if TYPE_CHECKING:
     from rich.table import Table
+    from rich.text import Text
 
 NEEDED = (
     "needed = the estimate's total_bytes: allocated peak + CUDA context + allocator reserve "
@@ -212,10 +213,31 @@ def format_markdown(report: CheckReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_table(report: CheckReport, *, stacked: bool) -> Table:
-    """The rows as a rich table; ``stacked`` puts the GPU under the spec (one column fewer)."""
-    from rich.table import Table
+#: One row of the check table: its cells, rich Text or plain strings.
+Cells = tuple["Text | str", ...]
+
+
+def _table_rows(report: CheckReport, *, stacked: bool) -> list[Cells]:
+    """The cells of the table's rows; ``stacked`` puts the GPU under the spec (one column fewer)."""
     from rich.text import Text
+
+    rows: list[Cells] = []
+    for row in report.rows:
+        b, style = row.fit.budget, ("green" if row.fit.fits else "bold red")
+        where = [Text(terminal_line(row.source)), Text(b.gpu_id)]
+        if stacked:
+            where = [Text("\n").join([where[0], Text(f"on {b.gpu_id}")])]
+        figures = (gib(row.fit.needed_bytes), gib(row.fit.available_bytes), gib(row.fit.headroom_bytes))
+        rows.append((*where, *figures, Text(verdict(row), style=style)))
+    for error in report.errors:
+        where = [Text(terminal_line(error.source))] + ([] if stacked else [Text("-")])
+        rows.append((*where, "", "", "", Text("bad input (see stderr)", style="yellow")))
+    return rows
+
+
+def _check_table(rows: list[Cells], *, stacked: bool) -> Table:
+    """The rows as a rich table; ``stacked``: rows of :func:`_table_rows` with the GPU under the spec."""
+    from rich.table import Table
 
     table = Table(title="vramcalc check", title_justify="left")
     columns = [("spec", "left"), ("GPU", "left"), ("needed GiB", "right"), ("available GiB", "right")]
@@ -224,17 +246,27 @@ def _check_table(report: CheckReport, *, stacked: bool) -> Table:
         columns = [("spec on GPU", "left"), *columns[2:]]
     for name, justify in columns:
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    for row in report.rows:
-        b, style = row.fit.budget, ("green" if row.fit.fits else "bold red")
-        where = [Text(terminal_line(row.source)), Text(b.gpu_id)]
-        if stacked:
-            where = [Text("\n").join([where[0], Text(f"on {b.gpu_id}")])]
-        figures = (gib(row.fit.needed_bytes), gib(row.fit.available_bytes), gib(row.fit.headroom_bytes))
-        table.add_row(*where, *figures, Text(verdict(row), style=style))
-    for error in report.errors:
-        where = [Text(terminal_line(error.source))] + ([] if stacked else [Text("-")])
-        table.add_row(*where, "", "", "", Text("bad input (see stderr)", style="yellow"))
+    for cells in rows:
+        table.add_row(*cells)
     return table
+
+
+def _widest_rows(rows: list[Cells]) -> list[Cells]:
+    """The rows that hold some column's widest cell. A table's natural width is its columns' widest cells
+    (with padding and borders), so a table of these few rows is as wide as the whole one: rich measures
+    each of its cells instead of each of the thousand rows of a large check (a Text cell's width is its
+    longest line, as rich measures it; the strings are figures, without markup or emoji codes)."""
+    from rich.cells import cell_len
+    from rich.text import Text
+
+    def width(cell: Text | str) -> int:
+        plain = cell.plain if isinstance(cell, Text) else cell
+        return max((cell_len(line) for line in plain.splitlines()), default=0)
+
+    if not rows:
+        return rows
+    chosen = {max(range(len(rows)), key=lambda index: width(rows[index][column])) for column in range(len(rows[0]))}
+    return [rows[index] for index in sorted(chosen)]
 
 
 def format_table(report: CheckReport, *, color: bool = False, width: int | None = None) -> str:
@@ -246,10 +278,12 @@ def format_table(report: CheckReport, *, color: bool = False, width: int | None 
     width = width or terminal_width()
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False, markup=False)
-    table = _check_table(report, stacked=False)
-    if table_width(table, console, natural=True) > width:
-        table = _check_table(report, stacked=True)
+    rows = _table_rows(report, stacked=False)
+    if table_width(_check_table(_widest_rows(rows), stacked=False), console, natural=True) > width:
+        table = _check_table(_table_rows(report, stacked=True), stacked=True)
         narrow_table(table, flexible=0, wrapping=(4,))
+    else:
+        table = _check_table(rows, stacked=False)
     console.print(table)
 
     def say(line: str) -> None:

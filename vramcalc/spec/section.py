@@ -11,7 +11,7 @@ boolean, or an enum with its own reading of ``true``/``false``, are left to thei
 
 import types
 import typing
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
@@ -29,21 +29,25 @@ def _is_numeric(annotation: Any) -> bool:
     return annotation in _NUMBERS
 
 
+def _no_boolean_number(cls: type, value: Any, info: ValidationInfo) -> Any:
+    """A numeric field's before-validator: a YAML boolean is refused rather than read as 1 or 0."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {str(value).lower()}")
+    return value
+
+
 class SpecSection(BaseModel):
     """A section of a spec file (``model``, ``workload``, ``parallel``, ``target`` and their parts)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False)
-    #: The fields whose type is a number (set once per class, when pydantic has built its fields).
-    _numeric_fields: ClassVar[frozenset[str]] = frozenset()
 
-    @classmethod
-    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
-        super().__pydantic_init_subclass__(**kwargs)
-        cls._numeric_fields = frozenset(name for name, f in cls.model_fields.items() if _is_numeric(f.annotation))
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_boolean_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name in cls._numeric_fields:
-            raise ValueError(f"expected a number, got {str(value).lower()}")
-        return value
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Give the section's own numeric fields the boolean check, before pydantic collects its validators
+        (it does so right after this runs). Only those fields: a validator on every field (``"*"``) would
+        add a Python call per field to each validation and to each schema pydantic builds at start-up."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__annotations__", {})
+        numeric = [name for name, annotation in own.items() if not name.startswith("_") and _is_numeric(annotation)]
+        if numeric:
+            check: Any = field_validator(*numeric, mode="before", check_fields=False)(classmethod(_no_boolean_number))
+            cls._no_boolean_numbers = check  # type: ignore[attr-defined]
