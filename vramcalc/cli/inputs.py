@@ -9,6 +9,7 @@ mixed precision for training a 16-bit checkpoint).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -135,7 +136,8 @@ def import_command(
     path = Path(config)
     sink = output_file(output, [path])
     with user_errors(config):
-        if path.suffix == ".json" or path.is_file() and path.suffix not in (".safetensors", ".gguf"):
+        # os.path.isfile: False, not OSError, for a name too long for the file system
+        if path.suffix == ".json" or os.path.isfile(path) and path.suffix not in (".safetensors", ".gguf"):
             from vramcalc.spec.hf_import import import_yaml
 
             text = import_yaml(path)
