@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzz_argv import argv, check_argv
+from fuzz_checkpoint import check_checkpoint_case, checkpoint_cases
 from fuzz_files import check_tree_case, tree_cases
 from fuzz_gguf import check_gguf_header, gguf_headers
 from fuzz_json import check_json_input, json_inputs
@@ -51,5 +52,6 @@ TARGETS = [
     Target("filesystem", tree_cases, check_tree_case, 20),
     Target("stdout-failures", sink_cases, check_sink_case, 4),
     Target("gguf-header", gguf_headers, check_gguf_header, 200),
+    Target("checkpoint-folder", checkpoint_cases, check_checkpoint_case, 60),
 ]
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}

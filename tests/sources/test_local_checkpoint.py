@@ -161,3 +161,47 @@ def test_a_diffusers_pipeline_is_refused_with_what_its_weights_take(tmp_path: Pa
     assert result.exit_code == 2
     assert "weights transformer 12.00 GiB, vae 0.50 GiB; all resident (pipe.to('cuda')) 12.50 GiB" in result.stderr
     assert "one at a time (enable_model_cpu_offload) 12.00 GiB (transformer)" in result.stderr
+
+
+def test_a_name_too_long_for_the_file_system_is_missing_not_an_os_error(tmp_path: Path) -> None:
+    # A shard index, a Diffusers model_index.json or a modules.json may name anything: a name past the
+    # file system's 255 bytes makes stat() raise ENAMETOOLONG, which pathlib's is_file() lets through.
+    long_name = "a" * 300 + ".safetensors"
+    write_checkpoint(tmp_path / "sharded", LLAMA, llama_tensors(LLAMA), shards=2)
+    index = json.loads((tmp_path / "sharded" / "model.safetensors.index.json").read_text())
+    index["weight_map"]["lm_head.weight"] = long_name
+    (tmp_path / "sharded" / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(ModelSourceError, match="not in the folder") as caught:
+        read_local(tmp_path / "sharded", "x")
+    assert caught.value.stage == "path"
+
+    pipeline = _mkdir(tmp_path / "pipeline")
+    (pipeline / "model_index.json").write_text(json.dumps({"x" * 300: ["diffusers", "X"], "vae": ["diffusers", "Y"]}))
+    save_file({"w": np.zeros(7, np.float32)}, str(_mkdir(pipeline / "vae") / "diffusion_pytorch_model.safetensors"))
+    assert [file.path for file in read_local(pipeline, "x").files] == ["vae/diffusion_pytorch_model.safetensors"]
+
+    sentence = tmp_path / "sentence"
+    write_checkpoint(sentence, LLAMA, llama_tensors(LLAMA))
+    (sentence / "modules.json").write_text(json.dumps([{"path": "x" * 300}]))
+    assert [file.path for file in read_local(sentence, "x").files] == ["model.safetensors"]
+
+
+@pytest.mark.parametrize("component", ["OUTSIDE", "../outside", "vae/../../outside"])
+def test_a_pipeline_component_outside_the_folder_is_not_read(tmp_path: Path, component: str) -> None:
+    outside = _mkdir(tmp_path / "outside")
+    save_file({"w": np.zeros((100, 100), np.float32)}, str(outside / "diffusion_pytorch_model.safetensors"))
+    pipeline = _mkdir(tmp_path / "pipeline")
+    name = str(outside) if component == "OUTSIDE" else component
+    (pipeline / "model_index.json").write_text(json.dumps({name: ["diffusers", "X"], "vae": ["diffusers", "Y"]}))
+    save_file({"w": np.zeros(7, np.float32)}, str(_mkdir(pipeline / "vae") / "diffusion_pytorch_model.safetensors"))
+    checkpoint = read_local(pipeline, "x")
+    assert [file.path for file in checkpoint.files] == ["vae/diffusion_pytorch_model.safetensors"]
+    assert checkpoint.weight_bytes == 28
+
+
+def test_a_header_past_what_vramcalc_reads_is_refused_before_reading(tmp_path: Path) -> None:
+    # The format allows 100,000,000 bytes; parsing that many takes over a GB. 16 MiB + 1, with a file
+    # that ends at once: refused from the length alone (not "ends inside its header").
+    with pytest.raises(ModelSourceError, match="up to 16 MiB") as caught:
+        read_local(_file(tmp_path, b"{}", 16 * 2**20 + 1), "x")
+    assert caught.value.stage == "header" and "16,777,217 bytes" in str(caught.value)

@@ -364,4 +364,10 @@ def active_params(shape: ModelShape, n_params: int) -> int:
     """
     if shape.moe is None:
         return n_params
-    return n_params - moe_layers(shape) * (shape.moe.experts - shape.moe.top_k) * expert_params(shape)
+    unused = moe_layers(shape) * (shape.moe.experts - shape.moe.top_k) * expert_params(shape)
+    if unused < n_params:
+        return n_params - unused
+    # ``n_params`` is not the modelled layers' count (a checkpoint's files holding fewer weights than its
+    # config's experts): the share of the modelled parameters a token passes through, of the files' count
+    modelled = count_params(replace(shape, stated_params=None))
+    return max(1, n_params * max(0, modelled - unused) // modelled)

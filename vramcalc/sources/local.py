@@ -73,6 +73,12 @@ def _mapping(path: Path, where: str) -> dict[str, Any]:
     return data
 
 
+def _plain_name(name: str) -> bool:
+    """Whether ``name`` (from a JSON file of the checkpoint) names an entry of its folder: no path
+    separator, not ``.`` or ``..``, and no NUL."""
+    return bool(name) and not any(char in name for char in "/\\\x00") and name not in (".", "..")
+
+
 def _shards(folder: Path, index: Path, where: str) -> list[str]:
     """The shard files a ``*.safetensors.index.json`` names, in order."""
     weight_map = _mapping(index, where).get("weight_map")
@@ -82,9 +88,9 @@ def _shards(folder: Path, index: Path, where: str) -> list[str]:
     if len(names) > MAX_FILES:
         raise ModelSourceError(f"{where}: {index.name} names {len(names):,} files (at most {MAX_FILES:,})", "config")
     for name in names:
-        if "/" in name or "\\" in name or name in ("", ".", ".."):
+        if not _plain_name(name):
             raise ModelSourceError(f"{where}: {index.name}: {name!r} is not a file beside the index", "config")
-        if not (folder / name).is_file():
+        if not os.path.isfile(folder / name):  # False, not OSError, for a name too long for the file system
             raise ModelSourceError(f"{where}: {index.name} names {name}, which is not in the folder", "path")
     return names
 
@@ -114,8 +120,10 @@ def _pipeline(root: Path, index: dict[str, Any], where: str) -> tuple[list[str],
     configs: dict[str, dict[str, Any]] = {}
     for component, value in index.items():
         folder = root / component
-        if component.startswith("_") or not isinstance(value, list) or not folder.is_dir():
-            continue  # a pipeline setting, a scheduler without a folder, or a component left out (None)
+        if component.startswith("_") or not isinstance(value, list) or not _plain_name(component):
+            continue  # a pipeline setting, a component left out (None), or not a folder of the pipeline
+        if not os.path.isdir(folder):  # False, not OSError, for a name too long for the file system
+            continue  # a scheduler or a tokenizer without weights
         config = folder / "config.json"
         if config.is_file():
             configs[component] = _mapping(config, f"{where}: {component}")
@@ -131,7 +139,7 @@ def _sentence_modules(root: Path, where: str) -> list[str]:
         return names
     for module in modules:
         sub = module.get("path") if isinstance(module, dict) else None
-        if isinstance(sub, str) and sub and "/" not in sub and sub not in (".", "..") and (root / sub).is_dir():
+        if isinstance(sub, str) and _plain_name(sub) and os.path.isdir(root / sub):
             names.extend(f"{sub}/{name}" for name in _weights_in(root / sub, f"{where}: {sub}"))
     return names
 

@@ -6,7 +6,8 @@ tensor's name to ``{"dtype", "shape", "data_offsets": [begin, end]}`` (offsets i
 follows the header), plus an optional ``__metadata__`` mapping of strings to strings; then the data.
 The library refuses a header over 100,000,000 bytes, and data whose tensors do not tile the buffer
 from 0 without gaps or overlaps; so does this reader, and it checks that each byte range is exactly
-the tensor's dtype x shape. Nothing past the header is read.
+the tensor's dtype x shape. It reads headers of up to 16 MiB (:data:`MAX_READ_BYTES`). Nothing past
+the header is read.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from vramcalc.units import quoted
 
 #: The largest header the safetensors library reads (``MAX_HEADER_SIZE`` in its tensor.rs).
 MAX_HEADER_BYTES = 100_000_000
+#: The largest header vramcalc reads: about 170,000 tensors in one file, where the largest checkpoints
+#: hold a few thousand a file (a few hundred kB of header). Parsing a header costs about 15 times its
+#: size in memory: a 100 MB one, as the format allows, would take over 1.5 GB and many seconds.
+MAX_READ_BYTES = 16 * 2**20
 #: Bits per element of each dtype the format defines (safetensors' ``Dtype::bitsize``). Sub-byte types
 #: (F4, F6) are packed: a tensor's bytes are its elements x bits / 8, a whole number.
 DTYPE_BITS = {
@@ -54,7 +59,8 @@ MAX_ELEMENTS = 2**48
 
 
 def header_length(prefix: bytes, where: str) -> int:
-    """The header's length from a file's first 8 bytes, refused past :data:`MAX_HEADER_BYTES`."""
+    """The header's length from a file's first 8 bytes, refused past :data:`MAX_HEADER_BYTES` (the format's
+    bound) or :data:`MAX_READ_BYTES` (vramcalc's)."""
     if len(prefix) < 8:
         raise ModelSourceError(f"{where}: not a safetensors file (shorter than its 8-byte header length)", "header")
     (length,) = struct.unpack("<Q", prefix[:8])
@@ -62,6 +68,12 @@ def header_length(prefix: bytes, where: str) -> int:
         raise ModelSourceError(
             f"{where}: not a safetensors file (header length {length:,} bytes; the format allows "
             f"2 to {MAX_HEADER_BYTES:,})",
+            "header",
+        )
+    if length > MAX_READ_BYTES:
+        raise ModelSourceError(
+            f"{where}: a safetensors header of {length:,} bytes; vramcalc reads headers of up to "
+            f"{MAX_READ_BYTES // 2**20} MiB (about 170,000 tensors)",
             "header",
         )
     return int(length)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramcalc.errors import SpecError
+from vramcalc.errors import ModelSourceError, SpecError
 from vramcalc.sources.checkpoint import Checkpoint
+from vramcalc.spec.hf_reader import MAX_FIELD, MAX_POSITIONS
 from vramcalc.units import quoted
 
 #: safetensors dtypes of floating-point weights and the precision they load in.
@@ -139,6 +140,10 @@ def standard_model(config: dict[str, Any], where: str) -> dict[str, Any]:
     for key, names in STANDARD_FIELDS.items():
         value = _int(fields, *names)
         if value is not None:
+            most = MAX_POSITIONS if key == "max_position_embeddings" else MAX_FIELD
+            if value > most:
+                name = next(name for name in names if fields.get(name) == value)
+                raise SpecError(f"{where}: {name}: {value:,} is out of range (1 to {most:,})")
             model[key] = value
     for key in ("layers", "hidden_size", "heads"):
         if key not in model:
@@ -206,8 +211,15 @@ def pipeline_weights(checkpoint: Checkpoint) -> str:
 def checkpoint_model(checkpoint: Checkpoint, where: str) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     """The ``model`` section for ``checkpoint``, the workload keys its files imply (``precision`` when the
     config states none; ``quantization`` from ``quantization_config``) and notes on what was read."""
-    from vramcalc.spec.hf_import import config_precision, model_from_config
+    from vramcalc.spec.hf_import import FAMILIES, TEXT_CONFIGS, config_precision, model_from_config
 
+    if checkpoint.weight_bytes == 0:
+        tensors = sum(len(file.tensors) for file in checkpoint.files)
+        raise ModelSourceError(
+            f"{where}: the weights files hold no weights ({tensors:,} tensors of 0 bytes in "
+            f"{len(checkpoint.files):,} files)",
+            "header",
+        )
     if checkpoint.pipeline is not None:
         raise SpecError(f"{where}: {pipeline_weights(checkpoint)}")
     config = checkpoint.config
@@ -223,14 +235,18 @@ def checkpoint_model(checkpoint: Checkpoint, where: str) -> tuple[dict[str, Any]
     else:
         quantization = quantization_of(config, where)
         method = quantization["method"] if quantization is not None else stored_method(config)
+    model_type = config.get("model_type")
     try:
         model, notes = model_from_config(config, where)
         modelled = True
     except SpecError:
+        if isinstance(model_type, str) and (model_type in FAMILIES or model_type in TEXT_CONFIGS):
+            raise  # a family vramcalc models, whose config has a field it cannot take: that field's error
         model, modelled = standard_model(config, where), False
+        named = model_type[:60] if isinstance(model_type, str) and model_type.isprintable() else quoted(model_type)
         notes = [
-            f"{config.get('model_type')}: not an architecture vramcalc models; weights from the files, KV cache "
-            "from the config's standard fields, activations first-order (a decoder of those fields)"
+            f"{named}: not an architecture vramcalc models; weights from the files, KV cache from the config's "
+            "standard fields, activations first-order (a decoder of those fields)"
         ]
     if modelled and isinstance(config.get("model_type"), str):
         model = {**model, "model_type": config["model_type"]}

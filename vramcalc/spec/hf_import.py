@@ -239,8 +239,9 @@ def spec_yaml(
 
     name = source if named else Path(source).name
     file_name = name if name.isprintable() else quoted(name)  # one comment line
-    head = [f"# Imported by vramcalc from {file_name} (model_type {model_type})."]
-    head += [f"# note: {note}" for note in notes]
+    shown = model_type if model_type.isprintable() else quoted(model_type)  # a checkpoint's config may hold any
+    head = [f"# Imported by vramcalc from {file_name} (model_type {shown})."]
+    head += [f"# note: {note if note.isprintable() else quoted(note)}" for note in notes]
     body = yaml.safe_dump({"name": document["name"], "model": document["model"]}, sort_keys=False)
     workload_text = yaml.safe_dump({"workload": document["workload"]}, sort_keys=False)
     return "\n".join(head) + "\n" + body + "# workload: an example; edit it for your run\n" + workload_text
