@@ -16,6 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+#: Largest config.json, model_index.json, modules.json or shard index read, from disk or the Hub (a shard
+#: index of a large model lists every tensor: a few hundred kB).
+MAX_JSON_BYTES = 20_000_000
+#: Weights files one checkpoint may have (the largest public models have a few hundred shards).
+MAX_FILES = 10_000
+#: The weights files of a transformers folder and a Diffusers component (their indexes add ``.index.json``).
+TRANSFORMERS_WEIGHTS = ("model.safetensors", "diffusion_pytorch_model.safetensors")
+
 #: How a checkpoint's weights are stored.
 Format = Literal["safetensors", "gguf"]
 #: Where a checkpoint was found: a path given, the local Hugging Face cache, the Hub over the network.

@@ -100,14 +100,13 @@ def cached_snapshot(repo: str, revision: str | None) -> tuple[Path, str] | None:
 
 def blob_sha256(path: Path) -> str | None:
     """The SHA-256 of a snapshot file's bytes, without reading them: an LFS file's blob is named by its
-    SHA-256, so the symlink's target names it. None for a small (git) file, a copied file (no symlinks)
-    or anything unreadable."""
+    SHA-256, so the file the snapshot's symlink leads to names it (in the repository's ``blobs/``). None
+    for a small (git) file, a copied file (no symlinks) or anything unreadable."""
     try:
-        target = os.readlink(path)
+        target = Path(os.path.realpath(path))
     except (OSError, ValueError):
         return None
-    name = os.path.basename(target)
-    return name if SHA256_RE.fullmatch(name) else None
+    return target.name if SHA256_RE.fullmatch(target.name) and target.parent.name == "blobs" else None
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from typing import Any
 from vramcalc.errors import ModelSourceError, SpecError
 from vramcalc.files import read_json
 from vramcalc.sources import header_cache, hf_cache
-from vramcalc.sources.checkpoint import Checkpoint, Origin, TensorFile
+from vramcalc.sources.checkpoint import MAX_FILES, MAX_JSON_BYTES, TRANSFORMERS_WEIGHTS, Checkpoint, Origin, TensorFile
 from vramcalc.sources.hf_cache import COMMIT_RE
 
 #: The Hub when ``HF_ENDPOINT`` is not set.
@@ -51,12 +51,6 @@ MAX_PARALLEL = 8
 #: The first range read of a GGUF file; each further read doubles, up to :data:`GGUF_MAX_CHUNK`.
 GGUF_FIRST_CHUNK = 1 << 20
 GGUF_MAX_CHUNK = 16 << 20
-#: Largest JSON file (config, pipeline, shard index) read from the Hub.
-MAX_JSON_BYTES = 20_000_000
-#: Weights files one checkpoint may have (as :mod:`vramcalc.sources.local` allows).
-MAX_FILES = 10_000
-#: The weights files of a transformers folder and a Diffusers component (as :mod:`vramcalc.sources.local`).
-TRANSFORMERS_WEIGHTS = ("model.safetensors", "diffusion_pytorch_model.safetensors")
 #: A Hub repository id: ``name`` or ``org/name`` (huggingface_hub's own rule, 96 characters a part).
 REPO_RE = re.compile(r"(?:[\w.-]{1,96}/)?[\w.-]{1,96}")
 

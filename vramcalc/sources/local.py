@@ -17,32 +17,14 @@ Which weights files a folder's model loads, as the libraries pick them:
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from vramcalc.errors import ModelSourceError, SpecError
 from vramcalc.files import read_json
-from vramcalc.sources.checkpoint import Checkpoint, Origin, TensorFile
+from vramcalc.sources.checkpoint import MAX_FILES, MAX_JSON_BYTES, TRANSFORMERS_WEIGHTS, Checkpoint, Origin, TensorFile
+from vramcalc.sources.hf_cache import blob_sha256
 from vramcalc.sources.safetensors_header import header_length, parse_safetensors_header
-
-#: Largest config.json, model_index.json, modules.json or shard index read (a shard index of a large
-#: model lists every tensor: a few hundred kB).
-MAX_JSON_BYTES = 20_000_000
-#: Weights files one checkpoint may have (the largest public models have a few hundred shards).
-MAX_FILES = 10_000
-#: The weights files of a transformers folder, a Diffusers component and their indexes.
-TRANSFORMERS_WEIGHTS = ("model.safetensors", "diffusion_pytorch_model.safetensors")
-_SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def blob_sha256(path: Path) -> str | None:
-    """The SHA-256 of a file in the Hugging Face cache: its blob's name (the LFS object id), else None."""
-    try:
-        target = Path(os.path.realpath(path))
-    except (OSError, ValueError):
-        return None
-    return target.name if _SHA256.fullmatch(target.name) and target.parent.name == "blobs" else None
 
 
 def read_safetensors_file(path: Path, name: str, where: str) -> TensorFile:
