@@ -368,6 +368,18 @@ class Overrides:
     pure: bool = False
 
 
+def _model(shape: ModelShape, counted: list[tuple[Tensor, int]], opts: Overrides) -> _Model:
+    """What llama.cpp's type rules read of the whole model, from its tensors and how many of each there are."""
+    return _Model(
+        layers=shape.layers,
+        n_gqa=shape.heads // shape.kv_heads if shape.kv_heads else 0,
+        experts=shape.moe.experts if shape.moe is not None else 0,
+        tied=not any(t.category == "output" for t, _ in counted),
+        n_attention_wv=sum(count for t, count in counted if t.category == "attn_v"),
+        imatrix=opts.imatrix,
+    )
+
+
 def tensor_types(
     shape: ModelShape, ftype: str, n_params: int, opts: Overrides | None = None
 ) -> list[tuple[Tensor, str]]:
@@ -375,14 +387,7 @@ def tensor_types(
     opts = opts or Overrides()
     default = DEFAULT_TYPE[ftype]
     tensors = model_tensors(shape, n_params)
-    m = _Model(
-        layers=shape.layers,
-        n_gqa=shape.heads // shape.kv_heads if shape.kv_heads else 0,
-        experts=shape.moe.experts if shape.moe is not None else 0,
-        tied=not any(t.category == "output" for t in tensors),
-        n_attention_wv=sum(t.category == "attn_v" for t in tensors),
-        imatrix=opts.imatrix,
-    )
+    m = _model(shape, [(t, 1) for t in tensors], opts)
     out: list[tuple[Tensor, str]] = []
     i_wv = 0
     for t in tensors:
@@ -400,14 +405,7 @@ def kind_types(
     opts = opts or Overrides()
     default = DEFAULT_TYPE[ftype]
     kinds = model_kinds(shape, n_params)
-    m = _Model(
-        layers=shape.layers,
-        n_gqa=shape.heads // shape.kv_heads if shape.kv_heads else 0,
-        experts=shape.moe.experts if shape.moe is not None else 0,
-        tied=not any(t.category == "output" for t, _ in kinds),
-        n_attention_wv=sum(count for t, count in kinds if t.category == "attn_v"),
-        imatrix=opts.imatrix,
-    )
+    m = _model(shape, kinds, opts)
     return [(t, _choose(t, ftype, default, t.layer, m, opts), count) for t, count in kinds]
 
 
