@@ -34,9 +34,10 @@ def stored_precision(checkpoint: Checkpoint) -> str | None:
     return table[max(by_dtype, key=lambda dtype: by_dtype[dtype])]
 
 
-def _int(section: dict[str, Any], *names: str) -> int | None:
+def positive_int(section: dict[str, Any] | None, *names: str) -> int | None:
+    """The first of ``names`` that ``section`` holds as a positive integer (None when none does)."""
     for name in names:
-        value = section.get(name)
+        value = (section or {}).get(name)
         if type(value) is int and value > 0:
             return value
     return None
@@ -52,7 +53,7 @@ def quantization_of(config: dict[str, Any], where: str) -> dict[str, Any] | None
     if not isinstance(section, dict):
         raise SpecError(f"{where}: quantization_config: expected a mapping")
     method = section.get("quant_method")
-    bits = _int(section, "bits", "w_bit")
+    bits = positive_int(section, "bits", "w_bit")
     group = section.get("group_size", section.get("q_group_size"))
     group_size = group if type(group) is int and group >= -1 else None
     if method in ("awq", "gptq") and bits in (2, 3, 4, 8):
@@ -138,7 +139,7 @@ def standard_model(config: dict[str, Any], where: str) -> dict[str, Any]:
     fields = {**config, **text} if isinstance(text, dict) else config
     model: dict[str, Any] = {"architecture": "decoder", "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary"}
     for key, names in STANDARD_FIELDS.items():
-        value = _int(fields, *names)
+        value = positive_int(fields, *names)
         if value is not None:
             most = MAX_POSITIONS if key == "max_position_embeddings" else MAX_FIELD
             if value > most:

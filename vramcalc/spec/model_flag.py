@@ -76,6 +76,8 @@ def spec_with_model(
     the Hub) with the workload, target and the rest of ``spec`` (a spec file's), else with the
     ``workload`` keys (the flags; see :func:`default_workload`, and :func:`implied_mode` with the
     command's ``mode``), as ``--hf-config`` builds its spec."""
+    from vramcalc.spec.from_checkpoint import positive_int
+    from vramcalc.spec.hf_import import TRAINING_PRECISION
     from vramcalc.spec.load import override_workload, parse_spec
     from vramcalc.spec.model_name import resolve_name
 
@@ -101,7 +103,9 @@ def spec_with_model(
         data["workload"] = {**data["workload"], **{k: v for k, v in implied.items() if k not in given}}
         return override_workload(parse_spec(data, source), source, **workload), said
     given, mode_notes = implied_mode({key: value for key, value in workload.items() if value is not None}, mode)
-    filled, notes = default_workload(model, given, _int(config, *CONTEXT_KEYS), _int(config, "image_size"))
+    filled, notes = default_workload(
+        model, given, positive_int(config, *CONTEXT_KEYS), positive_int(config, "image_size")
+    )
     notes = [*said, *mode_notes, *notes]
     if "precision" not in filled and config:
         from vramcalc.spec.hf_import import default_precision
@@ -116,7 +120,7 @@ def spec_with_model(
         if precision is not None:
             filled, notes = {**filled, "precision": precision}, [*notes, note] if note else notes
     if "precision" not in filled and "precision" in implied and filled.get("mode") in (None, Mode.train, "train"):
-        implied = {**implied, "precision": TRAINING_PRECISION.get(implied["precision"], implied["precision"])}
+        implied = {**implied, "precision": TRAINING_PRECISION[implied["precision"]]}
     filled = {**implied, **filled}
     if named.entry is not None and named.entry.config is not None:
         from vramcalc.spec.hf_import import validated_spec
@@ -127,17 +131,3 @@ def spec_with_model(
 
 #: Config fields of a model's context length.
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
-#: Training a 16-bit checkpoint is mixed precision, as HF Trainer's bf16=True / fp16=True.
-TRAINING_PRECISION = {"bf16": "amp-bf16", "fp16": "amp-fp16"}
-
-
-def _int(config: dict[str, Any] | None, *names: str) -> int | None:
-    for name in names:
-        value = (config or {}).get(name)
-        if type(value) is int and value > 0:
-            return value
-    return None
-
-
-def _states_dtype(config: dict[str, Any] | None) -> bool:
-    return bool(config) and any(isinstance((config or {}).get(key), str) for key in ("torch_dtype", "dtype"))
