@@ -17,7 +17,7 @@ class SpecError(VramcalcError):
 class ModelSourceError(SpecError):
     """A model named by a path, the local Hugging Face cache or a Hub id could not be read: a missing or
     hostile file, a gated or missing repository, no network. ``stage`` names the step that failed
-    (``path``, ``cache``, ``hub``, ``config``, ``header``), for the ``--json`` error."""
+    (``path``, ``hub``, ``config``, ``header``), for the ``--json`` error."""
 
     def __init__(self, message: str, stage: str) -> None:
         super().__init__(message)

@@ -57,8 +57,8 @@ def user_errors(source: str | None = None) -> Iterator[None]:
             echo_err(f"error: {line}")
         stage = getattr(exc, "stage", None)
         if stage is not None and _wants_json():
-            # a model that could not be read: the JSON reader learns which step failed (path, cache, hub,
-            # config, header) as well as the message
+            # a model that could not be read: the JSON reader learns which step failed (path, hub, config,
+            # header) as well as the message
             print_json({"error": {"message": terminal_line(lines[0]), "stage": stage}})
         raise typer.Exit(EXIT_BAD_INPUT) from None
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vramcalc.errors import ModelSourceError, SpecError
+from vramcalc.errors import SpecError
 from vramcalc.sources.checkpoint import Checkpoint
 from vramcalc.spec.presets import MAX_NAME_CHARS, PRESET_KEY, ModelEntry, find_named, is_preset, unknown_model
 from vramcalc.units import quoted
@@ -109,16 +109,10 @@ def _from_hub(match: re.Match[str], where: str, name: str) -> NamedModel:
     cached = _cached(match, where, name)
     if cached is not None:
         return cached
-    label = _label(name, where)
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise ModelSourceError(
-            f"{label}: not in the bundled catalog nor the local Hugging Face cache, and HF_HUB_OFFLINE is set",
-            "cache",
-        )
-    from vramcalc.sources import hub
+    from vramcalc.sources import hub  # HF_HUB_OFFLINE: one error line, the cache having nothing
 
     filename = (match["file"] or "").lstrip("/") or None
-    return NamedModel(None, hub.fetch_checkpoint(match["repo"], match["revision"], label, filename))
+    return NamedModel(None, hub.fetch_checkpoint(match["repo"], match["revision"], _label(name, where), filename))
 
 
 def resolve_name(name: object, where: str) -> NamedModel:
