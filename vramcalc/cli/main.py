@@ -36,7 +36,8 @@ base_app = typer.Typer(
     rich_markup_mode="rich",
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
-    help="Estimate GPU memory (VRAM) of training and inference steps, offline, from a YAML spec.\n\n"
+    help="Estimate GPU memory (VRAM) of training and inference steps from a YAML spec or a model's name "
+    "(offline, unless a Hub id names a model that is not on this machine).\n\n"
     "Exit codes: 0 ok, 1 does not fit (check commands), 2 bad input.",
 )
 

@@ -164,28 +164,14 @@ def model_tensors(shape: ModelShape, n_params: int) -> list[Tensor]:
     Parameters the 2-D tensors do not cover (norms, biases, the MoE router, learned positions) are one
     trailing ``other`` entry kept at F32, as llama.cpp's converter stores 1-D tensors.
     """
-    from vramcalc.core.shape import moe_layers
-
     if shape.architecture is not Architecture.decoder:
         raise SpecError(
             "workload.quantization: GGUF file types are modelled for decoder-only models "
             f"(llama.cpp's language models), not {shape.architecture.value}"
         )
-    vocab_rows, width = shape.vocab, shape.embed_width
-    tensors = [Tensor("token_embd", "token_embd", width, vocab_rows)]
-    moe, n_moe = shape.moe, moe_layers(shape)
-    moe_ids = set()
-    if moe is not None and n_moe:
-        moe_ids = {i for i in range(shape.layers) if i >= moe.first_dense and (i + 1) % moe.frequency == 0}
+    tensors = [Tensor("token_embd", "token_embd", shape.embed_width, shape.vocab)]
     for i in range(shape.layers):
-        tensors += _attention(shape, i)
-        if moe is not None and i in moe_ids:
-            tensors.append(Tensor(f"blk.{i}.ffn_gate_inp", "other", shape.hidden, moe.experts, i, quantize=False))
-            tensors += _mlp(shape, i, "_exps", moe.expert_ffn, moe.experts)
-            if moe.shared:
-                tensors += _mlp(shape, i, "_shexp", moe.shared_width, moe.shared)
-        else:
-            tensors += _mlp(shape, i, "", shape.ffn, 1)
+        tensors += _block(shape, i)
     if not shape.tie_embeddings:
         tensors.append(Tensor("output", "output", shape.hidden, shape.vocab))
     rest = n_params - sum(t.params for t in tensors)
