@@ -80,5 +80,5 @@ def test_what_litgpt_does_not_run_is_refused(extra: dict[str, Any], message: str
         data["parallel"] = extra["parallel"]
     else:
         data["workload"] |= extra
-    with pytest.raises(SpecError, match=message):
-        parse_spec(data)
+    with pytest.raises(SpecError, match=message):  # refused when the spec is estimated
+        estimate(parse_spec(data))

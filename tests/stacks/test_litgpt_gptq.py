@@ -105,5 +105,5 @@ FINETUNE = {"mode": "train", "batch_size": 1, "seq_len": 512, "adapter": {"rank"
     ],
 )
 def test_what_litgpt_does_not_run_is_refused(workload: dict[str, Any], message: str) -> None:
-    with pytest.raises(SpecError, match=message):
-        parse_spec({"name": "f", "model": {"preset": "falcon-7b"}, "workload": workload})
+    with pytest.raises(SpecError, match=message):  # refused when the spec is estimated
+        estimate(parse_spec({"name": "f", "model": {"preset": "falcon-7b"}, "workload": workload}))

@@ -37,6 +37,17 @@ def test_each_row_says_which_parts_of_the_protocol_its_module_has() -> None:
         module = importlib.import_module(library.module)
         assert library.refines == hasattr(module, "refine"), library.name
         assert library.checks == hasattr(module, "check_spec"), library.name
+        assert (library.keys_checked is not None) == hasattr(module, "check_keys"), library.name
+
+
+def test_the_spec_package_holds_no_library_rules() -> None:
+    # a library's rules live in its module of vramcalc/stacks/ (check_keys, check_spec); vramcalc/spec/ checks
+    # the keys' types and the sections' shape only
+    spec_package = STACKS.parent / "spec"
+    for path in spec_package.glob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        for name in ("llamacpp_rules", "workload_rules", "spec_rules", "torch_rules", "llm_rules", "one_gpu_only"):
+            assert f"def {name}" not in source and f"def {name.replace('_rules', '_spec_rules')}" not in source, path
 
 
 def test_every_runtime_has_its_stack_module() -> None:

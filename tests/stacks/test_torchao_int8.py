@@ -97,7 +97,7 @@ def test_several_gpus_are_refused() -> None:
     wl = {"mode": "inference", "batch_size": 1, "seq_len": 6, "quantization": "int8_weight_only"}
     spec = {"name": "t", "model": {"preset": "llama-2-7b"}, "workload": wl, "parallel": {"tensor": 2}}
     with pytest.raises(SpecError, match=r"across several GPUs"):
-        parse_spec(spec)
+        estimate(parse_spec(spec))
 
 
 def test_training_on_a_torchao_int4_base_is_refused() -> None:

@@ -231,7 +231,7 @@ def test_a_deepspeed_release_contradicting_the_plan_is_refused(
     with pytest.raises(
         SpecError, match=rf"workload\.versions\.deepspeed: 0\.8\.3 names a DeepSpeed release, but {why}"
     ):
-        parse_spec(data)
+        estimate(parse_spec(data))
 
 
 def test_a_deepspeed_release_without_a_plan_is_kept_and_said() -> None:
@@ -245,7 +245,7 @@ def test_a_deepspeed_release_without_a_plan_is_kept_and_said() -> None:
 
 def test_a_deepspeed_release_must_be_a_release_number() -> None:
     with pytest.raises(SpecError, match=r"workload\.versions\.deepspeed: 'eight' is not a release number"):
-        parse_spec(zero3_spec({"deepspeed": "eight"}, {"data": 2, "zero": 3}))
+        estimate(parse_spec(zero3_spec({"deepspeed": "eight"}, {"data": 2, "zero": 3})))
 
 
 def test_one_gpu_without_offload_uses_the_parameters_in_place_from_deepspeed_0_9() -> None:

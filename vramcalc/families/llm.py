@@ -47,9 +47,8 @@ from vramcalc.llm import (
     recompute,
 )
 from vramcalc.llm.details import LlmDetails
-from vramcalc.spec.llamacpp import runs_llamacpp
 from vramcalc.spec.llm import GGUF, litgpt_gptq
-from vramcalc.spec.models import Spec, is_generation
+from vramcalc.spec.models import Spec, is_generation, runs_llamacpp
 from vramcalc.stacks import bnb, gguf, litgpt, llamacpp, peft_lora, peft_methods, torchao, vllm
 from vramcalc.stacks.layouts import quant_layout
 
@@ -207,7 +206,6 @@ def inference_phases(
         notes += said
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
     pool = None
-    vllm.check_keys(wl, gen.runtime is Runtime.vllm)
     if gen.runtime is Runtime.vllm:
         non_kv, profile, activations, said = profile_non_kv_bytes(spec, shape, gen, dt, base, card)
         notes += said

@@ -10,11 +10,13 @@ from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, build_workload
 from vramcalc.families.checkpoint import checkpoint_shape
 from vramcalc.spec.models import ModelSpec, Spec, Workload
-from vramcalc.stacks.registry import check_stack, model_code, resolve_stack
+from vramcalc.stacks.registry import check_keys, check_stack, model_code, resolve_stack
 
 
 def stack_of(spec: Spec) -> Stack:
-    """The stack ``spec`` runs on (:func:`vramcalc.stacks.resolve_stack`)."""
+    """The stack ``spec`` runs on (:func:`vramcalc.stacks.resolve_stack`), once the rules of the libraries'
+    keys hold (:func:`vramcalc.stacks.registry.check_keys`)."""
+    check_keys(spec)
     return resolve_stack(spec.model, spec.workload)
 
 

@@ -11,7 +11,6 @@ from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import ParallelSpec
-from vramcalc.spec.techniques import one_gpu_only
 from vramcalc.spec.versions import zeroes_gradients_in_place
 
 LLM_KEYS = ("quantization", "adapter", "use_cache", "prompt_len", "max_new_tokens", "runtime", "kv_cache_dtype")
@@ -22,9 +21,6 @@ def check_supported(spec: Spec, section: ParallelSpec) -> None:
     """Combinations the per-rank model does not cover are refused rather than estimated wrongly."""
     model, wl = spec.model, spec.workload
     key = "parallel" if spec.parallel is not None else f"workload.precision: {wl.precision.value}"
-    refusal = one_gpu_only(wl) if spec.parallel is not None else None
-    if refusal is not None:  # a plan or fit candidate (its parallel section added after validation)
-        raise SpecError(refusal)
     if model.architecture is Architecture.resnet:
         raise SpecError(f"{key}: not modelled for architecture: resnet (transformers only)")
     if model.experts is not None:

@@ -47,6 +47,7 @@ from vramcalc.planning.suggest import Suggestion, best_first, suggestions, tried
 from vramcalc.spec.models import Spec
 from vramcalc.spec.parallel import FsdpStrategy, ParallelSpec
 from vramcalc.spec.target import NO_RESERVE, Reserve
+from vramcalc.stacks.techniques import one_gpu_only
 
 #: Why more cards of a kind do not help by themselves.
 DATA_PARALLEL = (
@@ -212,6 +213,9 @@ def unsearchable(spec: Spec) -> str | None:
                 "parallelism (vLLM's tensor_parallel_size; parallel: {tensor: N}) splits the weights and the KV cache"
             )
         return "the sharded (ZeRO/FSDP) search covers training only; vramcalc plan lists tensor and pipeline layouts"
+    reason = one_gpu_only(spec.workload)
+    if reason is not None:
+        return "the multi-GPU model does not cover this spec: " + reason
     section = spec.parallel or ParallelSpec()
     try:
         check_supported(spec.model_copy(update={"parallel": section}), section)

@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from vramcalc.choices import TORCHAO_INT8, AdapterType, QuantMethod
+from vramcalc.choices import AdapterType, QuantMethod
 from vramcalc.spec.section import SpecSection
-from vramcalc.spec.techniques import one_gpu_only
 
 if TYPE_CHECKING:
     pass
@@ -269,84 +268,3 @@ def litgpt_gptq(wl: Any) -> bool:
     """litgpt's own ``gptq.int4`` (``runtime: litgpt`` with ``quantization: gptq``)."""
     q = wl.quantization
     return wl.runtime is not None and wl.runtime.value == "litgpt" and q is not None and q.method.value == "gptq"
-
-
-def llm_rules(spec: Any, generating: bool) -> None:
-    """Library rules of the LLM keys (:func:`litgpt_runtime_rules`, :func:`litgpt_adapter_rules`,
-    :func:`torchao_rules`; raise ValueError naming the key); ``generating``: the workload is a generation."""
-    litgpt_runtime_rules(spec)
-    litgpt_adapter_rules(spec)
-    torchao_rules(spec, generating)
-
-
-def torchao_rules(spec: Any, generating: bool) -> None:
-    """torchao's int8 configurations are modelled as PyTorch runs them eagerly, for inference: a plain forward
-    or generation with ``runtime: hf`` or ``hf-legacy`` (vLLM compiles the model and captures CUDA graphs;
-    training is not modelled). Nothing trains on a torchao int4 base (``int4``): PEFT's torchao LoRA layers
-    refuse it (peft/tuners/lora/torchao.py, ``_check_dtype_supported``)."""
-    wl = spec.workload
-    q = wl.quantization
-    if q is not None and q.method is QuantMethod.int4 and wl.mode.value == "train":
-        raise ValueError(
-            "workload.quantization: training on a torchao int4 base is not run by PEFT (its torchao LoRA layers "
-            "take int8 weights only)"
-        )
-    if q is None or q.method not in TORCHAO_INT8:
-        return
-    name = q.method.value
-    if wl.mode.value == "train":
-        raise ValueError(f"workload.quantization: training on a torchao {name} base is not modelled")
-    if generating and (wl.runtime is None or wl.runtime.value not in ("hf", "hf-legacy")):
-        runtime = wl.runtime.value if wl.runtime is not None else "vllm, the default"
-        raise ValueError(
-            f"workload.runtime: torchao {name} is modelled as transformers runs it eagerly "
-            f"(runtime: hf or hf-legacy), not under {runtime}"
-        )
-    if spec.parallel is not None:
-        raise ValueError(one_gpu_only(wl))
-
-
-def litgpt_runtime_rules(spec: Any) -> None:
-    """``runtime: litgpt`` (its ``generate/base.py``): one GPU, its cache at the model's dtype, no vLLM pool
-    settings, and bitsandbytes' quantizations or litgpt's own ``gptq.int4`` (4-bit, one group per row, every
-    linear) only (raises ValueError naming the key)."""
-    wl = spec.workload
-    if wl.runtime is None or wl.runtime.value != "litgpt":
-        return
-    if spec.parallel is not None:
-        raise ValueError(one_gpu_only(wl))
-    for key in ("kv_block_size", "memory_utilization"):
-        if getattr(wl, key) is not None:
-            raise ValueError(f"workload.{key}: not a setting of litgpt's generate (runtime: litgpt)")
-    if wl.kv_cache_dtype is not None and wl.kv_cache_dtype.value != "auto":
-        raise ValueError("workload.kv_cache_dtype: litgpt's KV cache has the model's dtype (runtime: litgpt)")
-    q = wl.quantization
-    if q is not None and q.method.value not in LITGPT_GENERATE_QUANTIZATIONS:
-        raise ValueError(
-            f"workload.quantization: {q.method.value} is not one of litgpt's "
-            f"({', '.join(LITGPT_GENERATE_QUANTIZATIONS)}) with runtime: litgpt"
-        )
-    if q is not None and q.method.value == "gptq":
-        if q.skip_modules:
-            raise ValueError("workload.quantization.skip_modules: litgpt's gptq.int4 replaces every nn.Linear")
-        if q.bits not in (None, 4):
-            raise ValueError(f"workload.quantization.bits: litgpt's gptq.int4 is 4-bit (got {q.bits})")
-        if q.group_size not in (None, -1):
-            raise ValueError(
-                "workload.quantization.group_size: litgpt's gptq.int4 keeps one scale and zero per output row "
-                f"(group_size -1; got {q.group_size})"
-            )
-
-
-def litgpt_adapter_rules(spec: Any) -> None:
-    """``adapter.framework: litgpt`` fine-tunes a quantized base through bitsandbytes only (its ``bnb.*``
-    modes; raises ValueError naming the key)."""
-    wl = spec.workload
-    adapter, q = wl.adapter, wl.quantization
-    if adapter is None or adapter.framework != "litgpt" or q is None:
-        return
-    if q.method.value not in LITGPT_QUANTIZATIONS:
-        raise ValueError(
-            f"workload.quantization: {q.method.value} is not one of litgpt's fine-tuning quantizations "
-            f"({', '.join(LITGPT_QUANTIZATIONS)}) with adapter.framework: litgpt"
-        )

@@ -37,13 +37,12 @@ from vramcalc.choices import (
     Runtime,
 )
 from vramcalc.errors import UnitError
-from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, CacheType, llamacpp_rules
-from vramcalc.spec.llm import AdapterSpec, QuantizationSpec, litgpt_defaults, llm_rules, name_to_mapping
+from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, CacheType
+from vramcalc.spec.llm import GGUF, AdapterSpec, QuantizationSpec, litgpt_defaults, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import Target
-from vramcalc.spec.techniques import spec_rules, workload_rules
-from vramcalc.spec.versions import deepspeed_spec_rules, known_libraries, torch_defaults, torch_rules, torch_spec_rules
+from vramcalc.spec.versions import known_libraries, release_rules, torch_defaults
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
 
 #: Bidirectional overrides and isolates: they reorder what a terminal shows ("Trojan Source").
@@ -279,7 +278,7 @@ class Workload(SpecSection):
     versions: dict[str, Annotated[str, Field(min_length=1, max_length=40)]] | None = None
     quantization: QuantizationSpec | None = None
     adapter: AdapterSpec | None = None
-    # Training techniques of current stacks (vramcalc/stacks/techniques.py, rules in vramcalc/spec/techniques.py):
+    # Training techniques of current stacks (vramcalc/stacks/techniques.py, which checks their rules):
     optimizer_in_backward: bool = False
     optimizer_offload: Literal["cpu", "none"] = "none"
     activation_offloading: bool = False
@@ -359,10 +358,8 @@ class Workload(SpecSection):
         return self
 
     @model_validator(mode="after")
-    def _technique_rules(self) -> "Workload":
-        workload_rules(self)
-        llamacpp_rules(self)
-        torch_rules(self)
+    def _pinned_releases(self) -> "Workload":
+        release_rules(self.versions, self.adapter is not None and self.adapter.framework == "peft")
         return self
 
     @field_validator("precision", mode="before")
@@ -435,10 +432,6 @@ class Spec(SpecSection):
                 f"workload.mode: train needs every layer modelled; {checkpoint.source} is estimated from its "
                 "files (weights, KV cache, first-order activations), for inference and serving only"
             )
-        spec_rules(self)
-        torch_spec_rules(self)
-        deepspeed_spec_rules(self)
-        llm_rules(self, is_generation(wl))
         return self
 
 
@@ -464,3 +457,13 @@ def uses_llm_keys(spec: Spec) -> bool:
         or wl.use_cache is not None
         or generation
     )
+
+
+def is_gguf(wl: Workload) -> bool:
+    """Whether the workload's weights are a GGUF file type."""
+    return wl.quantization is not None and wl.quantization.method in GGUF
+
+
+def runs_llamacpp(wl: Workload) -> bool:
+    """``runtime: llama.cpp``, or a GGUF file type without a runtime (llama.cpp is its default)."""
+    return wl.runtime is Runtime.llama_cpp or (wl.runtime is None and is_gguf(wl))

@@ -27,15 +27,6 @@ VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch", 
 #: PyTorch 2.0 made ``zero_grad()`` free the gradients (``set_to_none=True``), made the optimizers default to
 #: their ``foreach`` implementation on CUDA and added ``scaled_dot_product_attention``.
 TORCH_2 = (2, 0, 0)
-#: PyTorch 2.1 added ``Tensor.register_post_accumulate_grad_hook``, which an optimizer step in backward needs.
-TORCH_POST_ACCUMULATE_HOOK = (2, 1, 0)
-#: Technique keys whose libraries need PyTorch 2 (torchao, torchtune, Liger), as (key, value when on).
-_TORCH_2_TECHNIQUES = (
-    ("optimizer_offload", "cpu"),
-    ("activation_offloading", True),
-    ("cross_entropy", "chunked"),
-    ("cross_entropy", "fused_linear"),
-)
 
 
 def known_libraries(value: Any) -> Any:
@@ -85,15 +76,6 @@ def zeroes_gradients_in_place(versions: dict[str, str] | None) -> bool:
     return release is not None and release < TORCH_2
 
 
-def torch_note(wl: Any) -> str:
-    """What a pinned PyTorch before 2.0 changes, in words (for the estimate's assumptions)."""
-    kept = "zero_grad() zeroes the gradients in place, so they stay allocated through the forward pass; " * (
-        wl.mode.value == "train"
-    )
-    defaults = "attention and optimizer_impl default to eager and forloop"
-    return f"torch {wl.versions['torch']} (workload.versions.torch): {kept}{defaults}"
-
-
 def torch_defaults(data: object) -> object:
     """A workload mapping with the defaults of a pinned PyTorch before 2.0: eager attention (there is no SDPA)
     and the optimizers' per-tensor loop (``foreach`` became the default in 2.0). An explicit ``attention:
@@ -114,55 +96,15 @@ def torch_defaults(data: object) -> object:
     return {"attention": "eager", "optimizer_impl": "forloop", **data}
 
 
-def torch_rules(wl: Any) -> None:
-    """What a pinned PyTorch release cannot run, and pinned PyTorch and NCCL releases that are not release
-    numbers (raises ValueError("versions.torch: ...") naming the key)."""
+def release_rules(versions: dict[str, str] | None, peft_adapter: bool) -> None:
+    """The pinned PyTorch, NCCL and PEFT releases are release numbers, and a pinned PEFT release has a PEFT
+    adapter to apply to (``peft_adapter``); raises ValueError("versions.LIBRARY: ...") naming the key. What a
+    pinned release cannot run is refused by the library's module in vramcalc/stacks/."""
     try:
-        release = torch_release(wl.versions)
+        for library in ("torch", "nccl", "peft"):
+            pinned_release(versions, library)
     except SpecError as exc:
         raise ValueError(str(exc).removeprefix("workload.")) from None
-    try:
-        nccl_release(wl.versions)
-        peft_release(wl.versions)
-    except SpecError as exc:
-        raise ValueError(str(exc).removeprefix("workload.")) from None
-    peft = (wl.versions or {}).get("peft")
-    if peft is not None and (wl.adapter is None or wl.adapter.framework != "peft"):
+    peft = (versions or {}).get("peft")
+    if peft is not None and not peft_adapter:
         raise ValueError(f"versions.peft: {peft} names a PEFT release, but the workload has no PEFT adapter")
-    if release is None:
-        return
-    text = wl.versions["torch"]
-    if wl.optimizer_in_backward and release < TORCH_POST_ACCUMULATE_HOOK:
-        raise ValueError(
-            f"optimizer_in_backward: needs PyTorch 2.1 or later (register_post_accumulate_grad_hook); "
-            f"versions.torch is {text}"
-        )
-    for key, on in _TORCH_2_TECHNIQUES:
-        if release < TORCH_2 and getattr(wl, key) == on:
-            raise ValueError(f"{key}: {on} needs PyTorch 2 (versions.torch is {text})")
-
-
-def torch_spec_rules(spec: Any) -> None:
-    """Rules between a pinned PyTorch before 2.0 and the rest of the spec (raises ValueError naming the key)."""
-    wl = spec.workload
-    if wl.mode.value != "train" or not zeroes_gradients_in_place(wl.versions):
-        return
-    text = wl.versions["torch"]  # parallel: and mixed-* precision: vramcalc.parallel.rules.check_supported
-    if spec.model.experts is not None:
-        raise ValueError(f"workload.versions.torch: {text} is not modelled for mixture-of-experts training")
-
-
-def deepspeed_spec_rules(spec: Any) -> None:
-    """A pinned DeepSpeed release is for training, and contradicts a ``parallel:`` plan of another framework
-    (``fsdp``, ``distributed_optimizer``); without ``parallel:`` it is kept for the DeepSpeed plans that
-    ``plan`` and ``fit`` try (raises ValueError naming the key)."""
-    wl = spec.workload
-    text = (wl.versions or {}).get("deepspeed")
-    if text is None:
-        return
-    deepspeed_release(wl.versions)
-    plan = spec.parallel
-    other = plan is not None and plan.resolved_framework.value != "deepspeed"
-    if wl.mode.value != "train" or other:
-        why = f"parallel: runs {plan.resolved_framework.value}" if other else "the workload does not train"
-        raise ValueError(f"workload.versions.deepspeed: {text} names a DeepSpeed release, but {why}")

@@ -6,18 +6,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import Head, Mlp, Position, QuantMethod
+from vramcalc.choices import Head, Mlp, Position, QuantMethod, Runtime
 from vramcalc.core import activations as act
 from vramcalc.core import allocator
 from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES
+from vramcalc.errors import SpecError
 from vramcalc.llm import quantization
 from vramcalc.llm.generation import prompt_and_context
 from vramcalc.llm.quantization import QuantLayout
-from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
+from vramcalc.spec.llm import BNB_4BIT, LITGPT_GENERATE_QUANTIZATIONS, LITGPT_QUANTIZATIONS, QuantizationSpec
 from vramcalc.spec.models import Spec, Workload
 from vramcalc.stacks import bnb
+from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import ceil_div
 
 Phases = dict[str, dict[str, int]]
@@ -211,3 +213,51 @@ class GptqInt4Layout(QuantLayout):
 
 
 GPTQ_INT4 = GptqInt4Layout()
+
+
+def check_keys(spec: Spec) -> None:
+    """litgpt's rules, refused with one line naming the key. ``runtime: litgpt`` (its ``generate/base.py``):
+    one GPU, its cache at the model's dtype, no vLLM pool settings, and bitsandbytes' quantizations or
+    litgpt's own ``gptq.int4`` (4-bit, one group per row, every linear) only. ``adapter.framework: litgpt``
+    fine-tunes a quantized base through bitsandbytes only (its ``bnb.*`` modes)."""
+    wl = spec.workload
+    q = wl.quantization
+    if wl.runtime is Runtime.litgpt:
+        reason = one_gpu_only(wl)
+        if spec.parallel is not None and reason is not None:
+            raise SpecError(reason)
+        for key in ("kv_block_size", "memory_utilization"):
+            if getattr(wl, key) is not None:
+                raise SpecError(f"workload.{key}: not a setting of litgpt's generate (runtime: litgpt)")
+        if wl.kv_cache_dtype is not None and wl.kv_cache_dtype.value != "auto":
+            raise SpecError("workload.kv_cache_dtype: litgpt's KV cache has the model's dtype (runtime: litgpt)")
+        if q is not None:
+            _generate_quantization(q)
+    adapter = wl.adapter
+    if adapter is None or adapter.framework != "litgpt" or q is None:
+        return
+    if q.method.value not in LITGPT_QUANTIZATIONS:
+        raise SpecError(
+            f"workload.quantization: {q.method.value} is not one of litgpt's fine-tuning quantizations "
+            f"({', '.join(LITGPT_QUANTIZATIONS)}) with adapter.framework: litgpt"
+        )
+
+
+def _generate_quantization(q: QuantizationSpec) -> None:
+    """What ``runtime: litgpt`` quantizes: bitsandbytes' modes, or its own ``gptq.int4``."""
+    if q.method.value not in LITGPT_GENERATE_QUANTIZATIONS:
+        raise SpecError(
+            f"workload.quantization: {q.method.value} is not one of litgpt's "
+            f"({', '.join(LITGPT_GENERATE_QUANTIZATIONS)}) with runtime: litgpt"
+        )
+    if q.method is not QuantMethod.gptq:
+        return
+    if q.skip_modules:
+        raise SpecError("workload.quantization.skip_modules: litgpt's gptq.int4 replaces every nn.Linear")
+    if q.bits not in (None, 4):
+        raise SpecError(f"workload.quantization.bits: litgpt's gptq.int4 is 4-bit (got {q.bits})")
+    if q.group_size not in (None, -1):
+        raise SpecError(
+            "workload.quantization.group_size: litgpt's gptq.int4 keeps one scale and zero per output row "
+            f"(group_size -1; got {q.group_size})"
+        )

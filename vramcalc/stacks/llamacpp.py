@@ -38,18 +38,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from vramcalc.choices import Architecture, Head, KvCacheDtype
+from vramcalc.choices import Architecture, Head, KvCacheDtype, Runtime
 from vramcalc.core.reserve import ReserveRule
 from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache
-from vramcalc.spec.llamacpp import runs_llamacpp
+from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, UNQUANTIZED
+from vramcalc.spec.models import is_gguf, runs_llamacpp
 from vramcalc.stacks import gguf
 
 if TYPE_CHECKING:
     from vramcalc.core.shape import ModelShape
     from vramcalc.spec.llm import QuantizationSpec
-    from vramcalc.spec.models import Workload
+    from vramcalc.spec.models import Spec, Workload
 
 F32, F16 = 4, 2
 #: n_ctx and every stream are padded to whole 256-cell chunks (GGML_PAD(..., 256) in llama_context).
@@ -209,3 +210,31 @@ RESERVE_NOTE = "allocator reserve 0: llama.cpp allocates its buffers once, at th
 def refine(stack: Stack, workload: Workload) -> Stack:
     """``stack`` with llama.cpp's allocator reserve."""
     return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE)
+
+
+def check_keys(spec: Spec) -> None:
+    """llama.cpp's keys: given only where llama.cpp runs the spec, and none of another runtime's there;
+    refused with one line naming the key."""
+    wl = spec.workload
+    if wl.runtime is Runtime.llama_cpp and not is_gguf(wl):
+        raise SpecError(
+            "workload.runtime: llama.cpp runs GGUF files: give quantization a GGUF file type (q4_0 ... q8_0, "
+            "q2_k ... q6_k)"
+        )
+    llamacpp = runs_llamacpp(wl)
+    given = [key for key in LLAMACPP_KEYS if getattr(wl, key) is not None]
+    if given and not llamacpp:
+        raise SpecError(f"workload.{given[0]}: only valid with runtime: llama.cpp (a GGUF quantization)")
+    if not llamacpp:
+        return
+    why = "" if wl.runtime is not None else " (a GGUF file type runs in llama.cpp unless runtime says otherwise)"
+    for key in OTHER_RUNTIME_KEYS:
+        if getattr(wl, key) is not None:
+            raise SpecError(f"workload.{key}: not a llama.cpp setting{why}; llama.cpp takes cache_type_k, cache_type_v")
+    if "vllm" in (wl.versions or {}):
+        raise SpecError(f"workload.versions: names a vLLM release, but the spec runs in llama.cpp{why}")
+    if wl.flash_attn is False and wl.cache_type_v not in (None, *UNQUANTIZED):
+        raise SpecError(
+            f"workload.cache_type_v: {wl.cache_type_v} is quantized, which llama.cpp allows only with flash "
+            "attention (flash_attn: true)"
+        )

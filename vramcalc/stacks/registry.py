@@ -2,8 +2,9 @@
 vramcalc/stacks/ that models it. A module's protocol, each part where the library has one:
 
 * ``refine(stack, workload) -> Stack``: its facts and policies on the resolved stack (:func:`resolve_stack`);
-* ``check_spec(spec, shape)``: what it does not model, refused with one line naming the key, when the spec is
-  resolved;
+* ``check_keys(spec)``: the rules of the keys it owns, refused with one line naming the key, before the spec
+  is resolved (``keys_checked``: when they concern a workload);
+* ``check_spec(spec, shape)``: what it does not model on the resolved shape, refused the same way;
 * a quantization layout (:data:`vramcalc.stacks.layouts.QUANT_LAYOUTS`), the model's code facts
   (:func:`model_code`), and the phases or terms only it adds, which the families call.
 
@@ -22,9 +23,9 @@ from typing import Any
 from vramcalc.choices import TORCHAO_INT8, AdapterType, Checkpointing, Mode, QuantMethod, Runtime
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
-from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, runs_llamacpp
+from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS
 from vramcalc.spec.llm import BNB_4BIT, GGUF
-from vramcalc.spec.models import ModelSpec, Spec, Workload, is_generation
+from vramcalc.spec.models import ModelSpec, Spec, Workload, is_generation, runs_llamacpp
 from vramcalc.spec.techniques import TECHNIQUE_KEYS, given_techniques
 
 #: vLLM's workload keys (its paging and scheduler; the KV dtype transformers reads too).
@@ -67,6 +68,7 @@ class Library:
     applies: Callable[[Workload], bool]
     refines: bool = False
     checks: bool = False
+    keys_checked: Callable[[Workload], bool] | None = None
 
     def refine(self, stack: Stack, workload: Workload) -> Stack:
         """``stack`` with this library's facts (its module's ``refine``; unchanged where it has none)."""
@@ -78,6 +80,11 @@ class Library:
         check: Callable[[Spec, ModelShape], None] | None = _function(self.module, "check_spec")
         if check is not None:
             check(spec, shape)
+
+    def check_keys(self, spec: Spec) -> None:
+        """Refuse what breaks the rules of this library's keys (its module's ``check_keys``)."""
+        check: Callable[[Spec], None] = _function(self.module, "check_keys")
+        check(spec)
 
 
 @functools.cache
@@ -99,6 +106,11 @@ def _litgpt_model(wl: Workload) -> bool:
     return wl.runtime is Runtime.litgpt or (wl.adapter is not None and wl.adapter.framework == "litgpt")
 
 
+def _llamacpp_keys(wl: Workload) -> bool:
+    """llama.cpp's rules concern a workload that runs in it, or gives one of its keys."""
+    return runs_llamacpp(wl) or any(getattr(wl, key) is not None for key in LLAMACPP_KEYS)
+
+
 def _quantizes(*methods: QuantMethod) -> Callable[[Workload], bool]:
     return lambda wl: wl.quantization is not None and wl.quantization.method in methods
 
@@ -111,7 +123,14 @@ _LORA = (AdapterType.lora, AdapterType.dora, AdapterType.lora_fa)
 
 #: The built-in stacks, in the order their facts are applied.
 LIBRARIES: tuple[Library, ...] = (
-    Library("PyTorch releases", "vramcalc.stacks.torch", ("versions.torch",), _pins("torch"), refines=True),
+    Library(
+        "PyTorch releases",
+        "vramcalc.stacks.torch",
+        ("versions.torch",),
+        _pins("torch"),
+        refines=True,
+        keys_checked=_pins("torch"),
+    ),
     Library("transformers releases", "vramcalc.stacks.transformers", ("versions.transformers",), lambda wl: True),
     Library(
         "torchtune, torchao and Liger training techniques",
@@ -119,6 +138,7 @@ LIBRARIES: tuple[Library, ...] = (
         TECHNIQUE_KEYS,
         lambda wl: bool(given_techniques(wl)),
         refines=True,
+        keys_checked=lambda wl: bool(given_techniques(wl)),
     ),
     Library(
         "torchtitan's selective checkpointing",
@@ -128,10 +148,30 @@ LIBRARIES: tuple[Library, ...] = (
         refines=True,
         checks=True,
     ),
-    Library("vLLM", "vramcalc.stacks.vllm", (*VLLM_KEYS, "versions.vllm"), _serves(Runtime.vllm), refines=True),
-    Library("llama.cpp", "vramcalc.stacks.llamacpp", LLAMACPP_KEYS, _serves(Runtime.llama_cpp), refines=True),
+    Library(
+        "vLLM",
+        "vramcalc.stacks.vllm",
+        (*VLLM_KEYS, "versions.vllm"),
+        _serves(Runtime.vllm),
+        refines=True,
+        keys_checked=lambda wl: any(getattr(wl, key) is not None for key in VLLM_KEYS),
+    ),
+    Library(
+        "llama.cpp",
+        "vramcalc.stacks.llamacpp",
+        LLAMACPP_KEYS,
+        _serves(Runtime.llama_cpp),
+        refines=True,
+        keys_checked=_llamacpp_keys,
+    ),
     Library("GGUF files", "vramcalc.stacks.gguf", ("quantization",), _quantizes(*GGUF)),
-    Library("litgpt", "vramcalc.stacks.litgpt", ("runtime", "adapter.framework"), _litgpt_model),
+    Library(
+        "litgpt",
+        "vramcalc.stacks.litgpt",
+        ("runtime", "adapter.framework"),
+        _litgpt_model,
+        keys_checked=_litgpt_model,
+    ),
     Library(
         "bitsandbytes",
         "vramcalc.stacks.bnb",
@@ -143,6 +183,7 @@ LIBRARIES: tuple[Library, ...] = (
         "vramcalc.stacks.torchao",
         ("quantization",),
         _quantizes(QuantMethod.int4, *TORCHAO_INT8),
+        keys_checked=_quantizes(QuantMethod.int4, *TORCHAO_INT8),
     ),
     Library(
         "GPTQ and AWQ checkpoints",
@@ -162,13 +203,20 @@ LIBRARIES: tuple[Library, ...] = (
         "PEFT's VeRA, LoHa, AdaLoRA, TinyLoRA, OSF", "vramcalc.stacks.peft_more", ("adapter",), _adapts(*PEFT_MORE)
     ),
     Library("PEFT's BOFT", "vramcalc.stacks.peft_boft", ("adapter",), _adapts(AdapterType.boft)),
-    Library("DeepSpeed ZeRO-3", "vramcalc.stacks.zero3", ("parallel.zero3", "versions.deepspeed"), _pins("deepspeed")),
+    Library(
+        "DeepSpeed ZeRO-3",
+        "vramcalc.stacks.zero3",
+        ("parallel.zero3", "versions.deepspeed"),
+        _pins("deepspeed"),
+        keys_checked=_pins("deepspeed"),
+    ),
     Library("NCCL", "vramcalc.stacks.nccl", ("versions.nccl", "parallel.interconnect", "overhead.nccl"), _pins("nccl")),
 )
 
 
 _REFINING = tuple(library for library in LIBRARIES if library.refines)
 _CHECKING = tuple(library for library in LIBRARIES if library.checks)
+_KEYS_CHECKING = tuple(library for library in LIBRARIES if library.keys_checked is not None)
 
 #: The stack module that models each runtime (its generation's allocations; ``hf`` and ``hf-legacy`` are
 #: transformers' ``generate``).
@@ -206,6 +254,16 @@ def technique_notes(workload: Workload) -> list[str]:
     from vramcalc.stacks import techniques
 
     return techniques.notes(workload)
+
+
+def check_keys(spec: Spec) -> None:
+    """The rules of each library's keys, for the libraries whose keys concern the spec (each module's
+    ``check_keys``), refused with one line naming the key; the spec's own sections check their types and
+    shape when it is read (vramcalc/spec/)."""
+    for library in _KEYS_CHECKING:
+        assert library.keys_checked is not None
+        if library.keys_checked(spec.workload):
+            library.check_keys(spec)
 
 
 def check_stack(spec: Spec, shape: ModelShape) -> None:

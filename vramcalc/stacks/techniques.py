@@ -32,14 +32,16 @@ from __future__ import annotations
 from dataclasses import replace
 from functools import partial
 
-from vramcalc.choices import CrossEntropy, Optimizer, OptimizerImpl
+from vramcalc.choices import TORCHAO_INT8, Architecture, CrossEntropy, Head, Mode, Optimizer, OptimizerImpl, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.optimizer import optimizer_state_bytes_for, optimizer_temp_bytes_for
 from vramcalc.core.params import param_tensors
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.training import OffloadedActivations, OffloadedOptimizer, no_loss_bytes
-from vramcalc.spec.models import Workload
+from vramcalc.errors import SpecError
+from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.techniques import TECHNIQUE_KEYS, given_techniques
 from vramcalc.units import allocation_bytes, ceil_div
 
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8), its recipes' default.
@@ -170,3 +172,63 @@ def refine(stack: Stack, workload: Workload) -> Stack:
         activation_offload=offload_activations if workload.activation_offloading else None,
         optimizer_in_backward=workload.optimizer_in_backward,
     )
+
+
+def check_keys(spec: Spec) -> None:
+    """The technique keys' rules, within ``workload`` and with the rest of the spec: what is not modelled
+    together is refused with one line naming the key."""
+    wl, model, parallel = spec.workload, spec.model, spec.parallel
+    given = given_techniques(wl)
+    if not given:
+        return
+    if wl.mode is not Mode.train:
+        raise SpecError(f"workload.{given[0]}: only valid with mode: train")
+    if wl.optimizer_in_backward and wl.optimizer_offload == "cpu":
+        raise SpecError("workload.optimizer_offload: not modelled together with optimizer_in_backward")
+    if wl.adapter is not None:
+        for key in TECHNIQUE_KEYS[:-1]:  # keep_outputs: LoRA and DoRA (vramcalc/families/llm.py)
+            if key in given:
+                raise SpecError(f"workload.{key}: only modelled for full fine-tuning (not with adapter)")
+    micro = parallel.micro_batches if parallel is not None else None
+    if wl.optimizer_in_backward and micro is not None and micro > 1:
+        raise SpecError(
+            f"workload.optimizer_in_backward: steps each parameter as soon as its gradient exists, so it cannot "
+            f"accumulate gradients over parallel.micro_batches {micro} (torchtune refuses it too)"
+        )
+    if parallel is not None:
+        raise SpecError(one_gpu_only(wl) or "parallel: not modelled with these techniques")
+    mixed = wl.precision in (Precision.mixed_fp16, Precision.mixed_bf16)
+    for key in given:
+        if key != "optimizer_offload" and mixed:
+            precision = wl.precision.value
+            raise SpecError(
+                f"workload.{key}: not modelled with precision: {precision} (one GPU, without mixed-* precision)"
+            )
+    if model.architecture is Architecture.resnet:
+        raise SpecError(f"workload.{given[0]}: not modelled for architecture: resnet (transformers only)")
+    decoder = model.architecture in (None, Architecture.decoder)
+    no_loss = wl.cross_entropy is CrossEntropy.none  # backward from the logits: any model with an LM head
+    for key in ("activation_offloading", "cross_entropy"):
+        if key in given and not decoder and not (key == "cross_entropy" and no_loss):
+            raise SpecError(f"workload.{key}: modelled for decoder language models only (as torchtune trains them)")
+    if "activation_offloading" in given and model.experts is not None:
+        raise SpecError("workload.activation_offloading: not modelled for mixture-of-experts models")
+    if "cross_entropy" in given and model.head not in (None, Head.lm):
+        raise SpecError("workload.cross_entropy: needs head: lm (the loss over the vocabulary)")
+    if "keep_outputs" in given and model.head not in (None, Head.lm):
+        raise SpecError("workload.keep_outputs: needs head: lm (the outputs it keeps are the logits and KV cache)")
+
+
+def one_gpu_only(wl: Workload) -> str | None:
+    """Why the workload is modelled on one GPU only, or None: the reason a ``parallel:`` section is refused,
+    in the spec (:func:`check_keys`, and litgpt's and torchao's rules) or as a plan or fit candidate."""
+    for key in given_techniques(wl):
+        if key == "optimizer_offload":
+            return "workload.optimizer_offload: one GPU only; with parallel: use parallel.offload.optimizer"
+        return f"workload.{key}: not modelled with parallel: (one GPU, without mixed-* precision)"
+    if wl.runtime is not None and wl.runtime.value == "litgpt":
+        return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
+    q = wl.quantization
+    if q is not None and q.method in TORCHAO_INT8:
+        return f"workload.quantization: torchao {q.method.value} across several GPUs (parallel:) is not modelled"
+    return None

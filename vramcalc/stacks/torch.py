@@ -17,9 +17,21 @@ from dataclasses import dataclass, replace
 
 from vramcalc.core.reserve import DEFAULT_CONTEXT_NOTE, DEFAULT_CUDA_CONTEXT
 from vramcalc.core.stack import Stack
-from vramcalc.spec.models import Workload
-from vramcalc.spec.versions import torch_note, torch_release, zeroes_gradients_in_place
+from vramcalc.errors import SpecError
+from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.versions import TORCH_2, torch_release, zeroes_gradients_in_place
 from vramcalc.units import MiB
+
+#: PyTorch 2.1 added ``Tensor.register_post_accumulate_grad_hook``, which an optimizer step in backward needs.
+TORCH_POST_ACCUMULATE_HOOK = (2, 1, 0)
+#: Technique keys whose libraries need PyTorch 2 (torchao, torchtune, Liger), as (key, value when on).
+_TORCH_2_TECHNIQUES = (
+    ("optimizer_offload", "cpu"),
+    ("activation_offloading", True),
+    ("cross_entropy", "chunked"),
+    ("cross_entropy", "fused_linear"),
+)
+
 
 EAGER_LOADING_CUDA_CONTEXT = 1343 * MiB
 LAZY_LOADING_TORCH = (1, 13, 0)
@@ -37,6 +49,15 @@ class TorchFacts:
     cuda_context_bytes: int = DEFAULT_CUDA_CONTEXT
     cuda_context_note: str = DEFAULT_CONTEXT_NOTE
     workload_notes: tuple[str, ...] = ()
+
+
+def torch_note(wl: Workload) -> str:
+    """What a pinned PyTorch before 2.0 changes, in words (for the estimate's assumptions)."""
+    kept = "zero_grad() zeroes the gradients in place, so they stay allocated through the forward pass; " * (
+        wl.mode.value == "train"
+    )
+    defaults = "attention and optimizer_impl default to eager and forloop"
+    return f"torch {(wl.versions or {})['torch']} (workload.versions.torch): {kept}{defaults}"
 
 
 def facts(workload: Workload) -> TorchFacts:
@@ -64,3 +85,25 @@ def refine(stack: Stack, workload: Workload) -> Stack:
         cuda_context_note=pinned.cuda_context_note,
         workload_notes=pinned.workload_notes,
     )
+
+
+def check_keys(spec: Spec) -> None:
+    """What the pinned PyTorch release cannot run, refused with one line naming the key: an optimizer step in
+    backward before 2.1, torchao's, torchtune's and Liger's techniques before 2.0, and mixture-of-experts
+    training with the gradients zeroed in place (several GPUs and mixed-* precision:
+    vramcalc/parallel/rules.py)."""
+    wl = spec.workload
+    release = torch_release(wl.versions)
+    if release is None:
+        return
+    text = (wl.versions or {})["torch"]
+    if wl.optimizer_in_backward and release < TORCH_POST_ACCUMULATE_HOOK:
+        raise SpecError(
+            f"workload.optimizer_in_backward: needs PyTorch 2.1 or later (register_post_accumulate_grad_hook); "
+            f"versions.torch is {text}"
+        )
+    for key, on in _TORCH_2_TECHNIQUES:
+        if release < TORCH_2 and getattr(wl, key) == on:
+            raise SpecError(f"workload.{key}: {on} needs PyTorch 2 (versions.torch is {text})")
+    if wl.mode.value == "train" and zeroes_gradients_in_place(wl.versions) and spec.model.experts is not None:
+        raise SpecError(f"workload.versions.torch: {text} is not modelled for mixture-of-experts training")

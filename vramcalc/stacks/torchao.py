@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 
-from vramcalc.choices import QuantMethod
+from vramcalc.choices import TORCHAO_INT8, Mode, QuantMethod, Runtime
 from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
 from vramcalc.llm.quantization import (
     FP16,
     FP32,
@@ -28,6 +29,8 @@ from vramcalc.llm.quantization import (
     linear_groups,
 )
 from vramcalc.spec.llm import QuantizationSpec
+from vramcalc.spec.models import Spec, is_generation
+from vramcalc.stacks.techniques import one_gpu_only
 
 
 class Int4Layout(QuantLayout):
@@ -101,3 +104,31 @@ def torchao_int8_extra(
         head_call = torchao_int8_call_bytes(q.method, head, head_rows, compute_bytes)
         moment = max(moment, head_rows * head.inp * compute_bytes + head_call)
     return max(0, moment - activations)
+
+
+def check_keys(spec: Spec) -> None:
+    """torchao's int8 configurations are modelled as PyTorch runs them eagerly, for inference: a plain forward
+    or generation with ``runtime: hf`` or ``hf-legacy`` (vLLM compiles the model and captures CUDA graphs;
+    training is not modelled). Nothing trains on a torchao int4 base (``int4``): PEFT's torchao LoRA layers
+    refuse it (peft/tuners/lora/torchao.py, ``_check_dtype_supported``). Refused with one line naming the key."""
+    wl = spec.workload
+    q = wl.quantization
+    if q is not None and q.method is QuantMethod.int4 and wl.mode is Mode.train:
+        raise SpecError(
+            "workload.quantization: training on a torchao int4 base is not run by PEFT (its torchao LoRA layers "
+            "take int8 weights only)"
+        )
+    if q is None or q.method not in TORCHAO_INT8:
+        return
+    name = q.method.value
+    if wl.mode is Mode.train:
+        raise SpecError(f"workload.quantization: training on a torchao {name} base is not modelled")
+    if is_generation(wl) and wl.runtime not in (Runtime.hf, Runtime.hf_legacy):
+        runtime = wl.runtime.value if wl.runtime is not None else "vllm, the default"
+        raise SpecError(
+            f"workload.runtime: torchao {name} is modelled as transformers runs it eagerly "
+            f"(runtime: hf or hf-legacy), not under {runtime}"
+        )
+    reason = one_gpu_only(wl)
+    if spec.parallel is not None and reason is not None:
+        raise SpecError(reason)

@@ -45,10 +45,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vramcalc.choices import Runtime
 from vramcalc.core.reserve import LONG_LIVED, TRANSIENT_RESERVE, ReserveRule, transient_reserve_note
 from vramcalc.core.stack import Device, Stack
 from vramcalc.errors import SpecError
-from vramcalc.spec.models import Workload
+from vramcalc.spec.models import Spec, Workload, runs_llamacpp
 from vramcalc.spec.versions import release_key
 from vramcalc.units import GiB, MiB
 
@@ -129,9 +130,11 @@ def parse_version(text: str) -> tuple[int, int]:
     return release_key(text, "vllm", "0.6.4")[:2]
 
 
-def check_keys(wl: Workload, is_vllm: bool) -> None:
-    """vLLM's scheduler keys only apply to the vllm runtime."""
-    if is_vllm:
+def check_keys(spec: Spec) -> None:
+    """vLLM's scheduler keys apply to the vllm runtime only (a spec that runs in llama.cpp is refused by
+    llama.cpp's rules, which name its own keys)."""
+    wl = spec.workload
+    if (wl.runtime or Runtime.vllm) is Runtime.vllm or runs_llamacpp(wl):
         return
     for key in VLLM_KEYS:
         if getattr(wl, key, None) is not None:

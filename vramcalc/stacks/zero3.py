@@ -614,3 +614,18 @@ def release_refinement(spec: Spec) -> Callable[[Plan], tuple[Plan, list[str]]]:
         return plan, []
 
     return refine
+
+
+def check_keys(spec: Spec) -> None:
+    """A pinned DeepSpeed release is for training, and contradicts a ``parallel:`` plan of another framework
+    (``fsdp``, ``distributed_optimizer``); without ``parallel:`` it is kept for the DeepSpeed plans that
+    ``plan`` and ``fit`` try. Refused with one line naming the key."""
+    wl = spec.workload
+    text = (wl.versions or {}).get("deepspeed")
+    if text is None:
+        return
+    deepspeed_release(wl.versions)
+    plan = spec.parallel.resolved_framework.value if spec.parallel is not None else "deepspeed"
+    if wl.mode.value != "train" or plan != "deepspeed":
+        why = f"parallel: runs {plan}" if plan != "deepspeed" else "the workload does not train"
+        raise SpecError(f"workload.versions.deepspeed: {text} names a DeepSpeed release, but {why}")
