@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from vramcalc.errors import SpecError
 from vramcalc.spec import hf_encoders as enc
+from vramcalc.spec import hf_fields
 from vramcalc.spec import hf_families as fam
 from vramcalc.spec import hf_gpt as gpt
 from vramcalc.spec import hf_moe as moe
@@ -96,7 +97,9 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     if converter is None:
         known = ", ".join(sorted([*FAMILIES, *TEXT_CONFIGS]))
         raise SpecError(f"{source}: model_type: {quoted(model_type)} is not supported (supported: {known})")
-    model, said = converter(Reader(config, source))
+    reader = Reader(config, source)
+    hf_fields.refuse(reader, model_type)  # fields that change the count and are not modelled
+    model, said = converter(reader)
     return model, notes + said
 
 
