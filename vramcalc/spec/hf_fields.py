@@ -168,6 +168,10 @@ QUIET_FAMILY: dict[str, tuple[str, frozenset[str]]] = {
         "head_dim sizes only the rotary table of this family's class (its projections are hidden_size wide)",
         _names("head_dim"),
     ),
+    "rotary_length": (
+        "the rotary table's length (no parameters) in this family's class",
+        _names("max_position_embeddings"),
+    ),
     "t5_legacy": ("an old T5 field its class ignores", _names("n_positions")),
     "multimodal": (
         "the vision tower and image tokens of a multimodal checkpoint (noted, not counted)",
@@ -214,14 +218,13 @@ FIELDS: dict[str, Fields] = {
     "gpt2": _table(_GPT2, ("gpt2_summary",), {"add_cross_attention": CROSS_ATTENTION}),
     "gpt_neox": _table(
         "hidden_size num_hidden_layers num_attention_heads intermediate_size attention_bias hidden_dropout "
-        "use_parallel_residual max_position_embeddings",
-        ("rotary_head_dim",),
+        "use_parallel_residual",
+        ("rotary_head_dim", "rotary_length"),
     ),
     "falcon": _table(
         "hidden_size num_hidden_layers num_attention_heads n_head n_layer num_kv_heads multi_query "
-        "new_decoder_architecture parallel_attn num_ln_in_parallel_attn ffn_hidden_size alibi bias "
-        "max_position_embeddings",
-        ("derived", "rotary_head_dim"),
+        "new_decoder_architecture parallel_attn num_ln_in_parallel_attn ffn_hidden_size alibi bias",
+        ("derived", "rotary_head_dim", "rotary_length"),
     ),
     "opt": _table(
         "hidden_size num_hidden_layers num_attention_heads ffn_dim max_position_embeddings enable_bias "

@@ -178,7 +178,9 @@ def opt(r: Reader) -> Imported:
     )
     width = r.count("word_embed_proj_dim", default=hidden)
     if width != hidden:
-        if model["head"] != "lm":  # project_out and a head of word_embed_proj_dim inputs are counted with the LM head only
+        if (
+            model["head"] != "lm"
+        ):  # project_out and a head of word_embed_proj_dim inputs are counted with the LM head only
             raise r.fail("word_embed_proj_dim", f"{width} != hidden_size is modelled with OPTForCausalLM only")
         model["embedding_dim"] = width
     if not r.flag("do_layer_norm_before", True) or r.flag("_remove_final_layer_norm", False):
