@@ -259,7 +259,8 @@ def test_phimoe_and_olmoe_keys() -> None:
         (
             "distilbert-base-uncased.json",
             {"architectures": ["DistilBertForQuestionAnswering"], "num_labels": 3},
-            "num_labels: 3: DistilBertForQuestionAnswering needs 2",
+            # DistilBertForQuestionAnswering: qa_outputs = nn.Linear(config.dim, config.num_labels)
+            "num_labels: 3: a question-answering head of 2",
         ),
     ],
 )

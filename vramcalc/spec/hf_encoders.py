@@ -42,8 +42,6 @@ def distilbert(r: Reader) -> Imported:
     ``DistilBertModel``; ``pre_classifier`` + ``classifier`` count as a pooler plus the classifier and the
     masked-LM head (vocab_transform, vocab_layer_norm, vocab_projector) as BERT's."""
     kind = head_kind(r, "mlm")
-    if kind == "question_answering" and r.label_count() != 2:
-        raise r.fail("num_labels", f"{r.label_count()}: DistilBertForQuestionAnswering needs 2 (start and end)")
     activation = r.text("activation", "gelu")
     if activation not in ("gelu", "relu"):
         raise r.fail("activation", f"{quoted(activation)} is not supported (gelu, relu)")
@@ -78,6 +76,9 @@ def deberta_v2(r: Reader) -> Imported:
         if value and (name == "conv_kernel_size" or value != r.need("hidden_size")):
             raise r.fail(name, f"{value} is not modelled (DeBERTa-v2 with an extra convolution or embedding width)")
     model = {**_bert_body(r), "type_vocab_size": r.count("type_vocab_size", default=0, minimum=0)}
+    head_size = r.count("attention_head_size", default=None)
+    if head_size is not None and head_size * model["heads"] != model["hidden_size"]:
+        raise r.fail("attention_head_size", f"{head_size} x heads != hidden_size is not modelled")
     rows = (r.count("max_position_embeddings", default=512) or 512) if r.flag("position_biased_input", True) else 0
     notes: list[str] = []
     if r.flag("relative_attention", False):
@@ -157,6 +158,8 @@ def vit(r: Reader) -> Imported:
         "ffn_size": r.need("intermediate_size"),
         "patch_size": r.count("patch_size", default=16),
     }
-    if kind == "none":
+    if kind == "none":  # ViTModel's pooler: hidden_size -> pooler_output_size (default hidden_size)
+        if r.count("pooler_output_size", default=model["hidden_size"]) != model["hidden_size"]:
+            raise r.fail("pooler_output_size", "a pooler wider or narrower than hidden_size is not modelled")
         return {**model, "head": "none", "pooler": True}, []
     return {**model, "num_labels": r.label_count()}, []

@@ -113,19 +113,23 @@ def phi(r: Reader) -> Imported:
 
 
 def falcon(r: Reader) -> Imported:
-    """Falcon: fused QKV (multi-query in the 7B layout, grouped in ``new_decoder_architecture``);
-    LayerNorms per layer: 2 (ln_attn, ln_mlp) or ``num_ln_in_parallel_attn`` in the new layout, 1 in the
-    7B parallel layout, 2 when attention and MLP are sequential."""
+    """Falcon: fused QKV (multi-query in the 7B layout, grouped in ``new_decoder_architecture``).
+    LayerNorms per layer as FalconDecoderLayer builds them: 2 (input, post-attention) without
+    ``parallel_attn``; with it, 2 (ln_attn, ln_mlp) when ``num_ln_in_parallel_attn`` is 2 (its default in the
+    new layout), else 1 (the 7B layout). The new layout always adds attention and MLP in parallel."""
     heads = r.need("num_attention_heads", "n_head")
     hidden = r.need("hidden_size")
-    parallel = r.flag("parallel_attn", True)
-    if r.flag("new_decoder_architecture", False):
+    new = r.flag("new_decoder_architecture", False)
+    parallel_attn = r.flag("parallel_attn", True)
+    in_parallel = r.count("num_ln_in_parallel_attn", default=2 if new else 1)
+    if in_parallel not in (1, 2):
+        raise r.fail("num_ln_in_parallel_attn", f"{in_parallel}: Falcon has 1 or 2 LayerNorms per layer")
+    norms = 2 if not parallel_attn else in_parallel
+    parallel = new or parallel_attn
+    if new:
         kv = r.count("num_kv_heads", default=heads)
-        norms = r.count("num_ln_in_parallel_attn", default=2)
-        parallel = True
     else:
         kv = 1 if r.flag("multi_query", True) else heads
-        norms = 1 if parallel else 2
     model = _decoder(
         r,
         {
@@ -145,8 +149,6 @@ def falcon(r: Reader) -> Imported:
             "norms_per_layer": norms,
         },
     )
-    if norms not in (1, 2):
-        raise r.fail("num_ln_in_parallel_attn", f"{norms}: Falcon has 1 or 2 LayerNorms per layer")
     return model, []
 
 
@@ -176,6 +178,10 @@ def opt(r: Reader) -> Imported:
     )
     width = r.count("word_embed_proj_dim", default=hidden)
     if width != hidden:
+        if (
+            model["head"] != "lm"
+        ):  # project_out and a head of word_embed_proj_dim inputs are counted with the LM head only
+            raise r.fail("word_embed_proj_dim", f"{width} != hidden_size is modelled with OPTForCausalLM only")
         model["embedding_dim"] = width
     if not r.flag("do_layer_norm_before", True) or r.flag("_remove_final_layer_norm", False):
         model["final_norm"] = False
@@ -242,8 +248,6 @@ def gptj(r: Reader) -> Imported:
 def gpt_bigcode(r: Reader) -> Imported:
     """GPT-BigCode (StarCoder, SantaCoder): GPT-2's layout with one fused c_attn of q + 2 x kv outputs,
     multi-query (one KV head) unless ``multi_query`` is false."""
-    if r.flag("add_cross_attention", False):
-        raise r.fail("add_cross_attention", "true is not modelled (cross-attention blocks in a decoder)")
     hidden = r.need("n_embd", "hidden_size")
     heads = r.need("n_head", "num_attention_heads")
     model = _decoder(

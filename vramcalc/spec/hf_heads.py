@@ -34,6 +34,8 @@ SUFFIXES = (
     ("EncoderModel", "encoder"),
     ("Model", "none"),
 )
+#: Classes whose names end like a supported one but carry a head vramcalc does not model.
+UNSUPPORTED = ("DoubleHeadsModel",)
 
 
 def head_kind(r: Reader, default: str) -> str:
@@ -43,7 +45,7 @@ def head_kind(r: Reader, default: str) -> str:
     if not names:
         return default
     for suffix, kind in SUFFIXES:
-        if names[0].endswith(suffix):
+        if names[0].endswith(suffix) and not names[0].endswith(UNSUPPORTED):
             return kind
     supported = ", ".join(f"*{suffix}" for suffix, _ in SUFFIXES)
     raise r.fail("architectures", f"{quoted(names[0])}: this head is not supported (supported: {supported})")
@@ -55,9 +57,10 @@ def decoder_head(r: Reader, kind: str) -> dict[str, Any]:
         return {"head": "lm"}
     if kind == "classification":
         return {"head": "classification", "num_labels": r.label_count(), "head_bias": False}
-    if kind == "token_classification":
-        return {"head": "token_classification", "num_labels": r.label_count(), "head_bias": True}
-    if kind == "question_answering":
+    if kind == "token_classification":  # the generic class's score: bias unless token_classification_bias is false
+        bias = r.flag("token_classification_bias", True)
+        return {"head": "token_classification", "num_labels": r.label_count(), "head_bias": bias}
+    if kind == "question_answering":  # start and end logits whatever num_labels says
         return {"head": "question_answering", "head_bias": True}
     return {"head": "none"}
 
@@ -74,5 +77,7 @@ def encoder_head(r: Reader, kind: str, bare_pooler: bool) -> dict[str, Any]:
     if kind == "token_classification":
         return {"head": "token_classification", "num_labels": r.label_count(), "pooler": False, "head_bias": True}
     if kind == "question_answering":
+        if r.label_count() != 2:  # the encoders' qa_outputs has num_labels outputs; vramcalc counts 2
+            raise r.fail("num_labels", f"{r.label_count()}: a question-answering head of 2 (start and end) only")
         return {"head": "question_answering", "pooler": False, "head_bias": True}
     return {"head": "none", "pooler": bare_pooler}

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from vramcalc.errors import SpecError
 from vramcalc.spec import hf_encoders as enc
 from vramcalc.spec import hf_families as fam
+from vramcalc.spec import hf_fields
 from vramcalc.spec import hf_gpt as gpt
 from vramcalc.spec import hf_moe as moe
 from vramcalc.spec.hf_reader import Config, Imported, Model, Reader
@@ -89,6 +90,7 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
         text = config.get("text_config")
         if not isinstance(text, dict):
             raise SpecError(f"{source}: text_config: expected the text model's config (a JSON object)")
+        hf_fields.refuse(Reader(config, source), model_type)
         notes.append(f"{model_type}: text model only; vision tower and projector not counted")
         config = {"model_type": TEXT_CONFIGS[model_type], **text, "architectures": [], "_name_or_path": ""}
         model_type = config["model_type"]
@@ -96,7 +98,9 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     if converter is None:
         known = ", ".join(sorted([*FAMILIES, *TEXT_CONFIGS]))
         raise SpecError(f"{source}: model_type: {quoted(model_type)} is not supported (supported: {known})")
-    model, said = converter(Reader(config, source))
+    reader = Reader(config, source)
+    hf_fields.refuse(reader, str(model_type))  # fields that change the count and are not modelled
+    model, said = converter(reader)
     return model, notes + said
 
 

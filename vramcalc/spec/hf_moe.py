@@ -39,9 +39,11 @@ def qwen2_moe(r: Reader) -> Imported:
     model["experts"] = r.count("num_experts", "num_local_experts", default=60)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=4)
     model["expert_ffn_size"] = r.count("moe_intermediate_size", default=1408)
+    # Qwen2MoeSparseMoeBlock always builds the shared expert and its gate: 0 leaves a gate of hidden_size
     shared = r.count("shared_expert_intermediate_size", default=5632, minimum=0)
-    if shared:
-        model.update(shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
+    if shared == 0:
+        raise r.fail("shared_expert_intermediate_size", "0 is not modelled (a shared-expert gate without an expert)")
+    model.update(shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
     _moe_layers(r, model, "decoder_sparse_step")
     return model, notes
 
