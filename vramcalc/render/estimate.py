@@ -126,6 +126,8 @@ def refusal(pool: Capacity) -> str:
     """What vLLM says when one request of max_model_len does not fit its KV budget ("" when it starts)."""
     if not pool.refused:
         return ""
+    if not pool.budget_bytes:
+        return " (vLLM would refuse to start: no memory is left for the KV cache blocks after its profile)"
     longest = pool.longest_request or 0
     fits = f"; the largest max_model_len that fits is {longest:,}" if longest else "; not even one token fits"
     return (
