@@ -53,7 +53,8 @@ PROPERTY = settings(
 @st.composite
 def serving_specs(draw: st.DrawFn) -> dict[str, Any]:
     """A decoder served by vLLM: 1-16 KV heads sharing 1-4 query heads each, head_dim 64 or 128, 2-64
-    layers, optionally sliding windows on every other layer; a context of up to 32k tokens."""
+    layers, optionally sliding windows on every layer, every other layer or 5 layers in 6; a context of up
+    to 32k tokens, optionally a longer max_model_len, a scheduler budget and a pinned release."""
     kv_heads = draw(st.sampled_from([1, 2, 4, 8, 16]))
     heads = kv_heads * draw(st.sampled_from([1, 2, 4]))
     head_dim = draw(st.sampled_from([64, 128]))
@@ -70,8 +71,11 @@ def serving_specs(draw: st.DrawFn) -> dict[str, Any]:
         "position": "rotary",
         "vocab_size": draw(st.sampled_from([32000, 128256, 151936])),
     }
-    if draw(st.booleans()):
-        model |= {"sliding_window": draw(st.sampled_from([512, 4096])), "sliding_window_pattern": 2}
+    if draw(st.booleans()):  # every layer slides (Mistral), every other (Gemma 2), 5 in 6 (Gemma 3: padded groups)
+        model["sliding_window"] = draw(st.sampled_from([512, 1024, 4096]))
+        pattern = draw(st.sampled_from([None, 2, 6]))
+        if pattern is not None:
+            model["sliding_window_pattern"] = pattern
     workload = {
         "mode": "inference",
         "batch_size": draw(st.integers(1, 300)),
@@ -83,6 +87,12 @@ def serving_specs(draw: st.DrawFn) -> dict[str, Any]:
     }
     if draw(st.booleans()):
         workload["kv_cache_dtype"] = "fp8"
+    if draw(st.booleans()):  # the tokens a sliding window holds next to a chunked prefill; a longer max_model_len
+        workload["max_num_batched_tokens"] = draw(st.sampled_from([512, 2048, 8192]))
+        workload["max_model_len"] = workload["prompt_len"] + workload["max_new_tokens"] + draw(st.integers(0, 65536))
+    if draw(st.booleans()):  # V0 (0.6) takes no scheduler budget below max_model_len: it does not chunk prefills
+        releases = ["0.9.2", "0.11.0"] if "max_num_batched_tokens" in workload else ["0.6.4", "0.9.2", "0.11.0"]
+        workload["versions"] = {"vllm": draw(st.sampled_from(releases))}
     doc: dict[str, Any] = {"name": "served", "model": model, "workload": workload}
     # vLLM splits the query heads evenly and the KV heads evenly or replicates them
     tensors = [t for t in (1, 2, 4, 8) if heads % t == 0 and (kv_heads % t == 0 or t % kv_heads == 0)]

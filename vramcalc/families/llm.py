@@ -210,6 +210,12 @@ def inference_phases(
         non_kv, profile, activations, said = profile_non_kv_bytes(spec, shape, gen, dt, base, card)
         notes += said
         per_sequence = decode["kv_cache"] // gen.batch
+        layer = kvcache.layer_bytes(shape, gen.kv_dtype, dt.compute)
+        layout = vllm.kv_layout(shape, profile, layer, gen.block)
+        if layout is not None:  # the blocks vLLM reserves for one request in every group of layers
+            per_sequence = layout.request_bytes(gen.context)
+            for phase in (prefill, decode):
+                phase["kv_cache"] = gen.batch * per_sequence
         pool = kvcache.KvPool(
             gen.memory_utilization,
             non_kv,
@@ -228,6 +234,8 @@ def inference_phases(
                 activations,
                 vllm.NON_TORCH_BYTES,
             ),
+            layout=layout,
+            max_model_len=profile.max_model_len,
         )
     details = replace(
         details,

@@ -23,6 +23,10 @@ counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
   only store a single latent vector"). DeepSeek-V2-Lite in bf16: 27 x (512 + 64) x 2 = 31,104 B/token.
 * Sliding-window layers keep only the tokens their window can still see (:func:`sequence_bytes`); the
   bytes per token stay those of every layer (what a token costs while it is inside every window).
+* A pool shared by groups of layers (:class:`PagedLayout`, vLLM V1's hybrid allocator: see
+  :mod:`vramcalc.stacks.vllm_kv`): every layer slot of the pool holds ``blocks`` pages; a request takes
+  ``cdiv(tokens, block)`` blocks in each full-attention group and ``cdiv(min(window - 1 + lookahead,
+  tokens), block) + 1`` in each sliding-window group.
 """
 
 from __future__ import annotations
@@ -85,15 +89,15 @@ def bytes_per_token(
 
 def shape_bytes_per_token(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
     """Self-attention KV bytes per token of ``shape`` over all its layers (0 for an encoder-only model)."""
-    return _layer_bytes(shape, kv_dtype, compute_bytes) * self_attention_layers(shape)
+    return layer_bytes(shape, kv_dtype, compute_bytes) * self_attention_layers(shape)
 
 
 def sliding_bytes_per_token(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
     """The part of :func:`shape_bytes_per_token` held by sliding-window layers."""
-    return _layer_bytes(shape, kv_dtype, compute_bytes) * shape.sliding_layers(self_attention_layers(shape))
+    return layer_bytes(shape, kv_dtype, compute_bytes) * shape.sliding_layers(self_attention_layers(shape))
 
 
-def _layer_bytes(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
+def layer_bytes(shape: ModelShape, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
     """One layer's cache for one token: K and V of kv_heads heads, or MLA's single latent (no V)."""
     if shape.mla is not None:
         return head_bytes(shape.mla.latent, kv_dtype, compute_bytes)
@@ -137,6 +141,63 @@ def paged_tokens(tokens: int, block: int) -> int:
 
 
 @dataclass(frozen=True)
+class PagedLayout:
+    """A paged KV pool whose attention layers are split into groups of ``group_size`` layers (padding the
+    last group of a kind), every group with its own block table over one shared pool of blocks; a block is
+    one page of ``block`` tokens in each of the ``group_size`` layer slots.
+
+    ``full_groups`` keep every token; ``sliding_groups`` keep the last ``window - 1`` tokens plus the
+    ``lookahead`` tokens one step may schedule (a chunked prefill), in whole blocks plus one (the window may
+    start inside a block)."""
+
+    layer_bytes: int  # one token in one layer (K and V, or MLA's latent)
+    block: int
+    group_size: int
+    full_groups: int
+    sliding_groups: int = 0
+    window: int = 0
+    lookahead: int = 0
+
+    @property
+    def groups(self) -> int:
+        return self.full_groups + self.sliding_groups
+
+    @property
+    def block_bytes(self) -> int:
+        """One block across the pool: a page in each of the ``group_size`` layer slots."""
+        return self.block * self.layer_bytes * self.group_size
+
+    def blocks(self, budget: int) -> int:
+        """Blocks a budget of ``budget`` bytes holds."""
+        return budget // self.block_bytes if self.block_bytes else 0
+
+    def tokens(self, blocks: int) -> int:
+        """The tokens a pool of ``blocks`` blocks is said to hold: its blocks shared by the groups."""
+        return blocks // self.groups * self.block if self.groups else 0
+
+    def request_blocks(self, tokens: int) -> int:
+        """Blocks one request of ``tokens`` tokens may hold at most, over every group."""
+        full = math.ceil(tokens / self.block)
+        if not self.sliding_groups:
+            return self.full_groups * full
+        held = min(self.window - 1 + self.lookahead, tokens)
+        return self.full_groups * full + self.sliding_groups * (math.ceil(held / self.block) + 1)
+
+    def request_bytes(self, tokens: int) -> int:
+        return self.request_blocks(tokens) * self.block_bytes
+
+    def longest_request(self, budget: int, upto: int) -> int:
+        """The longest request (at most ``upto`` tokens) whose blocks fit ``budget`` bytes; 0 if none does."""
+        if self.request_bytes(1) > budget:
+            return 0
+        lo, hi = 1, upto
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.request_bytes(mid) <= budget else (lo, mid - 1)
+        return lo
+
+
+@dataclass(frozen=True)
 class EngineProfile:
     """vLLM's engine settings behind a KV pool and what its profile step measured (vramcalc/stacks/vllm.py)."""
 
@@ -165,6 +226,8 @@ class KvPool:
     unseen_bytes: int = 0  # the card's driver total minus the total vLLM sees (torch.cuda.mem_get_info)
     engine: EngineProfile | None = None
     ranks: tuple[KvPool, ...] = ()  # several GPUs: the other pipeline stages' pools (blocks: the minimum)
+    layout: PagedLayout | None = None  # the pool's groups of layers (vLLM V1); None: one block covers every layer
+    max_model_len: int = 0  # with ``layout``: the request vLLM checks at start-up (0: ``context``)
 
 
 @dataclass(frozen=True)
@@ -178,6 +241,14 @@ class Capacity:
     context_tokens: int
     max_concurrency: float
     max_sequences: int
+    startup_bytes: int = 0  # the KV cache vLLM requires for one request of max_model_len tokens at start-up
+    max_model_len: int = 0  # that request's length (0: no start-up check modelled)
+    longest_request: int | None = None  # when vLLM would refuse to start: the max_model_len that fits (0: none)
+
+    @property
+    def refused(self) -> bool:
+        """vLLM would refuse to start: one request of max_model_len does not fit the KV budget."""
+        return self.longest_request is not None
 
 
 def capacity(
@@ -232,3 +303,38 @@ def _concurrency(blocks: int, context: int, block: int, budget: int, per_sequenc
     elif 0 < per_sequence < self_attention:
         hundredths = budget * 100 // per_sequence
     return hundredths / 100
+
+
+def grouped_capacity(
+    usable_bytes: int,
+    memory_utilization: float,
+    non_kv_bytes: int,
+    layout: PagedLayout,
+    context: int,
+    max_model_len: int,
+) -> Capacity:
+    """:func:`capacity` of a pool of groups (:class:`PagedLayout`).
+
+    ``blocks = budget // block_bytes``; ``tokens = blocks // groups x block``; one request of ``context``
+    tokens takes ``layout.request_blocks(context)`` blocks, so ``max_concurrency`` is the blocks over those
+    (cut to two decimals) and ``max_sequences`` its whole part. At start-up one request of
+    ``max_model_len`` tokens must fit the budget; where it does not, no sequence fits and
+    ``longest_request`` is the max_model_len that would.
+    """
+    budget = max(0, math.floor(memory_utilization * usable_bytes) - non_kv_bytes)
+    blocks = layout.blocks(budget)
+    startup = layout.request_bytes(max_model_len)
+    refused = startup > budget
+    per_request = layout.request_blocks(context)
+    return Capacity(
+        memory_utilization=memory_utilization,
+        budget_bytes=budget,
+        blocks=blocks,
+        tokens=layout.tokens(blocks),
+        context_tokens=context,
+        max_concurrency=0.0 if refused or not per_request else blocks * 100 // per_request / 100,
+        max_sequences=0 if refused or not per_request else blocks // per_request,
+        startup_bytes=startup,
+        max_model_len=max_model_len,
+        longest_request=layout.longest_request(budget, max_model_len) if refused else None,
+    )

@@ -13,6 +13,9 @@
   depend on the number of requests), and pages the rest into KV blocks. The spec fits when its
   ``batch_size`` sequences of ``context`` tokens fit in those blocks, so ``max-batch`` is exactly the
   maximum number of concurrent sequences and any concurrency of 1x or more fits ``batch_size: 1``.
+  With vLLM V1's groups of layers (:mod:`vramcalc.stacks.vllm_kv`) a sequence takes the blocks vLLM
+  reserves for one request, and one request of ``max_model_len`` tokens must fit, as vLLM checks at
+  start-up: where it does not, vLLM refuses to start and nothing fits.
 
 Every command (``estimate --gpu``, ``check``, ``fit``, ``max-batch``, ``max-seq``, ``sweep``, ``plan``
 and ``report``) calls :func:`fit_of` (or :func:`fit_on`), so they cannot disagree.
@@ -129,6 +132,13 @@ def fit_of_pool(pool: kvcache.KvPool, budget: Budget) -> Fit:
 
 def _fit_of_one(pool: kvcache.KvPool, budget: Budget) -> Fit:
     seen = max(0, budget.available_bytes - pool.unseen_bytes)  # the total torch.cuda.mem_get_info() reports
+    managed = math.floor(pool.memory_utilization * seen)
+    if pool.layout is not None:  # vLLM V1's groups: the batch's blocks, and one request of max_model_len at start-up
+        max_len = pool.max_model_len or pool.context
+        grouped = kvcache.grouped_capacity(
+            seen, pool.memory_utilization, pool.non_kv_bytes, pool.layout, pool.context, max_len
+        )
+        return Fit(pool.non_kv_bytes + max(pool.kv_bytes, grouped.startup_bytes), managed, grouped)
     capacity = kvcache.capacity(
         seen,
         pool.memory_utilization,
@@ -138,7 +148,6 @@ def _fit_of_one(pool: kvcache.KvPool, budget: Budget) -> Fit:
         pool.context,
         pool.bytes_per_sequence,
     )
-    managed = math.floor(pool.memory_utilization * seen)
     return Fit(pool.non_kv_bytes + pool.kv_bytes, managed, capacity)
 
 

@@ -17,6 +17,7 @@ from vramcalc.render.text import LABELS, gib, print_wrapped
 from vramcalc.units import GB
 
 if TYPE_CHECKING:  # the planning modules load only when a card is named
+    from vramcalc.llm.kvcache import Capacity
     from vramcalc.planning.budget import Budget, Fit
 
 #: Widest share bar; narrower when the terminal is (never under MIN_BAR_WIDTH).
@@ -121,6 +122,20 @@ def assumptions_line(notes: list[str], explain: bool = False) -> str:
     return "assumptions: " + "; ".join(compact(note) for note in notes) + " (--explain: the reasons)"
 
 
+def refusal(pool: Capacity) -> str:
+    """What vLLM says when one request of max_model_len does not fit its KV budget ("" when it starts)."""
+    if not pool.refused:
+        return ""
+    if not pool.budget_bytes:
+        return " (vLLM would refuse to start: no memory is left for the KV cache blocks after its profile)"
+    longest = pool.longest_request or 0
+    fits = f"; the largest max_model_len that fits is {longest:,}" if longest else "; not even one token fits"
+    return (
+        f" (vLLM would refuse to start: one request of max_model_len {pool.max_model_len:,} needs "
+        f"{gib(pool.startup_bytes)} GiB of KV cache, more than the {gib(pool.budget_bytes)} GiB available{fits})"
+    )
+
+
 def verdict_line(budget: Budget, fit: Fit) -> Text:
     """The card, what is available on it and the verdict (the verdict coloured; the card's names as text)."""
     verdict = ("fits", "green") if fit.fits else ("does not fit", "red")
@@ -133,6 +148,7 @@ def verdict_line(budget: Budget, fit: Fit) -> Text:
             f"needs {gib(fit.needed_bytes)} GiB (profile peak + KV cache of the batch) -> ",
             verdict,
             f", headroom {gib(fit.headroom_bytes)} GiB; at most {pool.max_sequences:,} concurrent sequences",
+            refusal(pool),
         )
     return Text.assemble(
         f"{card}; needs {gib(fit.needed_bytes)} GiB -> ", verdict, f", headroom {gib(fit.headroom_bytes)} GiB"

@@ -21,6 +21,7 @@ from vramcalc.families.estimate import COMPONENTS, Estimate
 from vramcalc.families.timeline import Timeline, allocation_budget_bytes
 from vramcalc.planning.budget import Budget, Fit
 from vramcalc.render.escape import html_text
+from vramcalc.render.estimate import refusal
 from vramcalc.render.text import LABELS, gib
 from vramcalc.spec.models import Spec
 from vramcalc.units import GB, GiB
@@ -215,7 +216,7 @@ def _component_table(est: Estimate, budget: Budget | None, fit: Fit | None) -> s
             rows.append(
                 f"<tr><td>vLLM manages</td><td class='num'>{gib(fit.available_bytes)}</td>"
                 f"<td>memory_utilization {fit.kv_pool.memory_utilization:g}; needs {gib(fit.needed_bytes)} GiB; "
-                f"at most {fit.kv_pool.max_sequences:,} concurrent sequences</td></tr>"
+                f"at most {fit.kv_pool.max_sequences:,} concurrent sequences{esc(refusal(fit.kv_pool))}</td></tr>"
             )
         rows.append(
             f"<tr><th>headroom</th><th class='num {css}'>{gib(fit.headroom_bytes)}</th>"

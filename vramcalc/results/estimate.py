@@ -190,13 +190,25 @@ class EstimateResult(Result):
         None, description="Tokens the KV blocks hold: vLLM's 'GPU KV cache size' (vLLM serving spec on a card)."
     )
     max_concurrency: float | None = Field(
-        None, description="kv_cache_tokens / context_tokens, as vLLM prints it (vLLM serving spec on a card)."
+        None,
+        description="vLLM's 'maximum concurrency': the KV blocks over one request's blocks (kv_cache_tokens / "
+        "context_tokens without sliding windows), cut to two decimals (vLLM serving spec on a card).",
     )
     max_concurrent_sequences: int | None = Field(
         None, description="Whole sequences the KV blocks hold: the largest batch_size that fits (vLLM serving spec)."
     )
     kv_cache_blocks: int | None = Field(
         None, description="KV blocks on the card: vLLM's '# GPU blocks' (vLLM serving spec on a card)."
+    )
+    kv_cache_startup_bytes: int | None = Field(
+        None,
+        description="KV cache vLLM requires at start-up for one request of max_model_len tokens (vLLM V1 with "
+        "groups of layers, on a card).",
+    )
+    max_model_len_that_fits: int | None = Field(
+        None,
+        description="Where vLLM would refuse to start (kv_cache_startup_bytes over kv_cache_budget_bytes): the "
+        "largest max_model_len that fits, 0 if none; null when it starts (vLLM serving spec on a card).",
     )
     vllm: VllmEngine | None = Field(None, description="vLLM's engine settings and start-up profile (vLLM serving).")
     trainable_params: int | None = Field(
@@ -259,6 +271,9 @@ def _llm_keys(result: Estimate, fit: Fit | None, budget: Budget | None = None) -
             doc["max_concurrency"] = pool.max_concurrency
             doc["max_concurrent_sequences"] = pool.max_sequences
             doc["kv_cache_blocks"] = pool.blocks
+            if pool.max_model_len:
+                doc["kv_cache_startup_bytes"] = pool.startup_bytes
+                doc["max_model_len_that_fits"] = pool.longest_request
         kv_pool = info.kv_pool
         engine = kv_pool.engine if kv_pool is not None else None
         if kv_pool is not None and engine is not None:

@@ -39,16 +39,54 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   of the ``1 - gpu_memory_utilization`` share, not the KV budget (the T4 log prints "CUDA graph capture"
   0.17 GiB after the KV cache); V1 subtracts an estimate only with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1``
   (default 0, vllm/envs.py), which is not modelled.
+
+**The KV cache's layout** (:func:`kv_layout`), from vLLM's source (vllm/v1/core/kv_cache_utils.py,
+vllm/v1/kv_cache_interface.py), for the releases whose V1 engine has the hybrid allocator (:data:`GROUPS_FROM`
+on):
+
+* **Layer specs** (``GPUModelRunner.get_kv_cache_spec``): a layer with a sliding window is a
+  ``SlidingWindowSpec``, any other a ``FullAttentionSpec`` (``MLAAttentionSpec`` for multi-head latent
+  attention: one latent of ``kv_lora_rank + qk_rope_head_dim`` per token and layer). Each has
+  ``page_size_bytes`` = block x kv_heads x (K head + V head) x dtype bytes (MLA: block x latent x dtype).
+* **Groups** (``get_kv_cache_groups``): layers that all have the same spec form one group
+  (``_get_kv_cache_groups_uniform_spec``). Mixed sliding and full layers are split into groups of equal
+  size (``_get_kv_cache_groups_uniform_page_size``): the group size is the smaller layer count of the two
+  kinds, or the larger when it is less than 1.5 times the smaller; each kind's last group is padded to that
+  size. Gemma-3-27B: 52 sliding and 10 full layers, groups of 10: 6 sliding groups (8 padding layers)
+  and 1 full group.
+* **Pool** (``get_kv_cache_config_from_groups``, ``get_num_blocks``): ``group_size`` tensors, each shared
+  by one layer of every group; ``num_blocks = available_memory // page_size // group_size``.
+  ``_report_kv_cache_config`` logs "GPU KV cache size: N tokens" with
+  ``N = num_blocks // len(groups) x block_size``.
+* **One request** (``max_memory_usage_bytes``): ``FullAttentionSpec``: ``cdiv(max_model_len, block)``
+  pages; ``SlidingWindowSpec``: ``cdiv(min(sliding_window - 1 + max_num_batched_tokens, max_model_len),
+  block) + 1`` pages (a chunked prefill schedules up to max_num_batched_tokens new tokens next to the
+  window; +1: the window may start inside a block). Per group, over the pool's ``group_size`` slots.
+* **Maximum concurrency** (``get_max_concurrency_for_kv_cache_config``, logged as "Maximum concurrency
+  for X tokens per request: Y.YYx"): ``num_blocks / cdiv(group_size x sum of the groups' request bytes,
+  page_size x group_size)``, i.e. the pool's blocks over one request's blocks in every group.
+* **Start-up check** (``_check_enough_kv_cache_memory``, through ``_max_memory_usage_bytes_from_groups``):
+  ``group_size x page_size x`` one request's blocks of max_model_len must fit the KV memory, else vLLM
+  raises "To serve at least one request with the models's max seq len (X), (A GiB KV cache is needed,
+  which is larger than the available KV cache memory (B GiB). Based on the available memory, the estimated
+  maximum model length is M." (``_estimate_max_model_len_from_groups``: a binary search).
+
+Not modelled: ``--disable-hybrid-kv-cache-manager`` (every sliding layer then kept in full), KV
+connectors, chunked local attention and Mamba layers. Earlier releases, the V0 engine and
+encoder-decoder models are modelled with one block over every layer (:func:`vramcalc.llm.kvcache.capacity`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Runtime
+from vramcalc.choices import Architecture, Runtime
 from vramcalc.core.reserve import LONG_LIVED, TRANSIENT_RESERVE, ReserveRule, transient_reserve_note
+from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Device, Stack
 from vramcalc.errors import SpecError
+from vramcalc.llm.kvcache import PagedLayout
 from vramcalc.spec.models import Spec, Workload, runs_llamacpp
 from vramcalc.spec.versions import release_key
 from vramcalc.units import GiB, MiB
@@ -194,3 +232,53 @@ RESERVE_NOTE = transient_reserve_note("vLLM's KV pool")
 def refine(stack: Stack, workload: Workload) -> Stack:
     """``stack`` with vLLM's allocator reserve."""
     return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE)
+
+
+#: First release modelled with V1's groups of layers (the hybrid allocator, vllm-project/vllm#17996).
+GROUPS_FROM = (0, 10)
+#: ``_get_kv_cache_groups_uniform_page_size``: the larger count is the group size below this ratio.
+NEAR_EQUAL = 1.5
+
+
+def group_size(full: int, sliding: int) -> int:
+    """Layers per group of a model with ``full`` full-attention and ``sliding`` sliding-window layers."""
+    counts = [n for n in (full, sliding) if n]
+    if len(counts) < 2:
+        return sum(counts)
+    small, large = min(counts), max(counts)
+    return large if large < small * NEAR_EQUAL else small
+
+
+def kv_layout(shape: ModelShape, profile: Profile, layer_bytes: int, block: int) -> PagedLayout | None:
+    """The KV pool's groups of layers for ``profile``'s release (None where they are not modelled: V0, a
+    release before :data:`GROUPS_FROM`, an encoder-decoder model)."""
+    if profile.engine != "V1" or parse_version(profile.version) < GROUPS_FROM:
+        return None
+    if shape.architecture is not Architecture.decoder:
+        return None
+    return layout(shape, shape.layers, layer_bytes, block, profile.max_num_batched_tokens)
+
+
+def layout(
+    shape: ModelShape, layers: int, layer_bytes: int, block: int, max_num_batched_tokens: int
+) -> PagedLayout | None:
+    """The pool of ``layers`` attention layers of ``shape`` (None without any), ``layer_bytes`` each per token."""
+    if not layers or not layer_bytes:
+        return None
+    sliding = shape.sliding_layers(layers)
+    full = layers - sliding
+    size = group_size(full, sliding)
+    return PagedLayout(
+        layer_bytes=layer_bytes,
+        block=block,
+        group_size=size,
+        full_groups=math.ceil(full / size),
+        sliding_groups=math.ceil(sliding / size),
+        window=shape.sliding_window if sliding else 0,
+        lookahead=max_num_batched_tokens,
+    )
+
+
+def padding_layers(pool: PagedLayout, layers: int) -> int:
+    """The layer slots the groups hold beyond the model's ``layers`` (vLLM warns "Add N padding layers")."""
+    return pool.groups * pool.group_size - layers
