@@ -96,6 +96,7 @@ class Checkpointing(StrEnum):
 class Attention(StrEnum):
     eager = "eager"
     sdpa = "sdpa"
+    flash = "flash"  # transformers' attn_implementation="flash_attention_2" (vramcalc/stacks/flash_attn.py)
 
 
 class Runtime(StrEnum):

@@ -114,22 +114,43 @@ def sdpa_kernel(shape: ModelShape, dt: Dtypes) -> str:
     return "math"
 
 
-def scores_note(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention) -> str | None:
+def attention_kernel(shape: ModelShape, dt: Dtypes, attention: Attention) -> str:
+    """The kernel the attention runs: ``eager``; SDPA's choice (:func:`sdpa_kernel`); or, for ``attention:
+    flash``, a flash kernel of the library the model's code names (``shape.code.flash``), which keeps what
+    SDPA's flash kernel keeps (Q, K, V at the K/V width, the output, an fp32 logsumexp per head and query)."""
+    if attention is Attention.flash:
+        return "flash"
+    return sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+
+
+def kernel_bytes(shape: ModelShape, dt: Dtypes, attention: Attention) -> int:
+    """Bytes per element of the Q, K, V and output a fused kernel saves: the compute dtype's, or for ``attention:
+    flash`` the (narrower) dtype its library runs in, to which wider inputs are cast first."""
+    flash = shape.code.flash
+    if attention is Attention.flash and flash is not None:
+        return min(dt.compute, flash.element_bytes)
+    return dt.compute
+
+
+def scores_note(
+    shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Attention, flash_runs: bool = False
+) -> str | None:
     """Why the attention materialises its heads x seq^2 scores, and what they cost at this length, or None
     when a fused kernel keeps them on chip: eager attention, or SDPA's math fallback (:func:`sdpa_kernel`:
     fp32 inputs or a head wider than the flash kernel takes, with grouped K/V, which the memory-efficient
-    kernel does not take)."""
-    kernel = sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    kernel does not take). ``flash_runs``: ``attention: flash`` would run this spec, and is suggested."""
+    kernel = attention_kernel(shape, dt, attention)
     if kernel in ("flash", "efficient") or not isinstance(tk.batch, int) or shape.heads == 0:
         return None
     scores = tk.batch * shape.heads * tk.seq * tk.seq * dt.compute
     size = f"{scores / GiB:,.2f} GiB per layer at batch {tk.batch:,} x {tk.seq:,} tokens"
+    hint = "; attention: flash (flash-attn 2) keeps them on chip" if flash_runs else ""
     if kernel == "eager":
-        return f"attention: eager materialises the heads x seq^2 scores: {size}"
+        return f"attention: eager materialises the heads x seq^2 scores: {size}{hint}"
     cause = "fp32 inputs" if dt.compute == FP32 else f"head_dim {shape.head_dim} > {FLASH_MAX_HEAD_DIM}"
     return (
         f"attention: sdpa runs its math kernel ({cause}, and grouped K/V, which the memory-efficient kernel "
-        f"does not take), which materialises the heads x seq^2 scores: {size}"
+        f"does not take), which materialises the heads x seq^2 scores: {size}{hint}"
     )
 
 
@@ -180,21 +201,24 @@ def attention_saved_bytes(
 ) -> int:
     """Self- or cross-attention block: Q, K, V (K/V at kv_heads width), the core and its output.
 
-    SDPA flash / memory-efficient kernels save output + logsumexp (fp32, one per head and query).
+    SDPA flash / memory-efficient kernels save output + logsumexp (fp32, one per head and query); so does
+    ``attention: flash``, at the width of the dtype its library runs in (:func:`kernel_bytes`).
     Eager attention saves softmax (and dropout) outputs over heads x seq_q x seq_kv, and K/V
     repeated to all heads for GQA; its permuted context is copied before the output projection.
     """
     seq_q = q_tokens // tk.batch
     seq_kv = kv_tokens // tk.batch
-    kernel = sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    kernel = attention_kernel(shape, dt, attention)
+    k = kernel_bytes(shape, dt, attention)
     kv_width = shape.kv_width if kernel in ("flash", "efficient") else shape.q_width
-    qkv = (q_tokens * shape.q_width + 2 * kv_tokens * kv_width) * dt.compute
+    qkv = (q_tokens * shape.q_width + 2 * kv_tokens * kv_width) * k
     if cross:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1, dt) + input_copy_bytes(kv_tokens, shape.hidden, 2, dt)
     else:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1 if shape.fused_qkv else 3, dt)
-    output = q_tokens * shape.q_width * dt.compute
-    if kernel == "flash" and shape.code.head_major_query:
+    output = q_tokens * shape.q_width * k
+    flash = shape.code.flash if attention is Attention.flash else None
+    if kernel == "flash" and (shape.code.head_major_query if flash is None else flash.output_copied):
         output *= 2  # the head-major kernel output, and its copy for the output projection
     if not cross:
         qkv += _attention_extra_saved(shape, q_tokens, dt)

@@ -10,6 +10,21 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class FusedAttention:
+    """What a fused attention library's kernel keeps and allocates beyond PyTorch's SDPA flash kernel (which
+    saves Q, K and V at the K/V heads' width, its output and an fp32 logsumexp per head and query), as the
+    stack module of that library states it (``vramcalc/stacks/flash_attn.py``)."""
+
+    #: Bytes per element the kernel runs in: wider inputs (fp32) are cast to it first, and the casts are what
+    #: it saves.
+    element_bytes: int
+    #: The output is laid out as the query is (heads before positions), so the output projection reads a copy.
+    output_copied: bool
+    #: Backward writes dK and dV for every query head before summing them over each group (grouped K/V).
+    grouped_grads_expanded: bool
+
+
+@dataclass(frozen=True)
 class ModelCode:
     """How the code that runs a model allocates, beyond what its shape says: the facts of one library
     release for one model family. The defaults are today's transformers (5.x) for a family without
@@ -53,6 +68,8 @@ class ModelCode:
     masked_lm_generates: bool = False
     #: Every expert is a module of its own (one weight per expert and projection), not one 3-D tensor.
     experts_per_module: bool = False
+    #: The fused kernel of ``attention: flash`` (None: that attention is not asked for).
+    flash: FusedAttention | None = None
 
     @property
     def pinned(self) -> bool:

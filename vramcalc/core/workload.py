@@ -138,15 +138,18 @@ class ResolvedWorkload:
 FUSED_ATTENTION_RUNTIMES = (Runtime.vllm, Runtime.llama_cpp)
 
 
-def build_workload(spec: Spec, shape: ModelShape, notes: list[str], stack: Stack) -> ResolvedWorkload:
+def build_workload(
+    spec: Spec, shape: ModelShape, notes: list[str], stack: Stack, flash_runs: bool = False
+) -> ResolvedWorkload:
     """The resolved workload of ``spec`` (not ResNet, which has no transformer shape) on ``stack``, from its
     resolved ``shape`` and the ``notes`` its resolution made: the dtypes, the step's tokens, the weight count
-    and the optimizer."""
+    and the optimizer. ``flash_runs``: ``attention: flash`` would run it (a note on materialised scores says
+    so)."""
     n_params = weight_count(shape)
     notes = [*notes, *weight_count_notes(shape)]
     dtypes = DTYPES[spec.workload.precision]
     tokens = tokens_for(spec, shape, spec.workload.batch_size)
     if stack.runtime not in FUSED_ATTENTION_RUNTIMES:
-        scores = act.scores_note(shape, tokens, dtypes, spec.workload.attention)
+        scores = act.scores_note(shape, tokens, dtypes, spec.workload.attention, flash_runs)
         notes += [scores] if scores else []
     return ResolvedWorkload(spec, shape, dtypes, tokens, n_params, default_optimizer(spec), tuple(notes), stack)

@@ -49,7 +49,7 @@ from vramcalc.llm import (
 from vramcalc.llm.details import LlmDetails
 from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation, runs_llamacpp
-from vramcalc.stacks import bnb, gguf, litgpt, llamacpp, peft_lora, peft_methods, torchao, vllm
+from vramcalc.stacks import bnb, gguf, litgpt, llamacpp, peft_lora, peft_methods, registry, torchao, vllm
 from vramcalc.stacks.layouts import quant_layout
 
 Phases = dict[str, dict[str, int]]
@@ -372,7 +372,7 @@ def adapter_phases(
         live["gradients"] = trainable * a
     adt = kbit.dtypes
     if adt != dt:  # a k-bit base's fp32 upcast can change the kernel the workload's notes named
-        scores = act.scores_note(shape, tk, adt, wl.attention)
+        scores = act.scores_note(shape, tk, adt, wl.attention, registry.flash_runs(spec, shape))
         notes += [scores] if scores else []
     loss = litgpt.loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
     if encdec:

@@ -10,7 +10,7 @@ from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, build_workload
 from vramcalc.families.checkpoint import checkpoint_shape
 from vramcalc.spec.models import ModelSpec, Spec, Workload
-from vramcalc.stacks.registry import check_keys, check_stack, model_code, resolve_stack
+from vramcalc.stacks.registry import check_keys, check_stack, flash_runs, model_code, resolve_stack
 
 
 def stack_of(spec: Spec) -> Stack:
@@ -38,4 +38,4 @@ def resolve_workload(spec: Spec, stack: Stack | None = None) -> ResolvedWorkload
     stack = stack or stack_of(spec)
     shape, notes = resolve_model(spec.model, spec.workload, stack)
     check_stack(spec, shape)
-    return build_workload(spec, shape, notes, stack)
+    return build_workload(spec, shape, notes, stack, flash_runs(spec, shape))

@@ -232,11 +232,12 @@ def frozen_mlp_bytes(shape: ModelShape, t: int, dt: act.Dtypes) -> int:
 def frozen_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
     """One block of a frozen base: norms, the attention core (Q, K, V, output, logsumexp or scores),
     the MLP's nonlinearity inputs and outputs, dropout masks; no input of a frozen linear."""
-    t, c = tk.encoder, dt.compute
+    t = tk.encoder
     attn = act.attention_saved_bytes(shape, tk, t, t, dt, attention, cross=False)
     attn -= act.input_copy_bytes(t, shape.hidden, 1 if shape.fused_qkv else 3, dt)
-    if attention is Attention.eager:
-        attn -= t * shape.q_width * c  # the context copy is o_proj's input
+    flash = shape.code.flash if attention is Attention.flash else None
+    if attention is Attention.eager or (flash is not None and flash.output_copied):
+        attn -= t * shape.q_width * act.kernel_bytes(shape, dt, attention)  # the context copy is o_proj's input
     mlp = frozen_mlp_bytes(shape, t, dt)
     return frozen_norm_bytes(shape, t, dt) + attn + mlp + act.dropout_mask_bytes(shape, t, 2)
 
@@ -272,9 +273,13 @@ def backward_transients(
     """
     t, c = tk.encoder, dt.compute
     mlp = t * shape.ffn * c * (3 if shape.gated else 2) + t * shape.hidden * c + dequant
-    kernel = act.sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    kernel = act.attention_kernel(shape, dt, attention)
     if kernel in ("flash", "efficient"):
-        attn = t * (2 * shape.q_width + 2 * shape.kv_width) * c + t * shape.q_width * act.FP32
+        k = act.kernel_bytes(shape, dt, attention)
+        attn = t * (2 * shape.q_width + 2 * shape.kv_width) * k + t * shape.q_width * act.FP32
+        flash = shape.code.flash if attention is Attention.flash else None
+        if flash is not None and flash.grouped_grads_expanded and shape.kv_heads < shape.heads:
+            attn += 2 * t * shape.q_width * k  # dK and dV for every query head, before the sum over each group
     else:
         attn = 2 * tk.batch * shape.heads * tk.seq * tk.seq * c
     return mlp, attn

@@ -210,7 +210,7 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
     if gen.runtime is not Runtime.vllm:
         if attention is Attention.eager:
             extra += b * shape.heads * gen.context * (c + FP32)  # one query's scores over the context
-        if shape.kv_heads < shape.heads:
+        if shape.kv_heads < shape.heads and attention is not Attention.flash:  # flash-attn reads grouped K/V
             extra += 2 * b * gen.context * shape.q_width * c  # repeat_kv expands one layer's K and V
     one = act.Tokens(batch=b, seq=1, target=1)
     block = block_transient(shape, one, dt, Attention.sdpa) + extra

@@ -1,9 +1,9 @@
 """What would make a spec fit a card: single workload changes and a smaller batch with gradient
 accumulation, best first, chosen by the kind of workload:
 
-* training: gradient checkpointing, sdpa, mixed or 16-bit precision, 8-bit AdamW or Adafactor, a
+* training: gradient checkpointing, sdpa, flash attention, mixed or 16-bit precision, 8-bit AdamW or Adafactor, a
   smaller batch with gradient accumulation; a LoRA spec also QLoRA (the frozen base in 4-bit NF4);
-* inference (serving): sdpa, 16-bit precision, 4-bit AWQ weights, an fp8 KV cache (vLLM generation
+* inference (serving): sdpa, flash attention, 16-bit precision, 4-bit AWQ weights, an fp8 KV cache (vLLM generation
   specs), the longest context that fits, a smaller batch; never a training setting.
 
 Each change is applied to the spec, validated as a spec file would be, and estimated on the card: only
@@ -66,9 +66,11 @@ WIDE_QUANT = (QuantMethod.int8, QuantMethod.fp8, QuantMethod.q8_0)
 WIDE_KV = (None, KvCacheDtype.auto, KvCacheDtype.fp32, KvCacheDtype.fp16, KvCacheDtype.bf16)
 
 #: What check and fit try, by kind of workload (one line, for "no single change makes it fit").
-TRIED_TRAINING = "smaller batch, checkpointing, sdpa, amp/bf16, 8-bit AdamW, Adafactor"
+TRIED_TRAINING = "smaller batch, checkpointing, sdpa, flash attention, amp/bf16, 8-bit AdamW, Adafactor"
 TRIED_LORA = TRIED_TRAINING + ", QLoRA (nf4 base), prepare_kbit: false"
-TRIED_SERVING = "smaller batch, sdpa, 16-bit precision, 4-bit AWQ weights, fp8 KV cache (vLLM), shorter context"
+TRIED_SERVING = (
+    "smaller batch, sdpa, flash attention, 16-bit precision, 4-bit AWQ weights, fp8 KV cache (vLLM), shorter context"
+)
 
 
 def tried(spec: Spec) -> str:
@@ -89,6 +91,12 @@ def _candidates(spec: Spec, budget: Budget) -> list[tuple[str, str, dict[str, An
     if wl.attention is Attention.eager:
         why = "fused attention kernels keep no heads x seq^2 score matrices"
         out.append(("attention: sdpa", why, {"attention": Attention.sdpa}))
+    if wl.attention is not Attention.flash:
+        why = (
+            "transformers' flash_attention_2 (flash-attn 2): casts fp32 inputs to 16 bits and reads grouped K/V "
+            "as they are, so no heads x seq^2 scores, even where SDPA falls back to its math kernel"
+        )
+        out.append(("attention: flash", why, {"attention": Attention.flash}))
     if wl.precision is Precision.fp32:
         notes = PRECISION_NOTES if training else SERVING_PRECISION_NOTES
         usable = [p for p in notes if budget.bf16 or p not in (Precision.bf16, Precision.amp_bf16)]

@@ -194,11 +194,13 @@ def block_inputs(shape: ModelShape, dt: act.Dtypes, norm_out: int, attention: At
     prepare_model_for_kbit_training). The context reaches o at the compute dtype under autocast (and
     is the output the fused SDPA kernel saves), else at the norm output's dtype (the 4-bit linears cast
     their outputs back to their input's dtype). The MLP product follows the up projection's output."""
-    kernel = act.sdpa_kernel(shape, dt) if attention is Attention.sdpa else "eager"
+    kernel = act.attention_kernel(shape, dt, attention)
     ctx_dtype = dt.compute if dt.amp else norm_out
+    if attention is Attention.flash:  # the output of a kernel that runs in 16 bits, whatever its inputs were
+        ctx_dtype = act.kernel_bytes(shape, dt, attention)
     # litgpt's output projection reads a copy (``y.transpose(1, 2).reshape(B, T, C)`` of a head-major
     # output; traced: benchmarks/tracer_litgpt.py), not the tensor the kernel saved
-    copied = shape.code.attention_output_copied
+    copied = shape.code.attention_output_copied or (shape.code.flash is not None and shape.code.flash.output_copied)
     ctx_kept = kernel in ("flash", "efficient") and ctx_dtype == dt.compute and not copied
     qkv_calls = 1 if shape.fused_qkv else 3
     up_calls = 2 if shape.gated else 1

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import TORCHAO_INT8, AdapterType, Checkpointing, Mode, QuantMethod, Runtime
+from vramcalc.choices import TORCHAO_INT8, AdapterType, Attention, Checkpointing, Mode, QuantMethod, Runtime
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS
@@ -132,6 +132,13 @@ LIBRARIES: tuple[Library, ...] = (
         keys_checked=_pins("torch"),
     ),
     Library("transformers releases", "vramcalc.stacks.transformers", ("versions.transformers",), lambda wl: True),
+    Library(
+        "flash-attn (transformers' flash_attention_2)",
+        "vramcalc.stacks.flash_attn",
+        ("attention",),
+        lambda wl: wl.attention is Attention.flash,
+        checks=True,
+    ),
     Library(
         "torchtune, torchao and Liger training techniques",
         "vramcalc.stacks.techniques",
@@ -274,6 +281,14 @@ def check_stack(spec: Spec, shape: ModelShape) -> None:
             library.check(spec, shape)
 
 
+def flash_runs(spec: Spec, shape: ModelShape) -> bool:
+    """Whether ``attention: flash`` would run ``spec`` (:func:`vramcalc.stacks.flash_attn.runs`), for the notes
+    that suggest it."""
+    from vramcalc.stacks import flash_attn
+
+    return flash_attn.runs(spec, shape)
+
+
 def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelShape, list[str]]:
     """The model's shape as the code that runs it allocates, and what that code changes, in words: litgpt's
     own model code (``runtime: litgpt``, ``adapter.framework: litgpt``), else transformers at the release
@@ -283,9 +298,11 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
 
         shape, _, notes = litgpt.model_code(workload, shape)
         return shape, notes
-    from vramcalc.stacks import transformers
+    from vramcalc.stacks import flash_attn, transformers
 
     code, notes = transformers.model_code(spec, workload, shape)
+    code, said = flash_attn.model_code(code, workload.attention)
+    notes += said
     if code == shape.code:  # today's code: the resolved shape itself, which the formulas' caches know
         return shape, notes
     return replace(shape, code=code), notes
