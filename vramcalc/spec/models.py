@@ -31,6 +31,7 @@ from vramcalc.choices import (
     Norm,
     Optimizer,
     OptimizerImpl,
+    PagedStates,
     Position,
     Precision,
     QkNorm,
@@ -255,6 +256,8 @@ class Workload(SpecSection):
     precision: Annotated[Precision, Field(json_schema_extra=_precision_schema)] = Precision.fp32
     optimizer: Optimizer | None = None
     optimizer_impl: OptimizerImpl = OptimizerImpl.foreach
+    # a paged optimizer's states in CUDA managed memory: evictable to the host (host-ok) or counted (device)
+    paged_states: PagedStates | None = None
     gradient_checkpointing: Checkpointing = Checkpointing.none
     attention: Attention = Attention.sdpa
     image_size: PositiveInt | None = None
@@ -356,6 +359,20 @@ class Workload(SpecSection):
             )
         if self.prompt_len > self.seq_len:
             raise ValueError(f"prompt_len: {self.prompt_len} is longer than seq_len {self.seq_len} (the total context)")
+        return self
+
+    @model_validator(mode="after")
+    def _paged_rules(self) -> "Workload":
+        """``paged_states`` says where a paged optimizer's states must be: a training step with one."""
+        if self.paged_states is None:
+            return self
+        if self.mode is not Mode.train:
+            raise ValueError("paged_states: only valid with mode: train (where a paged optimizer keeps its states)")
+        if self.optimizer not in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit):
+            got = self.optimizer.value if self.optimizer is not None else "not given, adamw"
+            raise ValueError(
+                f"paged_states: only valid with optimizer paged-adamw-8bit or paged-adamw-32bit (optimizer {got})"
+            )
         return self
 
     @model_validator(mode="after")
