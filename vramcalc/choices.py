@@ -80,6 +80,14 @@ class Optimizer(StrEnum):
     lion = "lion"
 
 
+class PagedStates(StrEnum):
+    """Whether a paged optimizer's states (CUDA managed memory) may be evicted to the host: ``host-ok`` leaves
+    them out of the fit verdict, ``device`` counts them (the step must run without paging)."""
+
+    host_ok = "host-ok"
+    device = "device"
+
+
 class OptimizerImpl(StrEnum):
     foreach = "foreach"
     fused = "fused"

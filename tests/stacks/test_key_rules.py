@@ -47,6 +47,11 @@ CASES = [
         "workload.versions.deepspeed: 0.14.0 names a DeepSpeed release, but the workload does not train",
     ),
     (
+        "bitsandbytes",
+        {"model": LLAMA, "workload": {**TRAIN, "paged_states": "device"}},
+        "workload.paged_states: only valid with optimizer paged-adamw-8bit or paged-adamw-32bit",
+    ),
+    (
         "litgpt",
         {"model": LLAMA, "workload": {**SERVE, "runtime": "litgpt", "kv_block_size": 16}},
         "workload.kv_block_size: not a setting of litgpt's generate",

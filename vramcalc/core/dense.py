@@ -20,7 +20,7 @@ from __future__ import annotations
 from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
 from vramcalc.core import checkpointing, t5
-from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes
+from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes, paged_state_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.phases import Phase, select_phases
 from vramcalc.core.shape import ModelShape
@@ -54,6 +54,8 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     if stack.optimizer_offload is not None:
         offloaded = stack.optimizer_offload(shape, optimizer, wl.optimizer_impl, dt)
         states, temps = offloaded.device_states, offloaded.device_temps
+    elif stack.paged_state_min_elements is not None:  # the rest is managed memory: paged_bytes
+        states = paged_state_bytes(optimizer, shape, dt.param, stack.paged_state_min_elements).device_bytes
     copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
     loss = stack.loss(shape, tk, dt) if stack.loss is not None else act.loss_bytes(shape, tk, dt)
     saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
@@ -198,6 +200,16 @@ def host_bytes(work: ResolvedWorkload) -> int:
                 kept -= _eager_score_bytes(shape, tk, dt)
         total += stack.activation_offload(kept, head, 0).host
     return total
+
+
+def paged_bytes(work: ResolvedWorkload) -> int:
+    """The optimizer states the stack keeps in CUDA managed memory, outside the caching allocator
+    (:attr:`vramcalc.core.stack.Stack.paged_state_min_elements`; 0 without, or when the optimizer is offloaded)."""
+    stack = work.stack
+    if work.mode is not Mode.train or stack.paged_state_min_elements is None or stack.optimizer_offload is not None:
+        return 0
+    paged = paged_state_bytes(work.optimizer, work.shape, work.dtypes.param, stack.paged_state_min_elements)
+    return paged.managed_bytes
 
 
 def head_gradient_params(shape: ModelShape) -> int:

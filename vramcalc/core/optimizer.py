@@ -106,6 +106,42 @@ def optimizer_state_bytes_for(optimizer: Optimizer, tensors: Sequence[tuple[int,
     return total
 
 
+@dataclass(frozen=True)
+class PagedStates:
+    """Optimizer states split by where they live: ``device_bytes`` through PyTorch's caching allocator (what
+    ``torch.cuda.max_memory_allocated()`` counts), ``managed_bytes`` in CUDA managed memory outside it."""
+
+    device_bytes: int
+    managed_bytes: int
+
+
+def paged_state_bytes_for(
+    optimizer: Optimizer, tensors: Sequence[tuple[int, int, int]], state_bytes: int, min_elements: int
+) -> PagedStates:
+    """:func:`optimizer_state_bytes_for` when the state tensors of every parameter tensor of at least
+    ``min_elements`` elements are allocated in managed memory (exact bytes, not the allocator's 512-byte
+    blocks); a quantized layout's per-block scales and the smaller tensors' states stay device tensors."""
+    layout = LAYOUTS[optimizer]
+    total = optimizer_state_bytes_for(optimizer, tensors, state_bytes)
+    if layout.states == 0 or layout.factored:
+        return PagedStates(total, 0)
+    moved, managed = 0, 0
+    for n, rows, cols in tensors:
+        numel = rows * cols
+        if numel < min_elements:
+            continue
+        width = FP32 if layout.block and numel < layout.min_quantized else (layout.width or state_bytes)
+        moved += n * layout.states * allocation_bytes(numel * width)
+        managed += n * layout.states * numel * width
+    return PagedStates(total - moved, managed)
+
+
+@functools.lru_cache(maxsize=64)
+def paged_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int, min_elements: int) -> PagedStates:
+    """:func:`paged_state_bytes_for` of the model's parameter tensors."""
+    return paged_state_bytes_for(optimizer, param_tensors(shape), state_bytes, min_elements)
+
+
 def optimizer_temp_bytes(
     optimizer: Optimizer, impl: OptimizerImpl, shape: ModelShape, param_bytes: int, dt: int
 ) -> int:

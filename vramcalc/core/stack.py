@@ -73,6 +73,10 @@ class Stack:
     optimizer_in_backward: bool = False
     #: What a selective checkpointing policy keeps of each block besides its input (None: no such policy).
     kept_ops: KeptOps | None = None
+    #: The optimizer allocates the states of every parameter tensor of at least this many elements in CUDA managed
+    #: memory, outside the caching allocator (:func:`vramcalc.core.optimizer.paged_state_bytes_for`; None: every
+    #: state is an ordinary device tensor).
+    paged_state_min_elements: int | None = None
 
 
 @dataclass(frozen=True)

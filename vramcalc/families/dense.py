@@ -5,10 +5,11 @@ ResNet step (:mod:`vramcalc.core.vision`); and the components every single-GPU t
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from vramcalc.choices import Mode
+from vramcalc.choices import Mode, PagedStates
 from vramcalc.core.allocator import weights_rounding_bytes
-from vramcalc.core.dense import host_bytes, phase_candidates
+from vramcalc.core.dense import host_bytes, paged_bytes, phase_candidates
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.phases import select_phases
 from vramcalc.core.stack import Stack
@@ -18,6 +19,7 @@ from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.spec.models import Spec
+from vramcalc.stacks import bnb
 from vramcalc.stacks.registry import technique_notes
 
 
@@ -63,8 +65,21 @@ def estimate_dense(spec: Spec, stack: Stack, target: Target) -> Estimate:
     if spec.workload.mode is Mode.train and spec.workload.optimizer is None:
         assumptions.append(DEFAULT_OPTIMIZER_NOTE)
     phases = select_phases(phase_candidates(work, base))
-    result = assemble(spec, work.n_params, phases, assumptions, stack)
-    return dataclasses.replace(result, host_bytes=host_bytes(work))
+    managed, said = paged_states(work, paged_bytes(work))
+    result = assemble(spec, work.n_params, phases, [*assumptions, *said], stack)
+    return dataclasses.replace(result, host_bytes=host_bytes(work), **managed)
+
+
+def paged_states(work: ResolvedWorkload, managed_bytes: int | None) -> tuple[dict[str, Any], list[str]]:
+    """A paged optimizer's states in managed memory as the Estimate's fields, and the note that says where
+    they are (nothing without a paged optimizer; ``managed_bytes`` None: a step that counts them on the GPU)."""
+    wl = work.spec.workload
+    if work.stack.paged_state_min_elements is None or wl.mode is not Mode.train or work.stack.optimizer_offload:
+        return {}, []
+    note = [bnb.paged_state_note(work.optimizer.value, managed_bytes, wl.paged_states)]
+    if managed_bytes is None:
+        return {}, note
+    return {"paged_bytes": managed_bytes, "paged_in_fit": wl.paged_states is PagedStates.device}, note
 
 
 def estimate_resnet(spec: Spec, stack: Stack, target: Target) -> Estimate:

@@ -49,6 +49,11 @@ class Estimate:
     llm: LlmDetails | None = None  # KV cache, adapter, experts, quantization
     parallel: ParallelDetails | None = None  # the plan across GPUs: stage, host memory
     host_bytes: int = 0  # one GPU: host memory of optimizer_offload / activation_offloading
+    #: A paged optimizer's states in CUDA managed memory, outside the allocated peak and the total
+    #: (vramcalc/stacks/bnb.py; None without a paged optimizer); ``paged_in_fit``: the fit verdict counts them
+    #: (``paged_states: device``).
+    paged_bytes: int | None = None
+    paged_in_fit: bool = False
 
     @property
     def peak_allocated_bytes(self) -> int:

@@ -25,7 +25,7 @@ from vramcalc.choices import (
 from vramcalc.core import activations as act
 from vramcalc.core import optimizer as optimizer_mod
 from vramcalc.core import training
-from vramcalc.core.dense import host_bytes, training_phases
+from vramcalc.core.dense import host_bytes, paged_bytes, training_phases
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.params import active_params
 from vramcalc.core.shape import ModelShape
@@ -33,7 +33,7 @@ from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
 from vramcalc.errors import SpecError
 from vramcalc.families.checkpoint import stored_weight_bytes
-from vramcalc.families.dense import base_components, without_unallocated_workspace
+from vramcalc.families.dense import base_components, paged_states, without_unallocated_workspace
 from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
@@ -100,9 +100,11 @@ def estimate(spec: Spec, stack: Stack, target: Target) -> Estimate:
     work = resolve_workload(spec, stack)
     base, assumptions = base_components(work, target)
     phases, details, notes = llm_phases(work, base, target.card)
-    assumptions = [*without_unallocated_workspace(assumptions, phases), *notes]
+    managed = details.paged_optimizer_bytes if spec.workload.adapter is not None else paged_bytes(work)
+    fields, said = paged_states(work, managed)
+    assumptions = [*without_unallocated_workspace(assumptions, phases), *notes, *said]
     result = assemble(spec, work.n_params + details.frozen_adapter_params, phases, assumptions, stack)
-    return replace(result, llm=details, host_bytes=host_bytes(work))
+    return replace(result, llm=details, host_bytes=host_bytes(work), **fields)
 
 
 def llm_phases(
@@ -119,8 +121,12 @@ def llm_phases(
     details = LlmDetails(quantization=qinfo, active_params=active)
     if wl.mode is Mode.train:
         if wl.adapter is not None:
-            phases, trainable, frozen, said = adapter_phases(spec, shape, tk, dt, base, qinfo, stack=work.stack)
-            details = replace(details, trainable_params=trainable, frozen_adapter_params=frozen)
+            phases, (trainable, frozen, managed), said = adapter_phases(
+                spec, shape, tk, dt, base, qinfo, stack=work.stack
+            )
+            details = replace(
+                details, trainable_params=trainable, frozen_adapter_params=frozen, paged_optimizer_bytes=managed
+            )
             return phases, details, notes + said
         if wl.quantization is not None:
             raise SpecError("workload.quantization: training quantized weights needs an adapter (QLoRA: adapter + nf4)")
@@ -320,10 +326,11 @@ def adapter_phases(
     qinfo: dict[str, Any] | None = None,
     *,
     stack: Stack,
-) -> tuple[Phases, int, int, list[str]]:
+) -> tuple[Phases, tuple[int, int, int | None], list[str]]:
     """LoRA / QLoRA (and DoRA) training step: frozen (possibly quantized) base, trainable fp32 adapters; the
-    other PEFT methods in :mod:`vramcalc.stacks.peft_methods`. With the trainable parameters and the frozen
-    ones the adapter adds, and the notes on what was assumed."""
+    other PEFT methods in :mod:`vramcalc.stacks.peft_methods`. With the trainable parameters, the frozen
+    ones the adapter adds and a paged optimizer's states in managed memory (None where they are counted on
+    the GPU: the other PEFT methods), and the notes on what was assumed."""
     wl = spec.workload
     adapter = wl.adapter
     assert adapter is not None
@@ -338,7 +345,7 @@ def adapter_phases(
         raise SpecError("workload.keep_outputs: modelled with adapter.type lora, dora or lora_fa on decoder models")
     if adapter.type not in LORA_TYPES:
         phases, trainable, frozen, said = peft_methods.method_phases(spec, shape, tk, dt, base, stack)
-        return phases, trainable, frozen, notes + said
+        return phases, (trainable, frozen, None), notes + said
     rank = adapter.rank or 0
     if encdec and wl.quantization is not None:
         raise SpecError(
@@ -356,16 +363,15 @@ def adapter_phases(
     optimizer = default_optimizer(spec)
     if wl.optimizer is None:
         notes.append(DEFAULT_OPTIMIZER_NOTE)
-    elif optimizer in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit):
-        notes.append(bnb.paged_state_note(optimizer.value))
+    states = adapters.adapter_states(
+        optimizer, adapters.adapter_tensors(matrices, rank, frozen_a) + dora.tensors, a, stack.paged_state_min_elements
+    )
     kbit, said = peft_lora.resolve_kbit(spec, dt, qinfo)
     notes += said
     live = {
         **base,
         "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes,
-        "optimizer_states": adapters.state_bytes(
-            optimizer, adapters.adapter_tensors(matrices, rank, frozen_a) + dora.tensors, a
-        ),
+        "optimizer_states": states.device_bytes,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
     if stack.zero_grad_in_place:  # allocated from the start of the step
@@ -405,7 +411,8 @@ def adapter_phases(
         forward = _plus(forward, after + held.fresh_cache)
         backward = max(_plus(start, during), _plus(block, during), _plus(end, after), key=lambda p: sum(p.values()))
         step = _plus(step, after)
-    return {"forward": forward, "backward": backward, "optimizer": step}, trainable, frozen, notes
+    phases = {"forward": forward, "backward": backward, "optimizer": step}
+    return phases, (trainable, frozen, states.managed_bytes), notes
 
 
 def _plus(phase: dict[str, int], activations: int) -> dict[str, int]:

@@ -22,6 +22,7 @@ Memory (PEFT 0.1x ``LoraLayer``):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from vramcalc.choices import AdapterType, Architecture, Attention, Mlp, Optimizer
 from vramcalc.core import activations as act
@@ -30,6 +31,9 @@ from vramcalc.errors import SpecError
 from vramcalc.llm import lora_targets
 from vramcalc.spec.llm import AdapterSpec
 from vramcalc.units import FP32
+
+if TYPE_CHECKING:
+    from vramcalc.core.optimizer import PagedStates
 
 #: Projection keys of the MLP half of a block.
 MLP_TARGETS = ("gate", "up", "down", "gate_up")
@@ -187,6 +191,18 @@ def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state
     from vramcalc.core.optimizer import optimizer_state_bytes_for
 
     return optimizer_state_bytes_for(optimizer, tensors, state_bytes)
+
+
+def adapter_states(
+    optimizer: Optimizer, tensors: list[tuple[int, int, int]], width: int, paged_min_elements: int | None
+) -> PagedStates:
+    """:func:`state_bytes` split by where they live: with ``paged_min_elements`` (a paged optimizer) the states
+    of the tensors that large are managed memory (:func:`vramcalc.core.optimizer.paged_state_bytes_for`)."""
+    from vramcalc.core.optimizer import PagedStates, paged_state_bytes_for
+
+    if paged_min_elements is None:
+        return PagedStates(state_bytes(optimizer, tensors, width), 0)
+    return paged_state_bytes_for(optimizer, tensors, width, paged_min_elements)
 
 
 def lora_saved_per_token(

@@ -26,3 +26,5 @@ class LlmDetails:
     active_params: int | None = None
     quantization: dict[str, Any] | None = None
     kv_pool: KvPool | None = None  # vLLM serving: what its KV pool depends on
+    #: A LoRA step's paged optimizer states in CUDA managed memory (None: counted on the GPU, other PEFT methods).
+    paged_optimizer_bytes: int | None = 0

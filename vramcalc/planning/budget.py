@@ -6,7 +6,9 @@
   kept free, a share of the usable memory or a size.
 * :func:`fit_of` is the verdict. For a training or plain inference step it compares the estimate's
   ``total_bytes`` (allocated peak + CUDA context + allocator reserve, and NCCL buffers across GPUs) with
-  ``available_bytes``.
+  ``available_bytes``. A paged optimizer's states (CUDA managed memory, evicted to the host when the card
+  runs short: vramcalc/stacks/bnb.py) are not part of it unless ``workload.paged_states: device`` says the
+  step must run without paging; then they are added to the needed bytes.
 * A vLLM serving spec (a generation whose runtime is vLLM) is judged the way vLLM decides it: vLLM
   takes ``memory_utilization`` x the memory it may use, keeps what its profiling step needed outside
   the KV cache (weights and the activation peak of one forward over ``context`` tokens, which does not
@@ -102,6 +104,8 @@ class Fit:
     needed_bytes: int
     available_bytes: int
     kv_pool: kvcache.Capacity | None = None
+    #: A paged optimizer's states counted in ``needed_bytes`` (``paged_states: device``; else 0).
+    paged_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -116,7 +120,8 @@ def fit_of(result: Estimate, budget: Budget) -> Fit:
     """The one fit verdict (see the module docstring)."""
     pool = result.llm.kv_pool if result.llm is not None else None
     if pool is None:
-        return Fit(result.total_bytes, budget.available_bytes)
+        paged = (result.paged_bytes or 0) if result.paged_in_fit else 0
+        return Fit(result.total_bytes + paged, budget.available_bytes, paged_bytes=paged)
     return fit_of_pool(pool, budget)
 
 

@@ -93,9 +93,10 @@ def needed_along(spec: Spec, budget: Budget, key: str) -> tuple[Callable[[int], 
 
     A dense spec's batch sizes come from one estimate on a symbolic batch size
     (:class:`~vramcalc.planning.batch_totals.BatchTotals`, equal to ``total_bytes``); anything else runs
-    the verdict per value (a sequence length can change the model itself: the default position table)."""
+    the verdict per value (a sequence length can change the model itself: the default position table; the
+    verdict adds paged optimizer states to the total under ``paged_states: device``)."""
     probe = fit_on(spec, budget)
-    if key == "batch_size" and probe.kv_pool is None:
+    if key == "batch_size" and probe.kv_pool is None and not probe.paged_bytes:
         totals = BatchTotals.of(spec, hopper_or_newer=budget.hopper_or_newer, interconnect=budget.interconnect)
         return totals, probe.available_bytes
     return (lambda n: fit_on(with_workload(spec, **{key: n}), budget).needed_bytes), probe.available_bytes

@@ -113,8 +113,9 @@ def grid_verdicts(
     if budget is None:
         return None
     probe = fit_on(spec, budget)
-    if probe.kv_pool is None:
-        return [Fit(total, probe.available_bytes) for total in totals]
+    if probe.kv_pool is None:  # paged optimizer states the verdict counts do not depend on batch or length
+        paged = probe.paged_bytes
+        return [Fit(total + paged, probe.available_bytes, paged_bytes=paged) for total in totals]
     columns = []
     for seq in seqs:  # one estimate per length: the pool's profile and per-sequence KV do not depend on the batch
         pool = _kv_pool(spec if seq is None else with_workload(spec, seq_len=seq), budget)

@@ -69,6 +69,10 @@ def render_estimate(
         table.add_row(f"+ {LABELS[key]}", gib(value), "", "outside the allocator")
     total = Text(gib(result.total_bytes), style="bold")
     table.add_row(Text("total", style="bold"), total, "", f"{result.total_bytes / GB:,.2f} GB")
+    if result.paged_bytes:
+        counted = "in the verdict (paged_states: device)" if result.paged_in_fit else "may page to the host"
+        table.add_section()
+        table.add_row("paged optimizer states", gib(result.paged_bytes), "", f"managed memory, {counted}")
     console.print(table)
     phases = ", ".join(f"{name} {gib(value)} GiB" for name, value in result.phases.items())
     print_wrapped(console, Text.assemble("peak phase: ", (result.peak_phase, "bold"), f" (phases: {phases})"))

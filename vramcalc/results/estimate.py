@@ -34,8 +34,8 @@ class GpuVerdict(Result):
     usable_basis: str = Field(description="Where usable_bytes comes from (one line).")
     reserve_bytes: int = Field(description="Memory kept free on the card (target.reserve or the reserve given), bytes.")
     needed_bytes: int = Field(
-        description="Bytes the estimate needs: total_bytes; for a vLLM serving spec the profile peak outside the "
-        "KV cache plus the KV cache of the batch."
+        description="Bytes the estimate needs: total_bytes (plus paged_optimizer_bytes with workload.paged_states: "
+        "device); for a vLLM serving spec the profile peak outside the KV cache plus the KV cache of the batch."
     )
     available_bytes: int = Field(
         description="Bytes available to it: usable_bytes - reserve_bytes; for a vLLM serving spec "
@@ -216,6 +216,17 @@ class EstimateResult(Result):
     )
     active_params: int | None = Field(None, description="Parameters active per token (mixture of experts).")
     quantization: Quantization | None = Field(None, description="The weight quantization (quantized models).")
+    paged_optimizer_bytes: int | None = Field(
+        None,
+        description="A bitsandbytes paged optimizer's states in CUDA managed memory, bytes: resident on the GPU while "
+        "there is room, evicted to the host under pressure; outside peak_allocated_bytes and total_bytes (only "
+        "with a paged optimizer).",
+    )
+    paged_states_in_fit: bool | None = Field(
+        None,
+        description="Whether the verdict counts paged_optimizer_bytes (workload.paged_states: device) or lets them "
+        "page to the host (host-ok, the default; only with a paged optimizer).",
+    )
     per_rank: bool = Field(description="Every byte figure is one GPU's (a multi-GPU plan).")
     host_bytes: int = Field(description="Host memory per GPU's process for offloaded states, bytes (0 without).")
     parallel: ParallelPlan | None = Field(description="The multi-GPU plan (null for a one-GPU spec).")
@@ -243,6 +254,9 @@ class EstimateResult(Result):
         if budget is not None and fit is not None:
             doc["gpu"] = GpuVerdict.of(budget, fit)
         doc.update(_llm_keys(result, fit, budget))
+        if result.paged_bytes is not None:
+            doc["paged_optimizer_bytes"] = result.paged_bytes
+            doc["paged_states_in_fit"] = result.paged_in_fit
         details = result.parallel
         doc["per_rank"] = details is not None
         doc["host_bytes"] = details.host_bytes if details is not None else result.host_bytes

@@ -31,6 +31,7 @@ from vramcalc.choices import (
     Norm,
     Optimizer,
     OptimizerImpl,
+    PagedStates,
     Position,
     Precision,
     QkNorm,
@@ -254,6 +255,8 @@ class Workload(SpecSection):
     precision: Annotated[Precision, Field(json_schema_extra=_precision_schema)] = Precision.fp32
     optimizer: Optimizer | None = None
     optimizer_impl: OptimizerImpl = OptimizerImpl.foreach
+    # a paged optimizer's states in CUDA managed memory: evictable to the host (host-ok) or counted (device)
+    paged_states: PagedStates | None = None
     gradient_checkpointing: Checkpointing = Checkpointing.none
     attention: Attention = Attention.sdpa
     image_size: PositiveInt | None = None

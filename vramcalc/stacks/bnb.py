@@ -32,25 +32,34 @@ bitsandbytes/optim/optimizer.py) and PEFT's (peft/utils/other.py):
   (the no-grad forward keeps nothing; the block recomputed in backward holds its saved inputs).
   With fp32 norm weights, HF's RMSNorm output (``weight * hidden.to(input_dtype)``) is fp32, so every
   4-bit linear makes its own 16-bit copy of it.
-* **Paged optimizers** (``PagedAdamW8bit``, ``PagedAdamW32bit``): ``Optimizer2State.get_state_buffer``
-  allocates the states of tensors of 100,000 elements or more with ``F.get_paged`` (``cudaMallocManaged``):
-  unified memory, resident on the GPU while it fits and evicted to host memory page by page when the GPU
-  runs short, instead of failing. They are counted here at full size on the device (where they live
-  during a step that fits); under memory pressure they spill to the host, slowly, rather than run out.
+* **Paged optimizers** (``PagedAdamW8bit``, ``PagedAdamW32bit``): ``Optimizer2State.init_state`` asks
+  ``get_state_buffer`` for ``state1`` and ``state2`` (bitsandbytes/optim/optimizer.py, ``get_state_buffer``:
+  ``if not self.is_paged or p.numel() < 1e5: return torch.zeros_like(...)``, else ``F.get_paged``), and
+  ``F.get_paged`` (bitsandbytes/functional.py) wraps ``lib.cget_managed_ptr(num_bytes)``, a
+  ``cudaMallocManaged`` buffer, as a tensor. So the states of every parameter tensor of 100,000 elements or
+  more are CUDA managed memory, outside PyTorch's caching allocator: ``torch.cuda.max_memory_allocated()``
+  never counts them, they are resident on the GPU while there is room, and the driver evicts them to host
+  memory page by page under pressure instead of failing. The 8-bit states' per-block ``absmax1``/``absmax2``
+  (``torch.zeros``) and the states of smaller tensors (norm weights, biases) are ordinary device tensors.
+  Read at bitsandbytes commit 95f9af3. They are shown apart from the allocated peak
+  (:func:`refine`, :func:`vramcalc.core.optimizer.paged_state_bytes_for`); the fit verdict counts them only
+  with ``workload.paged_states: device``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Attention, Mlp, QuantMethod
+from vramcalc.choices import Architecture, Attention, Mlp, Mode, Optimizer, PagedStates, QuantMethod
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers
+from vramcalc.core.stack import Stack
+from vramcalc.errors import SpecError
 from vramcalc.llm import quantization
 from vramcalc.llm.quantization import INT32, Matrix, QuantLayout
 from vramcalc.spec.llm import BNB_4BIT, QuantizationSpec
-from vramcalc.spec.models import Workload
+from vramcalc.spec.models import Spec, Workload
 from vramcalc.spec.versions import release_key
 from vramcalc.units import FP32, ceil_div
 
@@ -67,8 +76,10 @@ KEEPS_GIVEN_COMPUTE = (0, 47, 0)
 #: ``MatMul4Bit`` runs ``torch.ops.bitsandbytes.gemm_4bit``, whose fallback dequantizes into the compute dtype.
 DEQUANTS_TO_COMPUTE = (0, 50, 0)
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
-#: ``get_state_buffer``: smaller tensors get ordinary (non-paged) state buffers.
+#: ``get_state_buffer``: smaller tensors get ordinary (non-paged) state buffers (``p.numel() < 1e5``).
 PAGED_MIN_ELEMENTS = 100_000
+#: The optimizers whose states ``get_state_buffer`` pages (``is_paged=True``).
+PAGED_OPTIMIZERS = (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit)
 BNB_METHODS = (*BNB_4BIT, QuantMethod.int8)
 
 
@@ -323,10 +334,35 @@ def lightning_load_copy(wl: Workload, largest: int) -> int:
     return 2 * largest if release_of(wl.versions).key < DEQUANTS_TO_COMPUTE else 0
 
 
-def paged_state_note(optimizer_value: str) -> str:
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """A paged optimizer's states in managed memory (:data:`PAGED_MIN_ELEMENTS` and up); else ``stack``."""
+    if workload.optimizer not in PAGED_OPTIMIZERS:
+        return stack
+    return replace(stack, paged_state_min_elements=PAGED_MIN_ELEMENTS)
+
+
+def paged_state_note(optimizer_value: str, managed_bytes: int | None, paged_states: PagedStates | None) -> str:
+    """The assumption line of a paged optimizer: where its states live and whether the verdict counts them
+    (``managed_bytes`` None: a step whose states are counted on the GPU at full size)."""
+    if managed_bytes is None:
+        return (
+            f"{optimizer_value}: bitsandbytes paged states (CUDA managed memory, for tensors of "
+            f"{PAGED_MIN_ELEMENTS:,} elements or more) are counted on the GPU at full size for this adapter type"
+        )
+    if managed_bytes == 0:
+        return (
+            f"{optimizer_value}: no parameter tensor has {PAGED_MIN_ELEMENTS:,} elements or more, so bitsandbytes "
+            "pages none of its states; all are ordinary GPU tensors"
+        )
+    where = (
+        "counted in the fit verdict (paged_states: device)"
+        if paged_states is PagedStates.device
+        else "not counted in the fit verdict (paged_states not given: host-ok; device counts them)"
+    )
     return (
-        f"{optimizer_value}: bitsandbytes paged states (cudaMallocManaged, for tensors of 100,000 elements or more) "
-        "are counted on the GPU at full size; short of memory they page out to the host instead of failing"
+        f"{optimizer_value}: bitsandbytes keeps the states of tensors of {PAGED_MIN_ELEMENTS:,} elements or more in "
+        "CUDA managed memory (resident on the GPU while there is room, evicted to the host under pressure), "
+        f"outside the allocated peak; {where}"
     )
 
 
@@ -383,3 +419,20 @@ def requantize_bytes(q: QuantizationSpec, elements: int) -> int:
     if q.method is QuantMethod.int8:
         return fp16 + 2 * elements
     return fp16 + ceil_div(elements, 2) + FP32 * ceil_div(elements, q.block_size or BNB_BLOCK)
+
+
+def check_keys(spec: Spec) -> None:
+    """``paged_states`` says where a paged optimizer's states must be: a training step on one GPU with one
+    of bitsandbytes' paged optimizers. Refused with one line naming the key."""
+    wl = spec.workload
+    if wl.paged_states is None:
+        return
+    if wl.mode is not Mode.train:
+        raise SpecError("workload.paged_states: only valid with mode: train (where a paged optimizer keeps its states)")
+    if wl.optimizer not in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit):
+        got = wl.optimizer.value if wl.optimizer is not None else "not given, adamw"
+        raise SpecError(
+            f"workload.paged_states: only valid with optimizer paged-adamw-8bit or paged-adamw-32bit (optimizer {got})"
+        )
+    if spec.parallel is not None:
+        raise SpecError("workload.paged_states: one GPU only (not modelled with parallel:)")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import TORCHAO_INT8, AdapterType, Attention, Checkpointing, Mode, QuantMethod, Runtime
+from vramcalc.choices import TORCHAO_INT8, AdapterType, Attention, Checkpointing, Mode, Optimizer, QuantMethod, Runtime
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS
@@ -115,6 +115,11 @@ def _quantizes(*methods: QuantMethod) -> Callable[[Workload], bool]:
     return lambda wl: wl.quantization is not None and wl.quantization.method in methods
 
 
+def _pages_states(wl: Workload) -> bool:
+    """A bitsandbytes paged optimizer (its states in CUDA managed memory)."""
+    return wl.optimizer in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit)
+
+
 def _adapts(*types: AdapterType) -> Callable[[Workload], bool]:
     return lambda wl: wl.adapter is not None and wl.adapter.type in types
 
@@ -182,8 +187,10 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "bitsandbytes",
         "vramcalc.stacks.bnb",
-        ("quantization", "versions.bitsandbytes"),
-        lambda wl: _quantizes(*BNB_METHODS)(wl) or "bitsandbytes" in (wl.versions or {}),
+        ("quantization", "versions.bitsandbytes", "optimizer", "paged_states"),
+        lambda wl: _quantizes(*BNB_METHODS)(wl) or "bitsandbytes" in (wl.versions or {}) or _pages_states(wl),
+        refines=True,
+        keys_checked=lambda wl: wl.paged_states is not None,
     ),
     Library(
         "torchao quantization",

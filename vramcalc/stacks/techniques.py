@@ -226,6 +226,8 @@ def one_gpu_only(wl: Workload) -> str | None:
         if key == "optimizer_offload":
             return "workload.optimizer_offload: one GPU only; with parallel: use parallel.offload.optimizer"
         return f"workload.{key}: not modelled with parallel: (one GPU, without mixed-* precision)"
+    if wl.paged_states is not None:
+        return "workload.paged_states: one GPU only (not modelled with parallel:)"
     if wl.runtime is not None and wl.runtime.value == "litgpt":
         return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
     q = wl.quantization
