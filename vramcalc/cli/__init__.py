@@ -13,9 +13,15 @@ def run() -> None:
 
     Start-up creates tens of thousands of objects (the libraries' modules, typer's command, pydantic's
     schemas) that live until exit and hold no garbage; collecting as they are created is wasted work.
-    ``main.run`` freezes them and resumes the collector."""
-    import gc
+    ``main.run`` freezes them and resumes the collector.
 
+    The command's pydantic models (the spec's sections, the JSON documents) load no pydantic plugins: an
+    observability hook installed for another program has nothing to validate here, and looking plugins
+    up reads the metadata of every installed distribution. A value the user set is kept."""
+    import gc
+    import os
+
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
     gc.disable()
     from vramcalc.cli.main import run as run_command
 

@@ -19,7 +19,6 @@ from vramcalc.families.estimate import Estimate, assemble
 from vramcalc.families.resolve import resolve_workload
 from vramcalc.families.target import Target
 from vramcalc.spec.models import Spec
-from vramcalc.stacks import bnb
 from vramcalc.stacks.registry import technique_notes
 
 
@@ -76,6 +75,8 @@ def paged_states(work: ResolvedWorkload, managed_bytes: int | None) -> tuple[dic
     wl = work.spec.workload
     if work.stack.paged_state_min_elements is None or wl.mode is not Mode.train or work.stack.optimizer_offload:
         return {}, []
+    from vramcalc.stacks import bnb  # a paged optimizer only: bitsandbytes is not loaded otherwise
+
     note = [bnb.paged_state_note(work.optimizer.value, managed_bytes, wl.paged_states)]
     if managed_bytes is None:
         return {}, note

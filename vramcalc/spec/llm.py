@@ -10,7 +10,7 @@ The key names are a public contract, like every spec key.
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from vramcalc.choices import AdapterType, QuantMethod
 from vramcalc.spec.section import SpecSection
@@ -47,6 +47,8 @@ class SkipRange(SpecSection):
     """``{layers: [0, 125], modules: [mlp]}``: modules kept unquantized in the blocks ``first`` .. ``last``
     (inclusive, counted from 0)."""
 
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
+
     layers: tuple[Annotated[int, Field(strict=True, ge=0)], Annotated[int, Field(strict=True, ge=0)]]
     modules: list[str]
 
@@ -64,6 +66,8 @@ class SkipRange(SpecSection):
 
 class QuantizationSpec(SpecSection):
     """``quantization: nf4`` or ``{method: gptq, bits: 4, group_size: 128}`` (layouts: vramcalc/llm/quantization.py)."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
 
     method: QuantMethod
     bits: Literal[2, 3, 4, 8] | None = None
@@ -169,6 +173,8 @@ class AdapterSpec(SpecSection):
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
     the model when it is estimated (vramcalc/llm/lora_targets.py). ``framework`` picks how a fused
     q/k/v projection is adapted: ``peft`` (the whole module) or ``litgpt`` (only the parts named)."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
 
     type: AdapterType = AdapterType.lora
     rank: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None

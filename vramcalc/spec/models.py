@@ -11,6 +11,7 @@ import unicodedata
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     PrivateAttr,
     ValidatorFunctionWrapHandler,
@@ -41,7 +42,7 @@ from vramcalc.errors import UnitError
 from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS, CacheType
 from vramcalc.spec.llm import GGUF, AdapterSpec, QuantizationSpec, litgpt_defaults, name_to_mapping
 from vramcalc.spec.parallel import ParallelSpec
-from vramcalc.spec.section import SpecSection
+from vramcalc.spec.section import BuiltOnUse, SpecSection
 from vramcalc.spec.target import Target
 from vramcalc.spec.versions import known_libraries, release_rules, torch_defaults
 from vramcalc.units import ByteSize, Fraction, ParamCount, parse_count
@@ -83,6 +84,8 @@ class CheckpointFacts(SpecSection):
     or towers it does not: a vision encoder): the weights are the files', the KV cache the config's
     standard fields', activations first-order, and training is refused."""
 
+    model_config = ConfigDict(defer_build=True)  # built when a spec is first read
+
     source: Annotated[str, Field(min_length=1, max_length=500)]
     weight_bytes: CheckpointCount
     params: CheckpointCount  # stored elements: the parameter count where no tensor is packed
@@ -96,6 +99,8 @@ class CheckpointFacts(SpecSection):
 
 class ModelSpec(SpecSection):
     """Shape of the network. Omitted keys are filled by :func:`vramcalc.core.shape.resolve_model`."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec is first read
 
     architecture: Architecture | None = None
     layers: PositiveInt | None = None
@@ -158,7 +163,7 @@ class ModelSpec(SpecSection):
     # The transformers model_type of the config.json a model came from (release-specific behaviour):
     model_type: Annotated[str, Field(min_length=1, max_length=40)] | None = None
     # What the model's files hold, when it was read from them (vramcalc/sources/):
-    checkpoint: CheckpointFacts | None = None
+    checkpoint: Annotated[CheckpointFacts, BuiltOnUse()] | None = None
 
     @model_validator(mode="after")
     def _detail_rules(self) -> "ModelSpec":
@@ -248,6 +253,8 @@ class ModelSpec(SpecSection):
 class Workload(SpecSection):
     """What is run: training step or inference forward, batch shape, precision, optimizer."""
 
+    model_config = ConfigDict(defer_build=True)  # built when a spec is first read
+
     mode: Mode = Mode.train
     batch_size: PositiveCount
     seq_len: PositiveCount | None = None
@@ -279,8 +286,8 @@ class Workload(SpecSection):
     n_ubatch: PositiveInt | None = None
     flash_attn: bool | None = None
     versions: dict[str, Annotated[str, Field(min_length=1, max_length=40)]] | None = None
-    quantization: QuantizationSpec | None = None
-    adapter: AdapterSpec | None = None
+    quantization: Annotated[QuantizationSpec, BuiltOnUse()] | None = None
+    adapter: Annotated[AdapterSpec, BuiltOnUse()] | None = None
     # Training techniques of current stacks (vramcalc/stacks/techniques.py, which checks their rules):
     optimizer_in_backward: bool = False
     optimizer_offload: Literal["cpu", "none"] = "none"
@@ -398,11 +405,13 @@ class Spec(SpecSection):
     """A whole spec file."""
 
     name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    model: ModelSpec
-    workload: Workload
+    model: Annotated[ModelSpec, BuiltOnUse()]
+    workload: Annotated[Workload, BuiltOnUse()]
     overhead: Overhead = Overhead()
-    target: Target | None = None
-    parallel: ParallelSpec | None = None  # several GPUs (vramcalc/spec/parallel.py, vramcalc/parallel/layout.py)
+    target: Annotated[Target, BuiltOnUse()] | None = None
+    parallel: Annotated[ParallelSpec, BuiltOnUse()] | None = (
+        None  # several GPUs (vramcalc/spec/parallel.py, vramcalc/parallel/layout.py)
+    )
 
     @field_validator("name")
     @classmethod

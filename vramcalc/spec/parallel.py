@@ -28,7 +28,7 @@ The key names are a public contract, like every spec key. Rules that need the re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from vramcalc.spec.section import SpecSection
 from vramcalc.spec.target import MAX_GPU_COUNT
@@ -66,6 +66,8 @@ class Schedule(StrEnum):
 class Offload(SpecSection):
     """What lives in host memory instead of on the GPU (DeepSpeed ZeRO-Offload, FSDP CPUOffload)."""
 
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
+
     optimizer: Literal["cpu", "none"] = "none"
     params: Literal["cpu", "none"] = "none"
     # DeepSpeed activation_checkpointing.cpu_checkpointing: the checkpointed block inputs in host memory
@@ -76,6 +78,8 @@ class Buckets(SpecSection):
     """Communication buckets, in elements (DeepSpeed's unit: ``reduce_bucket_size``,
     ``prefetch_bucket_size``). Omitted: the framework's default (vramcalc/parallel/layout.py)."""
 
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
+
     reduce: BucketCount | None = None
     prefetch: BucketCount | None = None
 
@@ -85,6 +89,8 @@ class Zero3(SpecSection):
     ``stage3_max_reuse_distance``, ``stage3_param_persistence_threshold``). Omitted: DeepSpeed's
     defaults, 1e9, 1e9 and 1e5 (vramcalc/stacks/zero3.py)."""
 
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
+
     max_live_parameters: BucketCount | None = None
     max_reuse_distance: BucketCount | None = None
     param_persistence_threshold: BucketCount | None = None
@@ -92,6 +98,8 @@ class Zero3(SpecSection):
 
 class ParallelSpec(SpecSection):
     """How the job is spread over GPUs. Every key is optional; one GPU with no sharding is the default."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
 
     gpus: Degree | None = None
     data: Degree | None = None

@@ -13,7 +13,8 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationInfo, field_validator
+from pydantic_core import CoreSchema, core_schema
 
 _NUMBERS = (int, float)
 
@@ -51,3 +52,36 @@ class SpecSection(BaseModel):
         if numeric:
             check: Any = field_validator(*numeric, mode="before", check_fields=False)(classmethod(_no_boolean_number))
             cls._no_boolean_numbers = check  # type: ignore[attr-defined]
+
+
+class BuiltOnUse:
+    """Field metadata for an optional section that most specs leave out (``parallel``, ``quantization``,
+    ``adapter``, ``target``): the field validates with the section's own model, whose validator pydantic
+    builds the first time a spec gives the section (the section's class sets ``defer_build``), not while the
+    enclosing model is built at start-up. Errors keep their locations (``parallel.zero: ...``); a section
+    is written out by its own model's serializer, and the JSON schema is the section's own."""
+
+    def __init__(self) -> None:
+        self.section: type[BaseModel] | None = None
+
+    def __get_pydantic_core_schema__(self, source: type[BaseModel], handler: GetCoreSchemaHandler) -> CoreSchema:
+        self.section = section = source
+
+        def validate(value: Any) -> BaseModel:
+            return value if isinstance(value, section) else section.model_validate(value)
+
+        dump = core_schema.plain_serializer_function_ser_schema(
+            lambda value: value, return_schema=core_schema.any_schema()
+        )
+        # a reference, as a nested model has: the field's JSON schema is the section's, without a title of its own
+        ref = f"{section.__module__}.{section.__qualname__}:built-on-use"
+        return core_schema.no_info_plain_validator_function(validate, serialization=dump, ref=ref)
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> Any:
+        """The section's own schema, among the definitions as pydantic writes a nested model (writing the
+        schema builds the section's validator)."""
+        assert self.section is not None
+        self.section.model_rebuild()
+        generator = getattr(handler, "generate_json_schema", None)  # pydantic's generator: it adds definitions
+        generate = handler if generator is None else generator.generate_inner
+        return generate(self.section.__pydantic_core_schema__)

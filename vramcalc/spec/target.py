@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import Field, WithJsonSchema
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from vramcalc.errors import UnitError
 from vramcalc.spec.section import SpecSection
@@ -91,6 +91,8 @@ ReserveField = Annotated[
 class Target(SpecSection):
     """Where the spec is meant to run. Every key is optional here; ``vramcalc check`` needs a GPU
     from this section or from ``--gpu``."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
 
     gpu: Annotated[str, Field(min_length=1, max_length=100)] | None = None
     count: Annotated[int, Field(strict=True, gt=0, le=MAX_GPU_COUNT)] = 1
