@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from vramcalc.planning.runnable import Runnable
 
 #: Allocations between two collections of the youngest generation once a command runs (Python's default: 700).
-GC_THRESHOLD = 10_000
+GC_THRESHOLD = 100_000
 
 base_app = typer.Typer(
     rich_markup_mode="rich",
@@ -282,4 +282,7 @@ def run() -> None:
         flush_streams()
     except StreamError as exc:
         code = stream_failed(exc)
+    # The interpreter's exit collects every object not frozen, garbage or not; the output is flushed and the
+    # files are closed, so what the command built is frozen too and the exit has nothing left to scan.
+    gc.freeze()
     sys.exit(code if isinstance(code, int) else 0)
