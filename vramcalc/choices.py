@@ -115,6 +115,15 @@ class Runtime(StrEnum):
     hf_legacy = "hf-legacy"
     llama_cpp = "llama.cpp"  # GGUF files: KV cache and compute buffer of vramcalc/stacks/llamacpp.py
     litgpt = "litgpt"  # litgpt's generate: the whole context's KV cache set up front (vramcalc/llm/generation.py)
+    gpt_fast = "gpt-fast"  # gpt-fast's (and torchao's) generate: a static cache and a causal mask (stacks/gpt_fast.py)
+
+
+class KvCache(StrEnum):
+    """How transformers' ``generate`` holds the KV cache (``cache_implementation``; vramcalc/stacks/transformers.py):
+    ``dynamic`` grows with the tokens generated, ``static`` is allocated for ``max_cache_len`` tokens up front."""
+
+    dynamic = "dynamic"
+    static = "static"
 
 
 class KvCacheDtype(StrEnum):

@@ -195,7 +195,7 @@ def inference_phases(
         comps, tokens, context, notes = recompute.phase(shape, wl, dt)
         step = {**base, **comps, "temporaries": _dequant(spec, shape, wl.batch_size * tokens, dt)}
         return {"generate": step}, replace(details, kv_cache_bytes=0, context_tokens=context), notes
-    gen, notes = generation.resolve(shape, wl, dt.compute)
+    gen, notes = generation.resolve(shape, wl, dt.compute, registry.static_cache(spec, shape))
     cross = gen.batch * kvcache.cross_attention_bytes(shape, gen.prompt, gen.kv_dtype, dt.compute)
     prefill = {**base, **generation.prefill_phase(shape, gen, dt, attention)}
     prefill["kv_cache"] += cross

@@ -31,6 +31,10 @@ has built the compact one.
 (``max_seq_length`` = prompt + new tokens) and a ``context x context`` boolean mask before the prefill, which
 writes into them in place (``index_copy_``), as each decode step does; the prefill returns the logits of every
 prompt position at the compute dtype, and each step feeds the new token only.
+
+A static cache (:class:`StaticCache`: transformers' ``cache: static``, ``runtime: gpt-fast``) is allocated for
+``StaticCache.tokens`` tokens per sequence before the prefill and written in place; the runtime's stacks module
+sizes it and says what it sets up beside it and what each forward builds from that.
 """
 
 from __future__ import annotations
@@ -44,6 +48,25 @@ from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache, moe
 from vramcalc.spec.models import Workload
 from vramcalc.units import FP32, allocation_bytes
+
+
+@dataclass(frozen=True)
+class StaticCache:
+    """A KV cache set up for ``tokens`` tokens per sequence before the prefill, as its runtime's stacks module
+    (vramcalc/stacks/) sizes it (int bytes)."""
+
+    #: tokens per sequence every layer's K and V are allocated for (sliding-window layers: at most the window)
+    tokens: int
+    #: bytes set up with the cache and alive in every phase (gpt-fast's causal mask and rotary table)
+    buffers: int = 0
+    #: bytes the prefill forward and a decode step build from the buffers or for the attention (their masks)
+    prefill_extra: int = 0
+    decode_extra: int = 0
+    #: the attention reads K and V expanded to every query head over the whole cache (GQA models), in the
+    #: prefill too (the decode steps always do where the runtime's attention gets a mask)
+    prefill_expands: bool = False
+    #: the prefill returns every prompt position's logits at the compute dtype (no fp32 copy)
+    prompt_logits: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,6 +86,8 @@ class Generation:
     window: int = 0
     #: the prompt's cache as the prefill returns it, when it differs from ``per_token`` (0: the same)
     prefill_per_token: int = 0
+    #: a cache set up in full before the prefill (None: the runtime's own, dynamic for ``hf``)
+    static: StaticCache | None = None
 
 
 def prompt_and_context(wl: Workload) -> tuple[int, int]:
@@ -72,8 +97,11 @@ def prompt_and_context(wl: Workload) -> tuple[int, int]:
     return (wl.prompt_len if wl.prompt_len is not None else context - (wl.max_new_tokens or 0)), context
 
 
-def resolve(shape: ModelShape, wl: Workload, compute_bytes: int) -> tuple[Generation, list[str]]:
-    """Fill the generation defaults; with a note on each default taken."""
+def resolve(
+    shape: ModelShape, wl: Workload, compute_bytes: int, static: StaticCache | None = None
+) -> tuple[Generation, list[str]]:
+    """Fill the generation defaults; with a note on each default taken. ``static``: the static cache the
+    runtime sets up (its stacks module sizes it)."""
     if shape.architecture is Architecture.encoder:
         raise SpecError("workload.prompt_len: an encoder-only model has no KV cache (it does not generate)")
     prompt, context = prompt_and_context(wl)
@@ -90,7 +118,7 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int) -> tuple[Genera
     prefill_per_token = 0
     code = shape.code
     plain = shape.mla is None and not shape.sliding_window and kv_dtype is KvCacheDtype.auto
-    if runtime is not Runtime.vllm and not code.cache_copied and plain:
+    if runtime is not Runtime.vllm and not code.cache_copied and plain and static is None:
         # the release's own K/V tensors (ModelCode.cache_copied): the prefill keeps them as the attention
         # made them; each decode step's torch.cat makes compact copies, fp32 keys where the rotary made them
         layers = kvcache.self_attention_layers(shape)
@@ -112,6 +140,7 @@ def resolve(shape: ModelShape, wl: Workload, compute_bytes: int) -> tuple[Genera
         sliding_per_token=kvcache.sliding_bytes_per_token(shape, kv_dtype, compute_bytes),
         window=shape.sliding_window,
         prefill_per_token=prefill_per_token,
+        static=static,
     )
     return gen, notes
 
@@ -178,12 +207,41 @@ def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention:
         head = release_head_bytes(shape, tk.encoder, gen.batch, dt)
     if gen.runtime is Runtime.litgpt:  # every prompt position's logits, no fp32 copy; the cache set up front
         head = head_bytes(shape, tk.encoder, tk.encoder, dt, fp32_copy=False)
+    if gen.static is not None:
+        return static_prefill(shape, gen, gen.static, dt, attention, head)
     cached = gen.context if gen.runtime in (Runtime.vllm, Runtime.litgpt) else gen.prompt
     return {
         "activations": prefill_transient(shape, tk, dt, attention, head),
         "kv_cache": (prompt_cache_bytes(gen) if gen.prefill_per_token else kv_bytes(gen, cached)) + mask_bytes(gen),
         "inputs": _ids(gen.batch * gen.prompt),
     }
+
+
+def static_prefill(
+    shape: ModelShape, gen: Generation, static: StaticCache, dt: act.Dtypes, attention: Attention, head: int
+) -> dict[str, int]:
+    """The prefill with a static cache: every layer's K and V allocated for ``static.tokens`` tokens and the
+    runtime's buffers, the forward's own mask, and K and V expanded over the whole cache where the
+    attention reads them so."""
+    tk = act.Tokens(batch=gen.batch, seq=gen.prompt, target=gen.prompt)
+    if static.prompt_logits:
+        head = head_bytes(shape, tk.encoder, tk.encoder, dt, fp32_copy=False)
+    block = block_transient(shape, tk, dt, attention)
+    if static.prefill_expands:
+        block += expanded_kv_bytes(shape, gen.batch, static.tokens, dt.compute)
+    return {
+        "activations": max(block, head),
+        "kv_cache": kv_bytes(gen, static.tokens) + static.buffers + static.prefill_extra,
+        "inputs": _ids(gen.batch * gen.prompt),
+    }
+
+
+def expanded_kv_bytes(shape: ModelShape, batch: int, tokens: int, compute_bytes: int) -> int:
+    """One layer's K and V expanded to every query head over ``tokens`` tokens (``repeat_kv``,
+    ``repeat_interleave``): nothing for a model without grouped KV heads."""
+    if shape.kv_heads >= shape.heads:
+        return 0
+    return 2 * batch * tokens * shape.q_width * compute_bytes
 
 
 def mask_bytes(gen: Generation) -> int:
@@ -199,6 +257,9 @@ def prompt_cache_bytes(gen: Generation) -> int:
 def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: Attention) -> dict[str, int]:
     """Components of the last decode step (context = seq_len): one token per sequence attending to all."""
     c, b = dt.compute, gen.batch
+    static = gen.static
+    if static is not None:
+        return static_decode(shape, gen, static, dt)
     kv = kv_bytes(gen, gen.context)
     layers = max(1, kvcache.self_attention_layers(shape))
     temporaries = 0
@@ -226,6 +287,23 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
         if sum(first.values()) > sum(last.values()):
             return first
     return last
+
+
+def static_decode(shape: ModelShape, gen: Generation, static: StaticCache, dt: act.Dtypes) -> dict[str, int]:
+    """The last decode step with a static cache: the cache written in place (no copy), the step's mask, K and
+    V expanded over the whole cache (the attention gets a mask, so not PyTorch's grouped kernel), the logits
+    of one position per sequence (with an fp32 copy unless the runtime samples at the compute dtype)."""
+    b = gen.batch
+    one = act.Tokens(batch=b, seq=1, target=1)
+    block = block_transient(shape, one, dt, Attention.sdpa) + expanded_kv_bytes(shape, b, static.tokens, dt.compute)
+    head = head_bytes(shape, b, b, dt, fp32_copy=not static.prompt_logits)
+    ids = b * (gen.context if gen.runtime is Runtime.hf else 1)
+    return {
+        "activations": max(block, head),
+        "kv_cache": kv_bytes(gen, static.tokens) + static.buffers + static.decode_extra,
+        "temporaries": 0,
+        "inputs": _ids(ids),
+    }
 
 
 def ids_bytes(n_tokens: int) -> int:

@@ -26,6 +26,7 @@ from vramcalc.choices import (
     Checkpointing,
     CrossEntropy,
     Head,
+    KvCache,
     KvCacheDtype,
     Mlp,
     Mode,
@@ -53,6 +54,8 @@ BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u206
 PositiveInt = Annotated[int, Field(strict=True, gt=0, le=10**7)]
 PositiveCount = Annotated[ParamCount, Field(gt=0, le=10**12)]
 NonNegativeInt = Annotated[int, Field(strict=True, ge=0, le=10**7)]
+#: The keys of a static KV cache (transformers' ``cache_implementation="static"``, gpt-fast's ``setup_caches``).
+STATIC_CACHE_KEYS = ("cache", "max_cache_len")
 #: A context length: larger than any tensor dimension (Llama 4 Scout: 10,485,760 positions).
 PositionCount = Annotated[int, Field(strict=True, gt=0, le=10**9)]
 
@@ -276,6 +279,10 @@ class Workload(SpecSection):
     kv_cache_dtype: KvCacheDtype | None = None
     kv_block_size: PositiveInt | None = None
     memory_utilization: Annotated[float, Field(gt=0, le=1)] | None = None
+    # the KV cache of transformers' generate (dynamic or static) and the tokens a static cache is set up for
+    # (transformers' and gpt-fast's rules: vramcalc/stacks/transformers.py, vramcalc/stacks/gpt_fast.py)
+    cache: KvCache | None = None
+    max_cache_len: PositiveCount | None = None
     # vLLM's engine settings (vramcalc/stacks/vllm.py): its scheduler's limits and the release modelled.
     max_model_len: PositiveCount | None = None
     max_num_batched_tokens: PositiveCount | None = None
@@ -346,7 +353,15 @@ class Workload(SpecSection):
 
     @model_validator(mode="after")
     def _generation_rules(self) -> "Workload":
-        llm_keys = ("prompt_len", "max_new_tokens", "use_cache", "runtime", "kv_cache_dtype", "kv_block_size")
+        llm_keys = (
+            "prompt_len",
+            "max_new_tokens",
+            "use_cache",
+            "runtime",
+            "kv_cache_dtype",
+            "kv_block_size",
+            *STATIC_CACHE_KEYS,
+        )
         serving = ("memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
         if self.mode is Mode.train:
             given = [key for key in (*llm_keys, *serving, *LLAMACPP_KEYS) if getattr(self, key) is not None]
@@ -448,7 +463,7 @@ class Spec(SpecSection):
 
 
 #: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).
-GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", *OTHER_RUNTIME_KEYS, *LLAMACPP_KEYS)
+GENERATION_KEYS = ("prompt_len", "max_new_tokens", "runtime", *OTHER_RUNTIME_KEYS, *LLAMACPP_KEYS, *STATIC_CACHE_KEYS)
 
 
 def is_generation(wl: Workload) -> bool:

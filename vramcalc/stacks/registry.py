@@ -18,7 +18,7 @@ import functools
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vramcalc.choices import TORCHAO_INT8, AdapterType, Attention, Checkpointing, Mode, Optimizer, QuantMethod, Runtime
 from vramcalc.core.shape import ModelShape
@@ -27,6 +27,9 @@ from vramcalc.spec.llamacpp import LLAMACPP_KEYS, OTHER_RUNTIME_KEYS
 from vramcalc.spec.llm import BNB_4BIT, GGUF
 from vramcalc.spec.models import ModelSpec, Spec, Workload, is_generation, runs_llamacpp
 from vramcalc.spec.techniques import TECHNIQUE_KEYS, given_techniques
+
+if TYPE_CHECKING:
+    from vramcalc.llm.generation import StaticCache
 
 #: vLLM's workload keys (its paging and scheduler; the KV dtype transformers reads too).
 VLLM_KEYS = OTHER_RUNTIME_KEYS
@@ -136,7 +139,13 @@ LIBRARIES: tuple[Library, ...] = (
         refines=True,
         keys_checked=_pins("torch"),
     ),
-    Library("transformers releases", "vramcalc.stacks.transformers", ("versions.transformers",), lambda wl: True),
+    Library(
+        "transformers releases",
+        "vramcalc.stacks.transformers",
+        ("versions.transformers", "cache", "max_cache_len"),
+        lambda wl: True,
+        keys_checked=lambda wl: wl.cache is not None or wl.max_cache_len is not None,
+    ),
     Library(
         "flash-attn (transformers' flash_attention_2)",
         "vramcalc.stacks.flash_attn",
@@ -177,6 +186,13 @@ LIBRARIES: tuple[Library, ...] = (
         keys_checked=_llamacpp_keys,
     ),
     Library("GGUF files", "vramcalc.stacks.gguf", ("quantization",), _quantizes(*GGUF)),
+    Library(
+        "gpt-fast",
+        "vramcalc.stacks.gpt_fast",
+        ("runtime", "max_cache_len"),
+        _serves(Runtime.gpt_fast),
+        keys_checked=lambda wl: wl.runtime is Runtime.gpt_fast,
+    ),
     Library(
         "litgpt",
         "vramcalc.stacks.litgpt",
@@ -240,7 +256,20 @@ RUNTIMES: dict[Runtime, str] = {
     Runtime.litgpt: "vramcalc.stacks.litgpt",
     Runtime.hf: "vramcalc.stacks.transformers",
     Runtime.hf_legacy: "vramcalc.stacks.transformers",
+    Runtime.gpt_fast: "vramcalc.stacks.gpt_fast",
 }
+
+
+def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
+    """The static KV cache the spec's runtime sets up before the prefill (its module's ``static_cache``:
+    transformers' ``cache: static``, gpt-fast's ``setup_caches``), or None where the runtime's cache is its
+    own (dynamic, paged)."""
+    runtime = serving_runtime(spec.workload)
+    module = RUNTIMES.get(runtime) if runtime is not None else None
+    size: Callable[[Spec, ModelShape], StaticCache | None] | None = (
+        None if module is None else _function(module, "static_cache")
+    )
+    return None if size is None else size(spec, shape)
 
 
 def resolve_stack(spec: ModelSpec, workload: Workload) -> Stack:

@@ -230,6 +230,10 @@ def one_gpu_only(wl: Workload) -> str | None:
         return "workload.paged_states: one GPU only (not modelled with parallel:)"
     if wl.runtime is not None and wl.runtime.value == "litgpt":
         return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
+    if wl.runtime is not None and wl.runtime.value == "gpt-fast":
+        return "workload.runtime: gpt-fast across several GPUs (parallel:) is not modelled"
+    if wl.cache is not None and wl.cache.value == "static":
+        return "workload.cache: static across several GPUs (parallel:) is not modelled"
     q = wl.quantization
     if q is not None and q.method in TORCHAO_INT8:
         return f"workload.quantization: torchao {q.method.value} across several GPUs (parallel:) is not modelled"

@@ -46,17 +46,35 @@ of the released wheels):
   copies it: one more query-sized tensor per layer. (The memory-efficient kernel always writes
   ``(batch, seq, heads, head_dim)``; from 4.56 the query reaches the kernel as a view and nothing is copied.)
 
+* **Static cache** (``workload.cache: static``, ``generate(..., cache_implementation="static")``, what
+  ``torch.compile``d generation uses; today's release, cache_utils.py and generation/utils.py): ``StaticCache``
+  gives each full-attention layer a ``StaticLayer`` whose ``lazy_initialization`` allocates K and V of
+  ``(batch, kv_heads, max_cache_len, head_dim)`` with ``torch.zeros`` at the keys' dtype on the layer's first
+  ``update`` (in the prefill), then writes into them in place (``index_copy_``) and hands the attention the
+  whole tensors; a sliding-window layer (``StaticSlidingWindowLayer``) gets ``min(sliding_window,
+  max_cache_len)``. ``generate`` sizes it ``max_length - 1`` (the prompt and the new tokens but the last,
+  which is never fed back), or ``generation_config.max_cache_len`` when that is larger
+  (``_prepare_cache_for_generation``). The masks (masking_utils.py): the prefill's is skipped
+  (``_ignore_causal_mask_sdpa``: an empty cache whose padding is only the cache's future positions, so SDPA
+  runs ``is_causal`` with the grouped K/V, ``enable_gqa``); each decode step builds a boolean ``(batch, 1, 1,
+  max_cache_len)`` mask (``sdpa_mask``), and with a mask ``use_gqa_in_sdpa`` is false, so ``repeat_kv``
+  expands one layer's K and V over the whole cache.
+
 Release numbers compare as (major, minor, patch); a ``.dev0`` suffix is ignored (a development tree is
 taken as the release it became).
 """
 
 from __future__ import annotations
 
-from vramcalc.choices import Norm, Precision
+from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Norm, Precision, Runtime
 from vramcalc.core.code import TODAY, ModelCode
 from vramcalc.core.shape import ModelShape
-from vramcalc.spec.models import ModelSpec, Workload
+from vramcalc.errors import SpecError
+from vramcalc.llm.generation import StaticCache, prompt_and_context
+from vramcalc.spec.models import ModelSpec, Spec, Workload, runs_llamacpp
 from vramcalc.spec.versions import release_key
+from vramcalc.stacks.techniques import one_gpu_only
+from vramcalc.units import allocation_bytes
 
 #: The transformers release the formulas follow when ``versions: {transformers: ...}`` is not given.
 DEFAULT_VERSION = "5.24.0"
@@ -193,3 +211,78 @@ def notes(code: ModelCode, model_type: str) -> list[str]:
     if code.all_prompt_logits:
         said.append("generate: the prompt forward returns logits for every position")
     return ["; ".join(said)]
+
+
+#: Runtimes with a KV pool of their own, which no ``cache`` key changes.
+OWN_POOLS = {Runtime.vllm: "vLLM's paged pool", Runtime.llama_cpp: "llama.cpp's own cache"}
+
+
+def uses_cache_keys(wl: Workload) -> bool:
+    """Whether the workload gives ``cache`` or ``max_cache_len`` (then :func:`check_keys` applies)."""
+    return wl.cache is not None or wl.max_cache_len is not None
+
+
+def check_keys(spec: Spec) -> None:
+    """The rules of ``cache`` and ``max_cache_len``, refused with one line naming the key: transformers'
+    ``generate`` (``runtime: hf``) chooses its cache; a runtime that always sets up its whole cache (litgpt,
+    gpt-fast) takes ``cache: static`` as said; vLLM and llama.cpp keep their own pools; a static cache is
+    modelled at today's release, with SDPA, on one GPU, at the model's dtype, and holds the whole context."""
+    wl = spec.workload
+    runtime = Runtime.llama_cpp if runs_llamacpp(wl) else (wl.runtime or Runtime.vllm)
+    key = "cache" if wl.cache is not None else "max_cache_len"
+    if runtime in OWN_POOLS:
+        said = "" if wl.runtime is not None else ", the default runtime"
+        raise SpecError(
+            f"workload.{key}: {runtime.value}{said} keeps {OWN_POOLS[runtime]}; a static cache is transformers' "
+            "generate (runtime: hf) or gpt-fast's (runtime: gpt-fast)"
+        )
+    if runtime is Runtime.hf_legacy:
+        raise SpecError(f"workload.{key}: hf-legacy (transformers before 4.36) has tuple caches only; use runtime: hf")
+    if runtime is Runtime.litgpt and wl.max_cache_len is not None:
+        raise SpecError("workload.max_cache_len: not a setting of litgpt's generate (its cache holds seq_len)")
+    if runtime is not Runtime.hf:
+        if wl.cache is KvCache.dynamic:
+            raise SpecError(f"workload.cache: {runtime.value} sets up its whole cache before the prefill (static)")
+        return  # the runtime's own module checks the rest
+    static = wl.cache is KvCache.static
+    if wl.max_cache_len is not None and not static:
+        raise SpecError("workload.max_cache_len: only with cache: static (a dynamic cache grows with the tokens)")
+    if not static:
+        return
+    _check_static(spec)
+
+
+def _check_static(spec: Spec) -> None:
+    """What ``cache: static`` under ``runtime: hf`` is modelled with."""
+    wl = spec.workload
+    context = wl.seq_len or 0
+    if wl.max_cache_len is not None and wl.max_cache_len < context:
+        raise SpecError(
+            f"workload.max_cache_len: {wl.max_cache_len} is shorter than seq_len {context} (the whole context)"
+        )
+    if wl.use_cache is False:
+        raise SpecError("workload.use_cache: false keeps no cache; cache: static needs one")
+    if (wl.versions or {}).get("transformers") is not None:
+        raise SpecError("workload.versions.transformers: cache: static is modelled at today's release only")
+    if wl.attention is not Attention.sdpa:
+        raise SpecError(f"workload.attention: cache: static is modelled with sdpa (got {wl.attention.value})")
+    if wl.kv_cache_dtype not in (None, KvCacheDtype.auto):
+        raise SpecError("workload.kv_cache_dtype: transformers' static cache has the keys' dtype (auto)")
+    reason = one_gpu_only(wl)
+    if spec.parallel is not None and reason is not None:
+        raise SpecError(reason)
+
+
+def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
+    """transformers' ``StaticCache`` as ``generate`` sets it up (see the module's notes), or None for the
+    dynamic cache: ``max_length - 1`` tokens (or ``max_cache_len`` when larger), the decode step's boolean
+    mask of ``batch x max_cache_len``, K and V expanded over the whole cache in decode only."""
+    wl = spec.workload
+    if wl.cache is not KvCache.static:
+        return None
+    if shape.architecture is not Architecture.decoder or shape.mla is not None:
+        what = "an encoder-decoder model" if shape.mla is None else "multi-head latent attention"
+        raise SpecError(f"workload.cache: static is modelled for decoder-only models (not {what})")
+    _, context = prompt_and_context(wl)
+    tokens = max(context - 1, wl.max_cache_len or 0)
+    return StaticCache(tokens=tokens, decode_extra=allocation_bytes(wl.batch_size * tokens))
