@@ -66,15 +66,18 @@ taken as the release it became).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Norm, Precision, Runtime
 from vramcalc.core.code import TODAY, ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.llm.generation import StaticCache, prompt_and_context
 from vramcalc.spec.models import ModelSpec, Spec, Workload, runs_llamacpp
 from vramcalc.spec.versions import release_key
-from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import allocation_bytes
+
+if TYPE_CHECKING:
+    from vramcalc.llm.generation import StaticCache
 
 #: The transformers release the formulas follow when ``versions: {transformers: ...}`` is not given.
 DEFAULT_VERSION = "5.24.0"
@@ -268,6 +271,8 @@ def _check_static(spec: Spec) -> None:
         raise SpecError(f"workload.attention: cache: static is modelled with sdpa (got {wl.attention.value})")
     if wl.kv_cache_dtype not in (None, KvCacheDtype.auto):
         raise SpecError("workload.kv_cache_dtype: transformers' static cache has the keys' dtype (auto)")
+    from vramcalc.stacks.techniques import one_gpu_only  # a static cache only: the techniques load on use
+
     reason = one_gpu_only(wl)
     if spec.parallel is not None and reason is not None:
         raise SpecError(reason)
@@ -283,6 +288,8 @@ def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
     if shape.architecture is not Architecture.decoder or shape.mla is not None:
         what = "an encoder-decoder model" if shape.mla is None else "multi-head latent attention"
         raise SpecError(f"workload.cache: static is modelled for decoder-only models (not {what})")
+    from vramcalc.llm.generation import StaticCache, prompt_and_context  # generation only
+
     _, context = prompt_and_context(wl)
     tokens = max(context - 1, wl.max_cache_len or 0)
     return StaticCache(tokens=tokens, decode_extra=allocation_bytes(wl.batch_size * tokens))
