@@ -60,6 +60,34 @@ def test_every_package_named_exists_and_every_module_is_named() -> None:
     assert named_top == top
 
 
+#: The public surface: the package's own names, the results' models and the command line.
+PUBLIC_PACKAGES = {"results", "cli"}
+
+
+def test_every_package_outside_the_public_surface_says_it_is_internal() -> None:
+    # a reader of any other package learns from its first lines that it may change between releases
+    import importlib
+
+    for path in sorted(PACKAGE.iterdir()):
+        if not (path / "__init__.py").is_file() or path.name in PUBLIC_PACKAGES:
+            continue
+        doc = importlib.import_module(f"vramcalc.{path.name}").__doc__ or ""
+        assert "Internal: no stability promise" in doc, path.name
+
+
+def test_the_public_names_are_the_api_and_the_types_it_returns() -> None:
+    import vramcalc
+    import vramcalc.api
+
+    for name in vramcalc.__all__:
+        if name == "__version__":
+            continue
+        value = getattr(vramcalc, name)
+        from_api = getattr(vramcalc.api, name, None) is value
+        returned = value.__module__.startswith("vramcalc.results") or name in {"Spec", "Estimate", "GPU"}
+        assert from_api or returned, name
+
+
 LAB_CARD = """\
 - id: lab-card
   name: Lab Card 48GB

@@ -5,6 +5,9 @@ plan across GPUs, ResNet, LLM keys, a dense transformer) and returns its
 
 A family is a module of this package with a function ``(spec, stack, target) -> Estimate``; a new one is a
 new module and one row of :data:`FAMILIES`, before the rows it narrows.
+
+Internal: no stability promise between releases; the public surface is ``vramcalc`` (its ``__all__``, with
+:mod:`vramcalc.api`), the models of :mod:`vramcalc.results` and the command line.
 """
 
 from __future__ import annotations
