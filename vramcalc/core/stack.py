@@ -77,6 +77,8 @@ class Stack:
     #: memory, outside the caching allocator (:func:`vramcalc.core.optimizer.paged_state_bytes_for`; None: every
     #: state is an ordinary device tensor).
     paged_state_min_elements: int | None = None
+    #: The runtime serves the model with attention kernels of its own that never materialise the scores.
+    fused_attention: bool = False
 
 
 @dataclass(frozen=True)

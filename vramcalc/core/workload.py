@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import Architecture, Mode, Optimizer, Precision, Runtime
+from vramcalc.choices import Architecture, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER
 from vramcalc.core.params import count_params
@@ -134,10 +134,6 @@ class ResolvedWorkload:
         return tokens_for(self.spec, self.shape, self.tokens.batch, context_parallel)
 
 
-#: Runtimes whose own fused attention kernels never materialise the scores (vLLM's and llama.cpp's).
-FUSED_ATTENTION_RUNTIMES = (Runtime.vllm, Runtime.llama_cpp)
-
-
 def build_workload(
     spec: Spec, shape: ModelShape, notes: list[str], stack: Stack, flash_runs: bool = False
 ) -> ResolvedWorkload:
@@ -149,7 +145,7 @@ def build_workload(
     notes = [*notes, *weight_count_notes(shape)]
     dtypes = DTYPES[spec.workload.precision]
     tokens = tokens_for(spec, shape, spec.workload.batch_size)
-    if stack.runtime not in FUSED_ATTENTION_RUNTIMES:
+    if not stack.fused_attention:
         scores = act.scores_note(shape, tokens, dtypes, spec.workload.attention, flash_runs)
         notes += [scores] if scores else []
     return ResolvedWorkload(spec, shape, dtypes, tokens, n_params, default_optimizer(spec), tuple(notes), stack)

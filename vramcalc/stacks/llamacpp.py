@@ -208,8 +208,9 @@ RESERVE_NOTE = "allocator reserve 0: llama.cpp allocates its buffers once, at th
 
 
 def refine(stack: Stack, workload: Workload) -> Stack:
-    """``stack`` with llama.cpp's allocator reserve."""
-    return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE)
+    """``stack`` with llama.cpp's allocator reserve and its own attention kernels (they never materialise
+    the scores)."""
+    return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE, fused_attention=True)
 
 
 def check_keys(spec: Spec) -> None:

@@ -230,8 +230,8 @@ RESERVE_NOTE = transient_reserve_note("vLLM's KV pool")
 
 
 def refine(stack: Stack, workload: Workload) -> Stack:
-    """``stack`` with vLLM's allocator reserve."""
-    return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE)
+    """``stack`` with vLLM's allocator reserve and its own attention kernels, which never materialise the scores."""
+    return replace(stack, reserve=RESERVE, reserve_note=RESERVE_NOTE, fused_attention=True)
 
 
 #: First release modelled with V1's groups of layers (the hybrid allocator, vllm-project/vllm#17996).
