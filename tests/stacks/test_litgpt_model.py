@@ -109,8 +109,9 @@ def test_a_weight_quantized_from_fp16_is_dequantized_twice_before_bitsandbytes_0
 
 def test_a_quantized_lm_head_dequantizes_beside_the_loss_gradients() -> None:
     # LLM.int8 (Lightning's int8-training, fp16) with the LM head quantized: at the start of backward the loss
-    # gradients of one 128-token chunk, fp32 after Fabric's output cast (2 x 128 x 32,000 x 4 B = 32,768,000), and the head's weight as the
-    # backward dequantizes it (CB.to(fp16): 32,000 x 4,096 x 2 B = 262,144,000) are the temporaries
+    # gradients of one 128-token chunk, fp32 after Fabric's output cast (2 x 128 x 32,000 x 4 B = 32,768,000),
+    # and the head's weight as the backward dequantizes it (CB.to(fp16): 32,000 x 4,096 x 2 B = 262,144,000)
+    # are the temporaries
     s = spec({"preset": "llama-2-7b", "layers": 2}, precision="fp16", quantization="int8")
     result = estimate(s)
     assert result.peak_phase == "backward"

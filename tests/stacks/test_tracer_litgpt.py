@@ -1,8 +1,8 @@
 """litgpt's LoRA and QLoRA fine-tuning (``adapter.framework: litgpt``) against the allocator-level tracer
 running litgpt's own model code (benchmarks/data/tracer_litgpt.json, made with benchmarks/tracer_litgpt.py
-on litgpt at commit 8641822, the version of its published resource tables, with ``--as-published``). The references are exact
-``torch.cuda.max_memory_allocated()`` peaks of one training step on fake CUDA tensors; no torch is needed
-here: the test reads the stored results.
+on litgpt at commit 8641822, the version of its published resource tables, with ``--as-published``). The
+references are exact ``torch.cuda.max_memory_allocated()`` peaks of one training step on fake CUDA tensors;
+no torch is needed here: the test reads the stored results.
 """
 
 from __future__ import annotations
