@@ -104,11 +104,12 @@ def spec_of(row: dict[str, Any]) -> dict[str, Any]:
         "attention": "sdpa",
         "optimizer": "adamw",
         "adapter": {"rank": 8, "alpha": 16, "dropout": 0.05, "targets": ["q", "v"], "framework": "litgpt"},
+        "versions": {"torch": "2.1.0"},  # the tables' PyTorch 2.1.0+cu121 (resource-tables.md line 11)
     }
     if row["quantize"]:
         workload["quantization"] = {"method": "nf4", "double_quant": row["quantize"].endswith("-dq")}
         workload["optimizer"] = "paged-adamw-32bit"
-        workload["versions"] = {"bitsandbytes": "0.41.1"}
+        workload["versions"] |= {"bitsandbytes": "0.41.1"}
     return {"name": row["id"], "model": model_of(row), "workload": workload}
 
 

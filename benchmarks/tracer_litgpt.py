@@ -28,6 +28,15 @@ LoRA defaults are the script's at 8641822 (r 8, alpha 16, dropout 0.05 on query 
 ``--lora-r``, ``--lora-alpha`` and ``--lora-targets`` (of query, key, value, projection, mlp, head) set
 others. A later checkout (the ``litgpt`` package of 2024 on, ``lora_*`` config keys) runs the same loop.
 ``lightning`` is not needed: the names litgpt's utilities import from it are stubbed.
+
+``--as-published`` adds what the published run had beyond litgpt's own code: Lightning Fabric's module wrapper
+(``_FabricModule.forward``, lightning 2.1 ``fabric/wrappers.py``) passes the model's output through the precision
+plugin's ``convert_output``, which casts every floating tensor to ``torch.get_default_dtype()`` (float32) for both
+``bf16-true`` (``HalfPrecision``, ``plugins/precision/half.py``) and ``BitsandbytesPrecision``
+(``plugins/precision/bitsandbytes.py``), so the list of logit chunks reaches ``chunked_cross_entropy`` in float32;
+``model.max_seq_length`` is set outside Fabric's init context (``finetune/lora.py`` ``train()``), so the RoPE
+cache is float32; and PyTorch 2.1's ``mean.dim`` saved its input for backward (the saving was dropped in
+PyTorch 2.2: pytorch/pytorch pull 109935), which in litgpt's ``RMSNorm`` keeps ``x * x`` alive.
 """
 
 from __future__ import annotations
@@ -155,6 +164,31 @@ def _linear4bit(double_quant: bool) -> Any:
     return Linear4bit
 
 
+def _mean_saving_input() -> Any:
+    """``torch.mean`` as PyTorch 2.1's autograd ran it: the input is saved for backward (module docstring)."""
+    import torch
+
+    class MeanSavingInput(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Any, dim: Any, keepdim: bool) -> Any:
+            ctx.save_for_backward(x)
+            ctx.dim, ctx.keepdim = dim, keepdim
+            return torch.mean(x, dim=dim, keepdim=keepdim)
+
+        @staticmethod
+        def backward(ctx: Any, grad: Any) -> Any:
+            (x,) = ctx.saved_tensors
+            g = grad if ctx.keepdim else grad.unsqueeze(ctx.dim)
+            return g.expand(x.shape) / x.shape[ctx.dim], None, None
+
+    def mean(x: Any, dim: Any = None, keepdim: bool = False, **kw: Any) -> Any:
+        if dim is None or kw or not x.requires_grad:
+            return torch.mean(x, *(() if dim is None else (dim,)), keepdim=keepdim, **kw)
+        return MeanSavingInput.apply(x, dim, keepdim)
+
+    return mean
+
+
 def run(a: argparse.Namespace) -> dict[str, Any]:
     sys.path.insert(0, str(TRACER))
     sys.path.insert(0, str(Path(a.source).resolve()))
@@ -173,6 +207,13 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     lora, chunked_cross_entropy, prefix = _litgpt(Path(a.source).resolve())
+    if a.as_published:  # PyTorch 2.1's mean in litgpt's RMSNorm (module docstring)
+        import importlib
+
+        rmsnorm = importlib.import_module(f"{'litgpt' if prefix else 'lit_gpt'}.rmsnorm")
+        mean = _mean_saving_input()
+        names = {k: getattr(torch, k) for k in dir(torch) if not k.startswith("__")}
+        rmsnorm.torch = types.SimpleNamespace(**(names | {"mean": mean}))
     models._patch_trunc_normal()
     sdpa_cuda.install("auto")
     if a.quant:
@@ -185,6 +226,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         with torch.device("cuda"):
             model = lora.GPT(config)
         lora.mark_only_lora_as_trainable(model)
+        if a.as_published:  # set in train(), outside Fabric's init context: the float32 RoPE cache
+            torch.set_default_dtype(torch.float32)
         with torch.device("cuda"):
             model.max_seq_length = a.seq  # the longest training sample (finetune/lora.py:176)
         torch.set_default_dtype(torch.float32)
@@ -221,6 +264,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             for step in (1, 2):
                 tracker.set_phase("forward", step)
                 logits = model(x, lm_head_chunk_size=128)
+                if a.as_published:  # Fabric's convert_output: every floating output to the default dtype
+                    logits = [chunk.to(torch.get_default_dtype()) for chunk in logits]
                 logits[-1] = logits[-1][..., :-1, :]
                 loss = chunked_cross_entropy(logits, y[..., 1:])
                 tracker.set_phase("backward")
@@ -271,9 +316,9 @@ def regenerate(source: str) -> None:
     rows = yaml.safe_load((DATA / "measured_litgpt.yaml").read_text(encoding="utf-8"))
     cases = {}
     for row in rows:
-        if row["outcome"] != "measured":
+        if row["outcome"] != "measured" or row.get("kind") == "generate":  # fine-tuning rows only
             continue
-        argv = [*case_arguments(row), "--json"]
+        argv = [*case_arguments(row), "--as-published", "--json"]
         run_ = subprocess.run([sys.executable, __file__, "--source", source, *argv], capture_output=True, text=True)
         cases[row["id"]] = json.loads(run_.stdout.splitlines()[-1]) | {"command": " ".join(argv)}
     about = f"benchmarks/tracer_litgpt.py on litgpt at {LITGPT_COMMIT}; run of {datetime.date.today()}"
@@ -294,6 +339,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--lora-targets", default="query,value", help="of query,key,value,projection,mlp,head")
     parser.add_argument("--gpu", default="a100", help="cuBLAS workspace sizes of this card")
     parser.add_argument("--top", type=int, default=0, help="list this many tensors live at the peak")
+    parser.add_argument("--as-published", action="store_true", help="Fabric's output cast, PyTorch 2.1's mean")
     parser.add_argument("--json", action="store_true")
     a = parser.parse_args(argv)
     if a.regenerate:

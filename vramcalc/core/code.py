@@ -68,6 +68,8 @@ class ModelCode:
     masked_lm_generates: bool = False
     #: Every expert is a module of its own (one weight per expert and projection), not one 3-D tensor.
     experts_per_module: bool = False
+    #: RMSNorm's ``mean`` keeps its input, the squared residual (``x * x``, at the residual dtype), for backward.
+    rmsnorm_square_saved: bool = False
     #: The fused kernel of ``attention: flash`` (None: that attention is not asked for).
     flash: FusedAttention | None = None
 

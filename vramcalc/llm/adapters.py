@@ -229,10 +229,12 @@ def lora_saved_per_token(
 
 def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
     """A norm with a frozen weight saves its input and statistics only (LayerNorm: mean and rstd;
-    HF RMSNorm: its fp32 input copy and rstd)."""
+    HF RMSNorm: its fp32 input copy and rstd; and the squared input its ``mean`` keeps where the model's code
+    says so, ``ModelCode.rmsnorm_square_saved``)."""
     if shape.norm.value == "layernorm":
         return n_tokens * (shape.hidden * dt.residual + act.LAYERNORM_STATS)
-    return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS)
+    square = shape.hidden * dt.residual if shape.code.rmsnorm_square_saved else 0
+    return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS + square)
 
 
 def frozen_mlp_bytes(shape: ModelShape, t: int, dt: act.Dtypes) -> int:

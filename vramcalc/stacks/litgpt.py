@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import Head, Mlp, Position, QuantMethod, Runtime
+from vramcalc.choices import Head, Mlp, Norm, Position, QuantMethod, Runtime
 from vramcalc.core import activations as act
 from vramcalc.core import allocator
 from vramcalc.core.code import ModelCode
@@ -19,6 +19,7 @@ from vramcalc.llm.quantization import QuantLayout
 from vramcalc.spec.llm import BNB_4BIT, LITGPT_GENERATE_QUANTIZATIONS, LITGPT_QUANTIZATIONS, QuantizationSpec
 from vramcalc.spec.models import Spec, Workload
 from vramcalc.stacks import bnb
+from vramcalc.stacks import torch as torch_stack
 from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import ceil_div
 
@@ -29,16 +30,25 @@ Phases = dict[str, dict[str, int]]
 LITGPT_HEAD_CHUNK = 128
 
 
+#: Lightning Fabric's module wrapper, which litgpt's fine-tuning scripts run the model through, casts every
+#: floating output to ``torch.get_default_dtype()``, float32 (``_FabricModule.forward`` calls the precision
+#: plugin's ``convert_output``: ``HalfPrecision`` and ``BitsandbytesPrecision`` of lightning 2.1,
+#: ``fabric/plugins/precision/half.py`` and ``bitsandbytes.py``).
+FABRIC_OUTPUT_BYTES = act.FP32
+
+
 def loss_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
-    """litgpt's fine-tuning loss (``finetune/lora.py``; traced: benchmarks/tracer_litgpt.py). The model
-    returns its logits as a list of 128-token chunks at the compute dtype, and ``chunked_cross_entropy``
-    runs ``F.cross_entropy`` per chunk, no fp32 upcast: every chunk's logits (the list holds them) and its
-    log-softmax output (saved for backward; the last position dropped) stay until backward, which then
-    takes one chunk at a time: the log-softmax's and the logits' gradients of one chunk."""
+    """litgpt's fine-tuning loss (``finetune/lora.py``; traced: benchmarks/tracer_litgpt.py ``--as-published``).
+    The model returns its logits as a list of 128-token chunks at the compute dtype; Fabric casts each to
+    float32 (:data:`FABRIC_OUTPUT_BYTES`), and the model's own chunks are freed once the cast list is returned
+    (both lists together, 6 bytes a logit under bf16, stay below what the loss saves next, 8). Then
+    ``chunked_cross_entropy`` runs ``F.cross_entropy`` per float32 chunk: every chunk's logits (the list holds
+    them) and its log-softmax output (saved for backward; the last position dropped) stay until backward,
+    which then takes one chunk at a time: the log-softmax's and the logits' gradients of one chunk, float32."""
     if shape.head is not Head.lm:
         return act.LossBytes(0, 0, 0)
-    saved = tk.batch * (2 * tk.seq - 1) * shape.vocab * dt.compute
-    chunk = tk.batch * min(LITGPT_HEAD_CHUNK, tk.seq) * shape.vocab * dt.compute
+    saved = tk.batch * (2 * tk.seq - 1) * shape.vocab * FABRIC_OUTPUT_BYTES
+    chunk = tk.batch * min(LITGPT_HEAD_CHUNK, tk.seq) * shape.vocab * FABRIC_OUTPUT_BYTES
     return act.LossBytes(saved, 0, 2 * chunk)
 
 
@@ -51,7 +61,9 @@ def model_code(workload: Workload, shape: ModelShape) -> tuple[ModelShape, Model
     approximate=...)``), which saves only its input; an LM head of its own, never tied to the embedding
     (litgpt's checkpoint conversion copies a tied table into ``lm_head``). The transformers release does not
     apply. The note says what quantizes the LM head too (its default), Lightning's bitsandbytes plugin or
-    litgpt's ``gptq.int4``."""
+    litgpt's ``gptq.int4``. Its ``RMSNorm`` is ``torch.mean(x * x, ...)``: on a PyTorch that pins a release
+    whose ``mean`` keeps its input (:func:`vramcalc.stacks.torch.mean_saves_input`, before 2.2) each norm also
+    keeps the squared input, and the note says so."""
     by_adapter = workload.adapter is not None and workload.adapter.framework == "litgpt"
     why = "adapter.framework litgpt" if by_adapter else "runtime litgpt"
     q = workload.quantization
@@ -65,8 +77,19 @@ def model_code(workload: Workload, shape: ModelShape) -> tuple[ModelShape, Model
     )
     if quantized_head:
         note += f"; {quantized_head} quantizes every linear, the LM head included"
+    square_saved = shape.norm is Norm.rmsnorm and torch_stack.mean_saves_input(workload)
+    if square_saved:
+        note += (
+            f"; torch {(workload.versions or {})['torch']}'s mean keeps its input for backward (fixed in 2.2), "
+            "so each RMSNorm also keeps its squared input"
+        )
     rotary = shape.position is Position.rotary
-    code = ModelCode(rotary_cat_sdpa=rotary, rotary_cat_eager=rotary, attention_output_copied=True)
+    code = ModelCode(
+        rotary_cat_sdpa=rotary,
+        rotary_cat_eager=rotary,
+        attention_output_copied=True,
+        rmsnorm_square_saved=square_saved,
+    )
     litgpt = replace(shape, code=code, fused_qkv=True, mlp=mlp, tie_embeddings=False)
     return litgpt, code, [note]
 

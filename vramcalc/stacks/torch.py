@@ -5,6 +5,10 @@
   changed it), so a loop on such a release holds every gradient from the start of a step. The same pin makes
   eager attention and the per-tensor optimizer loop the defaults (SDPA and the ``foreach`` default arrived
   in 2.0).
+* **``mean`` kept its input for backward before 2.2.** ``mean.dim``'s derivative saved ``self`` although the
+  gradient needs only its size (pytorch/pytorch issue 109876, fixed for 2.2 by pull 109935): a norm written as
+  ``torch.mean(x * x, ...)`` keeps the squared input. Which model code does so is its stack module's fact
+  (litgpt's ``RMSNorm``: :func:`vramcalc.stacks.litgpt.model_code`).
 * **Every kernel module loaded at start-up before 1.13**, which sets ``CUDA_MODULE_LOADING=LAZY`` unless the
   user chose otherwise: the CUDA context is 1,343 MiB, measured on a V100 with 2022 PyTorch (measured.yaml
   case hf-perf-bert-large-load-context-only); DeepSpeed's 2020 out-of-memory message on a 32 GB V100 leaves
@@ -31,6 +35,17 @@ _TORCH_2_TECHNIQUES = (
     ("cross_entropy", "chunked"),
     ("cross_entropy", "fused_linear"),
 )
+
+
+#: The first release whose ``mean`` no longer saves its input for backward (module docstring).
+MEAN_FREES_INPUT_TORCH = (2, 2, 0)
+
+
+def mean_saves_input(workload: Workload) -> bool:
+    """Whether ``torch.mean`` keeps its input for backward on the release ``workload.versions.torch`` pins
+    (before 2.2; today's release, when none is pinned, does not)."""
+    release = torch_release(workload.versions)
+    return release is not None and release < MEAN_FREES_INPUT_TORCH
 
 
 EAGER_LOADING_CUDA_CONTEXT = 1343 * MiB
