@@ -149,3 +149,20 @@ def test_a_binary_name_is_refused() -> None:
     check_result(args, result, known=False)
     lines = error_lines(result)
     assert result.exit_code == 2 and any(".yaml: name:" in line or "(line 1," in line for line in lines), lines
+
+
+def test_a_stated_params_below_the_shapes_first_block_keeps_every_component_non_negative() -> None:
+    """A gated T5 under full checkpointing with ``params`` far below its shape's count: the gradients alive
+    while the first block is recomputed (every parameter's but the first block's) once came out negative
+    in the JSON (found by the extreme-spec target)."""
+    model = (
+        "{architecture: encoder-decoder, layers: 10000000, hidden_size: 640000, heads: 10000, vocab_size: 1000000, "
+        "mlp: swiglu, params: 1000000000000}"
+    )
+    workload = "{mode: train, batch_size: 1, seq_len: 1T, precision: amp-fp16, gradient_checkpointing: full}"
+    path = workspace().spec_file(f"name: huge\nmodel: {model}\nworkload: {workload}\n")
+    args = ["estimate", str(path), "--json"]
+    result = invoke(args)
+    check_result(args, result, known=False)
+    assert result.exit_code == 0
+    assert all(value >= 0 for value in json.loads(result.stdout)["component_peaks"].values())

@@ -179,7 +179,8 @@ def t5_first_block_recompute(work: ResolvedWorkload) -> Phase | None:
     return {
         "autocast_weight_copies": t5.first_block_copies(shape, dt.compute) if dt.amp else 0,
         "activations": kept + block,
-        "gradients": (work.n_params - first_block) * dt.param,
+        # never below 0: a stated ``params`` may be smaller than the shape's own count of the first block
+        "gradients": max(work.n_params - first_block, 0) * dt.param,
     }
 
 
