@@ -151,7 +151,8 @@ def main(argv: list[str]) -> None:
 
 def regenerate() -> None:
     """Run every case of :mod:`tracer_flash_cases` and write ``benchmarks/data/tracer_flash.json``."""
-    from tracer_flash_cases import ARCH, CASES, MODEL
+    from tracer_bnb_cases import ARCH, MODEL  # the same model as the bitsandbytes cases
+    from tracer_flash_cases import CASES
 
     cases: list[dict[str, Any]] = []
     versions: dict[str, str] = {}

@@ -12,14 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-#: A Llama-style model at Llama-3.2-1B widths (head_dim 64, 32 heads, 8 KV heads), 2 layers, a small
-#: vocabulary and untied embeddings, as benchmarks/tracer_bnb_cases.py.
-ARCH = "--arch llama --layers 2 --hidden 2048 --heads 32 --kv-heads 8 --ffn 8192 --vocab 1000"
-MODEL = {
-    "architecture": "decoder", "layers": 2, "hidden_size": 2048, "heads": 32, "kv_heads": 8, "ffn_size": 8192,
-    "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "vocab_size": 1000, "tie_embeddings": False,
-}  # fmt: skip
-NF4_DQ = {"method": "nf4", "double_quant": True}
+from tracer_bnb_cases import NF4_DQ  # the model: ARCH and MODEL of tracer_bnb_cases (Llama-3.2-1B widths)
+
 TRAIN = "--batch 1 --dtype bf16 --optimizer adamw --mode train"
 QLORA = "--quant nf4 --double-quant --lora 16:all-linear"
 ALL = {"rank": 16, "targets": "all-linear"}
