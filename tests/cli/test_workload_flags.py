@@ -232,3 +232,11 @@ def test_a_refused_flag_is_left_out_of_help() -> None:
     code, out, _ = run("max-seq", "--help")
     assert code == 0 and "--seq-len" not in out and "--batch-size" in out
     assert "With --model alone: inference" in out  # the command's default, in --mode's help
+
+
+@pytest.mark.parametrize("flag", ["--lora", "--qlora"])
+def test_a_rank_past_the_largest_names_the_flag(flag: str) -> None:
+    # the adapter section takes ranks up to 65,536 (spec/llm.py MAX_RANK); the flag's error names the flag
+    result = CliRunner().invoke(app, ["estimate", "--model", "llama-3.1-8b", flag, "65537"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {flag}: rank 65537 is more than 65,536"

@@ -91,6 +91,10 @@ REPORTED = [
         "bandwidth --batch of 400 nines: OverflowError in the roofline",
         flag("--batch", NINES_400, "bandwidth", "--gpu", "h100", "--params", "7B", "--json", "--batch", NINES_400),
     ),
+    broken(
+        "--lora of 400 nines: the error names adapter.rank, not the flag",
+        flag("--lora", NINES_400, "max-seq", "{spec}", "--gpu", "h100", "--json", "--lora", NINES_400),
+    ),
     broken("capacity_factor: true is read as 1.0", field("model.capacity_factor", "true", "mixtral-8x7b")),
     broken("adapter.alpha: true is read as 1.0", field("workload.adapter.alpha", "true", "qwen2.5-7b-lora")),
     broken("seq_len past learned positions is accepted silently", field("workload.seq_len", "4096", "gpt2")),

@@ -174,7 +174,11 @@ def _adapter_keys(values: dict[str, Any]) -> tuple[Any, Any]:
         raise SpecError(f"{named[0]} and {named[1]}: give one (--qlora is --lora on an nf4 base)")
     if qlora is not None and quantization is not None:
         raise SpecError("--qlora and --quantization: give one (--qlora quantizes to nf4)")
+    from vramcalc.spec.llm import MAX_RANK
+
     rank = lora if lora is not None else qlora
+    if rank is not None and rank > MAX_RANK:
+        raise SpecError(f"{'--lora' if lora is not None else '--qlora'}: rank {rank} is more than {MAX_RANK:,}")
     if rank is not None:
         adapter = {"type": "lora", "rank": rank, "targets": "all-linear"}
     if qlora is not None:

@@ -29,6 +29,8 @@ GgmlTypeName = Literal[
     "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"
 ]
 
+#: The largest adapter rank a spec (or ``--lora``/``--qlora``) may give.
+MAX_RANK = 65536
 ALL_LINEAR = "all-linear"
 #: PEFT's ``AdaLoraConfig`` defaults: ``init_r`` and ``target_r``.
 ADALORA_INIT_R, ADALORA_TARGET_R = 12, 8
@@ -177,7 +179,7 @@ class AdapterSpec(SpecSection):
     model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
 
     type: AdapterType = AdapterType.lora
-    rank: Annotated[int, Field(strict=True, gt=0, le=65536)] | None = None
+    rank: Annotated[int, Field(strict=True, gt=0, le=MAX_RANK)] | None = None
     alpha: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     targets: list[str] | Literal["all-linear"] | None = None
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
