@@ -116,6 +116,7 @@ class Runtime(StrEnum):
     llama_cpp = "llama.cpp"  # GGUF files: KV cache and compute buffer of vramcalc/stacks/llamacpp.py
     litgpt = "litgpt"  # litgpt's generate: the whole context's KV cache set up front (vramcalc/llm/generation.py)
     gpt_fast = "gpt-fast"  # gpt-fast's (and torchao's) generate: a static cache and a causal mask (stacks/gpt_fast.py)
+    torchtune = "torchtune"  # torchtune's generate: caches for max_seq_len, fp32 logits kept (stacks/torchtune.py)
 
 
 class KvCache(StrEnum):

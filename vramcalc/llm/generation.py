@@ -32,9 +32,10 @@ has built the compact one.
 writes into them in place (``index_copy_``), as each decode step does; the prefill returns the logits of every
 prompt position at the compute dtype, and each step feeds the new token only.
 
-A static cache (:class:`StaticCache`: transformers' ``cache: static``, ``runtime: gpt-fast``) is allocated for
-``StaticCache.tokens`` tokens per sequence before the prefill and written in place; the runtime's stacks module
-sizes it and says what it sets up beside it and what each forward builds from that.
+A static cache (:class:`StaticCache`: transformers' ``cache: static``, ``runtime: gpt-fast``, ``runtime:
+torchtune``) is allocated for ``StaticCache.tokens`` tokens per sequence before the prefill and written in place;
+the runtime's stacks module sizes it and says what it sets up beside it, what each forward builds from that and
+what its decoding loop keeps.
 """
 
 from __future__ import annotations
@@ -67,6 +68,15 @@ class StaticCache:
     prefill_expands: bool = False
     #: the prefill returns every prompt position's logits at the compute dtype (no fp32 copy)
     prompt_logits: bool = False
+    #: the model upcasts the logits it returns to fp32, the compute-dtype ones alive until the copy is made
+    #: (with ``prompt_logits``: every prompt position's; in decode: each step's)
+    logits_upcast: bool = False
+    #: decode steps whose loop keeps outputs across the forward, each ``(kept, built)``: the bytes kept while
+    #: the step's forward runs, and the bytes of the larger tensor the step's ``torch.cat`` then builds beside
+    #: them and the step's own fp32 logits (torchtune's ``generated_logits``: the first and the last step)
+    kept_steps: tuple[tuple[int, int], ...] = ()
+    #: what the runtime's module assumed in sizing the cache, for the estimate's assumptions
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,8 @@ def resolve(
     runtime = wl.runtime or Runtime.vllm
     if wl.runtime is None:
         notes.append("runtime not given: vllm (paged KV cache, last-position logits)")
+    if static is not None and static.note:
+        notes.append(static.note)
     block = wl.kv_block_size or (kvcache.DEFAULT_BLOCK if runtime is Runtime.vllm else 1)
     kv_dtype = wl.kv_cache_dtype or KvCacheDtype.auto
     util = wl.memory_utilization if wl.memory_utilization is not None else kvcache.DEFAULT_MEMORY_UTILIZATION
@@ -225,7 +237,7 @@ def static_prefill(
     attention reads them so."""
     tk = act.Tokens(batch=gen.batch, seq=gen.prompt, target=gen.prompt)
     if static.prompt_logits:
-        head = head_bytes(shape, tk.encoder, tk.encoder, dt, fp32_copy=False)
+        head = head_bytes(shape, tk.encoder, tk.encoder, dt, fp32_copy=static.logits_upcast)
     block = block_transient(shape, tk, dt, attention)
     if static.prefill_expands:
         block += expanded_kv_bytes(shape, gen.batch, static.tokens, dt.compute)
@@ -292,18 +304,26 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
 def static_decode(shape: ModelShape, gen: Generation, static: StaticCache, dt: act.Dtypes) -> dict[str, int]:
     """The last decode step with a static cache: the cache written in place (no copy), the step's mask, K and
     V expanded over the whole cache (the attention gets a mask, so not PyTorch's grouped kernel), the logits
-    of one position per sequence (with an fp32 copy unless the runtime samples at the compute dtype)."""
+    of one position per sequence (with an fp32 copy unless the runtime samples at the compute dtype). Where
+    the runtime's loop keeps outputs across the steps (``static.kept_steps``), the largest moment of those
+    steps: a step's forward beside what is kept, or its ``torch.cat`` beside the kept and the step's logits."""
     b = gen.batch
     one = act.Tokens(batch=b, seq=1, target=1)
     block = block_transient(shape, one, dt, Attention.sdpa) + expanded_kv_bytes(shape, b, static.tokens, dt.compute)
-    head = head_bytes(shape, b, b, dt, fp32_copy=not static.prompt_logits)
+    head = head_bytes(shape, b, b, dt, fp32_copy=not static.prompt_logits or static.logits_upcast)
     ids = b * (gen.context if gen.runtime is Runtime.hf else 1)
-    return {
+    step = {
         "activations": max(block, head),
         "kv_cache": kv_bytes(gen, static.tokens) + static.buffers + static.decode_extra,
         "temporaries": 0,
         "inputs": _ids(ids),
     }
+    row = b * shape.vocab * (FP32 if static.logits_upcast else dt.compute) if shape.head is Head.lm else 0
+    moments = [step] if not static.kept_steps else []
+    for kept, built in static.kept_steps:
+        moments.append({**step, "temporaries": kept})
+        moments.append({**step, "activations": row, "temporaries": kept + built})
+    return max(moments, key=lambda moment: sum(moment.values()))
 
 
 def ids_bytes(n_tokens: int) -> int:

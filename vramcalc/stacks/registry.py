@@ -194,6 +194,13 @@ LIBRARIES: tuple[Library, ...] = (
         keys_checked=lambda wl: wl.runtime is Runtime.gpt_fast,
     ),
     Library(
+        "torchtune's generate",
+        "vramcalc.stacks.torchtune",
+        ("runtime", "max_cache_len"),
+        _serves(Runtime.torchtune),
+        keys_checked=lambda wl: wl.runtime is Runtime.torchtune,
+    ),
+    Library(
         "litgpt",
         "vramcalc.stacks.litgpt",
         ("runtime", "adapter.framework"),
@@ -257,13 +264,14 @@ RUNTIMES: dict[Runtime, str] = {
     Runtime.hf: "vramcalc.stacks.transformers",
     Runtime.hf_legacy: "vramcalc.stacks.transformers",
     Runtime.gpt_fast: "vramcalc.stacks.gpt_fast",
+    Runtime.torchtune: "vramcalc.stacks.torchtune",
 }
 
 
 def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
     """The static KV cache the spec's runtime sets up before the prefill (its module's ``static_cache``:
-    transformers' ``cache: static``, gpt-fast's ``setup_caches``), or None where the runtime's cache is its
-    own (dynamic, paged)."""
+    transformers' ``cache: static``, gpt-fast's and torchtune's ``setup_caches``), or None where the runtime's
+    cache is its own (dynamic, paged)."""
     runtime = serving_runtime(spec.workload)
     module = RUNTIMES.get(runtime) if runtime is not None else None
     size: Callable[[Spec, ModelShape], StaticCache | None] | None = (

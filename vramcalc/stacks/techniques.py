@@ -232,6 +232,8 @@ def one_gpu_only(wl: Workload) -> str | None:
         return "workload.runtime: litgpt across several GPUs (parallel:) is not modelled"
     if wl.runtime is not None and wl.runtime.value == "gpt-fast":
         return "workload.runtime: gpt-fast across several GPUs (parallel:) is not modelled"
+    if wl.runtime is not None and wl.runtime.value == "torchtune":
+        return "workload.runtime: torchtune's generate across several GPUs (parallel:) is not modelled"
     if wl.cache is not None and wl.cache.value == "static":
         return "workload.cache: static across several GPUs (parallel:) is not modelled"
     q = wl.quantization

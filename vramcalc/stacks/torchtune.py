@@ -1,0 +1,139 @@
+"""torchtune's generation (``runtime: torchtune``; pytorch/torchtune ``recipes/generate.py``,
+``torchtune/generation/_generation.py`` ``generate``, ``torchtune/modules``): its own decoder with KV caches set
+up for ``max_seq_len`` tokens before the prefill. Pure.
+
+The recipe (``InferenceRecipe.generate``) calls ``model.setup_caches(batch_size=1, dtype=...,
+decoder_max_seq_len=prompt.numel() + cfg.max_new_tokens)``: ``max_seq_len`` is the prompt and the new tokens,
+not rounded; ``workload.max_cache_len`` gives a longer one (``TransformerDecoder.setup_caches`` without
+``decoder_max_seq_len`` takes the model builder's ``max_seq_len``, 8,192 for ``llama3_8b``). Then:
+
+* every self-attention layer's ``KVCache`` (``modules/kv_cache.py``): ``k_cache`` and ``v_cache`` of
+  ``(batch, num_kv_heads, max_seq_len, head_dim)`` at the recipe's dtype and ``cache_pos =
+  torch.arange(0, max_seq_len)``, int64;
+* the rotary table the model built with it (``modules/position_embeddings.py``
+  ``RotaryPositionalEmbeddings.build_rope_cache``): ``(max_seq_len, head_dim // 2, 2)`` in fp32 (``.float()``),
+  one table all layers share, for the builder's ``max_seq_len`` (here ``max_position_embeddings``, the cache's
+  length where the model does not give it);
+* ``generate`` (``generation/_generation.py``), once per call: ``masks = torch.tril(torch.ones(prompt + new
+  tokens, max_seq_len, dtype=torch.bool)).unsqueeze(0)``, one byte per pair and one mask for the batch (prompts
+  of one length: no padding), and ``input_pos = torch.arange(prompt + new tokens)`` (int64); the prefill passes
+  views of them, each decode step a ``.contiguous()`` copy of its mask row (``max_seq_len`` bytes);
+* each forward indexes the rotary table by position (``self.cache[input_pos]``: a copy, fp32) and, in
+  ``MultiHeadAttention.forward`` (``modules/attention.py``), expands K and V over the whole cache to every query
+  head (``k.unsqueeze(2).expand(...).flatten(1, 2)``: a copy) for ``F.scaled_dot_product_attention`` with the
+  mask;
+* ``TransformerDecoder.unembed`` (``modules/transformer.py``) returns ``self.output(h).float()``: every prompt
+  position's logits in fp32 beside the compute-dtype ones until the copy is made, and each step's row so;
+* ``generate_next_token`` returns ``logits.unsqueeze(1)``, a view of the prefill's whole fp32 logits, which
+  ``generated_logits`` holds until the first step's ``torch.cat``; each step then concatenates its row, so the
+  last step keeps ``new tokens - 1`` rows of ``vocab`` fp32 values per sequence and builds ``new tokens`` rows
+  beside them. The recipe throws them away after ``generate`` returns; they are alive until then.
+
+Not counted: the momentary ``torch.ones`` beside ``masks`` while ``tril`` builds it (before the prefill), the
+int32 token tensors (``generated_tokens``, ``stop_token_mask``), sampling's row-sized temporaries, the fp32 copies
+of q and k inside the rotary embedding, and whatever SDPA's kernel makes of a boolean mask. The generation is
+modelled to its ``max_new_tokens`` (no stop token reached earlier).
+"""
+
+from __future__ import annotations
+
+from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position
+from vramcalc.core.shape import ModelShape
+from vramcalc.errors import SpecError
+from vramcalc.llm.generation import StaticCache, prompt_and_context
+from vramcalc.llm.kvcache import self_attention_layers
+from vramcalc.spec.models import Spec
+from vramcalc.stacks.techniques import one_gpu_only
+from vramcalc.units import FP32, allocation_bytes
+
+#: ``cache_pos``, ``input_pos``: ``torch.arange`` of int64 positions.
+POSITION_BYTES = 8
+#: Workload keys of other runtimes that torchtune's ``generate`` has no setting for.
+NOT_ITS_KEYS = ("kv_block_size", "memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
+
+
+def check_keys(spec: Spec) -> None:
+    """torchtune's generation rules, refused with one line naming the key: one GPU, SDPA, the cache at the
+    recipe's dtype, the model's own weights (its torchao quantizers are not modelled), no adapter, no
+    transformers release, a cache that holds the context."""
+    wl = spec.workload
+    reason = one_gpu_only(wl)
+    if spec.parallel is not None and reason is not None:
+        raise SpecError(reason)
+    for key in NOT_ITS_KEYS:
+        if getattr(wl, key) is not None:
+            raise SpecError(f"workload.{key}: not a setting of torchtune's generate (runtime: torchtune)")
+    if wl.kv_cache_dtype not in (None, KvCacheDtype.auto):
+        raise SpecError("workload.kv_cache_dtype: torchtune's KV cache has the recipe's dtype (runtime: torchtune)")
+    if wl.quantization is not None:
+        raise SpecError("workload.quantization: torchtune's quantized generation is not modelled (runtime: torchtune)")
+    if wl.adapter is not None:
+        raise SpecError("workload.adapter: torchtune's generate runs merged weights (runtime: torchtune)")
+    if (wl.versions or {}).get("transformers") is not None:
+        raise SpecError("workload.versions.transformers: torchtune runs its own model code (runtime: torchtune)")
+    if wl.attention is not Attention.sdpa:
+        raise SpecError(f"workload.attention: torchtune calls scaled_dot_product_attention (got {wl.attention.value})")
+    if wl.use_cache is False:
+        raise SpecError("workload.use_cache: torchtune's generation without a KV cache is not modelled")
+    context = wl.seq_len or 0
+    if wl.max_cache_len is not None and wl.max_cache_len < context:
+        raise SpecError(
+            f"workload.max_cache_len: {wl.max_cache_len} is shorter than seq_len {context} (the whole context)"
+        )
+
+
+def cache_tokens(spec: Spec) -> int:
+    """``max_seq_len`` of the caches: the recipe's ``prompt + max_new_tokens`` (the context), or
+    ``max_cache_len``."""
+    _, context = prompt_and_context(spec.workload)
+    return spec.workload.max_cache_len or context
+
+
+def _check_shape(shape: ModelShape) -> None:
+    """What torchtune's decoder is modelled for: a dense rotary decoder with an output layer."""
+    if shape.architecture is not Architecture.decoder or shape.mla is not None or shape.moe is not None:
+        raise SpecError("workload.runtime: torchtune's generate is modelled for dense decoders (no experts, no MLA)")
+    if shape.sliding_window:
+        raise SpecError("workload.runtime: torchtune's generate is not modelled with sliding-window attention")
+    if shape.position is not Position.rotary or shape.head is not Head.lm:
+        raise SpecError("workload.runtime: torchtune's generate is modelled for rotary decoders with an LM head")
+
+
+def static_cache(spec: Spec, shape: ModelShape) -> StaticCache:
+    """torchtune's caches and what ``generate`` keeps (see the module's notes): the KV cache for
+    :func:`cache_tokens` tokens with each layer's ``cache_pos``, the rotary table, the call's mask and positions;
+    the prefill's and a step's rotary rows and a step's mask row; K and V expanded over the whole cache; every
+    prompt position's logits upcast to fp32; the fp32 logits ``generated_logits`` keeps in the first and the
+    last decode step."""
+    _check_shape(shape)
+    wl = spec.workload
+    tokens = cache_tokens(spec)
+    prompt, context = prompt_and_context(wl)
+    new = context - prompt
+    positions = spec.model.max_position_embeddings or tokens
+    rotary_row = shape.head_dim * FP32  # head_dim // 2 (cos, sin) pairs in fp32
+    layers = self_attention_layers(shape)
+    setup = layers * allocation_bytes(tokens * POSITION_BYTES) + allocation_bytes(positions * rotary_row)
+    call = allocation_bytes(context * tokens) + allocation_bytes(context * POSITION_BYTES)
+    row = wl.batch_size * shape.vocab * FP32  # one position's fp32 logits for the batch
+    steps = []
+    if new >= 2:  # the first step: the prefill's logits kept (a view), two rows built
+        steps.append((allocation_bytes(prompt * row), allocation_bytes(2 * row)))
+    if new >= 3:  # the last step: new - 1 rows kept, new rows built
+        steps.append((allocation_bytes((new - 1) * row), allocation_bytes(new * row)))
+    note = (
+        f"torchtune: KV caches set up for max_seq_len {tokens:,} tokens "
+        + ("(workload.max_cache_len)" if wl.max_cache_len else "(prompt + max_new_tokens, as recipes/generate.py)")
+        + "; generate keeps every new token's fp32 logits (generated_logits)"
+    )
+    return StaticCache(
+        tokens=tokens,
+        buffers=setup + call,
+        prefill_extra=allocation_bytes(prompt * rotary_row),
+        decode_extra=allocation_bytes(tokens) + allocation_bytes(rotary_row),
+        prefill_expands=True,
+        prompt_logits=True,
+        logits_upcast=True,
+        kept_steps=tuple(steps),
+        note=note,
+    )
