@@ -36,7 +36,7 @@ plugin's ``convert_output``, which casts every floating tensor to ``torch.get_de
 (``plugins/precision/bitsandbytes.py``), so the list of logit chunks reaches ``chunked_cross_entropy`` in float32;
 ``model.max_seq_length`` is set outside Fabric's init context (``finetune/lora.py`` ``train()``), so the RoPE
 cache is float32; and PyTorch 2.1's ``mean.dim`` saved its input for backward (the saving was dropped in
-PyTorch 2.2: pytorch/pytorch pull 109935), which in litgpt's ``RMSNorm`` keeps ``x * x`` alive.
+PyTorch 2.2: github.com/pytorch/pytorch/pull/109935), which in litgpt's ``RMSNorm`` keeps ``x * x`` alive.
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def test_the_loss_keeps_every_chunk_and_its_log_softmax_in_fp32() -> None:
 
 def test_torch_before_2_2_keeps_the_square_in_each_rmsnorm() -> None:
     # litgpt's RMSNorm is torch.mean(x * x, dim=-1, keepdim=True); PyTorch 2.1's mean saved its input for
-    # backward (pytorch/pytorch issue 109876, fixed for 2.2 by pull 109935). Llama 2 7B, 2 layers, 1 x 512
+    # backward (fixed for 2.2: github.com/pytorch/pytorch/pull/109935). Llama 2 7B, 2 layers, 1 x 512
     # tokens, bf16: each block's two RMSNorms and the final one keep a 512 x 4,096 x 2 B square, except the
     # first block's first norm, whose input (the frozen embedding's output) needs no gradient, so no graph:
     # (2 x 2 + 1 - 1) x 512 x 4,096 x 2 = 16,777,216 B more on torch 2.1.0, none on 2.2.0 or unpinned

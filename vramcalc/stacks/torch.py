@@ -6,7 +6,7 @@
   eager attention and the per-tensor optimizer loop the defaults (SDPA and the ``foreach`` default arrived
   in 2.0).
 * **``mean`` kept its input for backward before 2.2.** ``mean.dim``'s derivative saved ``self`` although the
-  gradient needs only its size (pytorch/pytorch issue 109876, fixed for 2.2 by pull 109935): a norm written as
+  gradient needs only its size (fixed for 2.2: github.com/pytorch/pytorch/pull/109935): a norm written as
   ``torch.mean(x * x, ...)`` keeps the squared input. Which model code does so is its stack module's fact
   (litgpt's ``RMSNorm``: :func:`vramcalc.stacks.litgpt.model_code`).
 * **Every kernel module loaded at start-up before 1.13**, which sets ``CUDA_MODULE_LOADING=LAZY`` unless the
