@@ -100,6 +100,15 @@ class Generation:
     static: StaticCache | None = None
 
 
+def check_cache_len(wl: Workload) -> None:
+    """A static cache holds the whole context: ``max_cache_len`` below ``seq_len`` is refused, naming the key."""
+    context = wl.seq_len or 0
+    if wl.max_cache_len is not None and wl.max_cache_len < context:
+        raise SpecError(
+            f"workload.max_cache_len: {wl.max_cache_len} is shorter than seq_len {context} (the whole context)"
+        )
+
+
 def prompt_and_context(wl: Workload) -> tuple[int, int]:
     """Tokens per sequence of the prompt and of the whole context (``seq_len``, which the spec fills with
     ``prompt_len + max_new_tokens``); without ``prompt_len`` the prompt is the context less the new tokens."""

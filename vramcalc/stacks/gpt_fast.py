@@ -26,7 +26,7 @@ from vramcalc.choices import Architecture, Attention, KvCacheDtype
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES
 from vramcalc.errors import SpecError
-from vramcalc.llm.generation import StaticCache, prompt_and_context
+from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context
 from vramcalc.spec.models import Spec
 from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import allocation_bytes, ceil_div
@@ -55,11 +55,7 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"workload.attention: gpt-fast calls F.scaled_dot_product_attention (got {wl.attention.value})")
     if wl.use_cache is False:
         raise SpecError("workload.use_cache: gpt-fast always sets up its KV cache (runtime: gpt-fast)")
-    context = wl.seq_len or 0
-    if wl.max_cache_len is not None and wl.max_cache_len < context:
-        raise SpecError(
-            f"workload.max_cache_len: {wl.max_cache_len} is shorter than seq_len {context} (the whole context)"
-        )
+    check_cache_len(wl)
 
 
 def cache_tokens(spec: Spec) -> int:

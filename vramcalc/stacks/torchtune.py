@@ -40,7 +40,7 @@ from __future__ import annotations
 from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.llm.generation import StaticCache, prompt_and_context
+from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context
 from vramcalc.llm.kvcache import self_attention_layers
 from vramcalc.spec.models import Spec
 from vramcalc.stacks.techniques import one_gpu_only
@@ -75,11 +75,7 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"workload.attention: torchtune calls scaled_dot_product_attention (got {wl.attention.value})")
     if wl.use_cache is False:
         raise SpecError("workload.use_cache: torchtune's generation without a KV cache is not modelled")
-    context = wl.seq_len or 0
-    if wl.max_cache_len is not None and wl.max_cache_len < context:
-        raise SpecError(
-            f"workload.max_cache_len: {wl.max_cache_len} is shorter than seq_len {context} (the whole context)"
-        )
+    check_cache_len(wl)
 
 
 def cache_tokens(spec: Spec) -> int:

@@ -257,12 +257,10 @@ def check_keys(spec: Spec) -> None:
 
 def _check_static(spec: Spec) -> None:
     """What ``cache: static`` under ``runtime: hf`` is modelled with."""
+    from vramcalc.llm.generation import check_cache_len  # a static cache only: generation loads on use
+
     wl = spec.workload
-    context = wl.seq_len or 0
-    if wl.max_cache_len is not None and wl.max_cache_len < context:
-        raise SpecError(
-            f"workload.max_cache_len: {wl.max_cache_len} is shorter than seq_len {context} (the whole context)"
-        )
+    check_cache_len(wl)
     if wl.use_cache is False:
         raise SpecError("workload.use_cache: false keeps no cache; cache: static needs one")
     if (wl.versions or {}).get("transformers") is not None:
