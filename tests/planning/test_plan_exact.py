@@ -9,12 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plan_shapes import SMALL_DECODER as SMALL
+from plan_shapes import card
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
 from vramcalc.families import estimate
 from vramcalc.hardware.lookup import get_gpu
-from vramcalc.planning.budget import Budget, budget_for
+from vramcalc.planning.budget import budget_for
 from vramcalc.planning.plan_cost import step_cost
 from vramcalc.planning.plan_layouts import best_plans, micro_batch_sizes
 from vramcalc.spec.load import parse_spec
@@ -38,17 +40,7 @@ GPT_1_3B = {
 }
 GPT_WORKLOAD = {"batch_size": 8, "seq_len": 2048, "precision": "mixed-bf16", "optimizer": "adamw"}
 
-#: ~235M parameters (tests/planning/test_plan_search.py's model), eager attention so selective counts.
-SMALL = {
-    "architecture": "decoder",
-    "layers": 8,
-    "hidden_size": 1024,
-    "heads": 8,
-    "kv_heads": 4,
-    "ffn_size": 4096,
-    "mlp": "swiglu",
-    "vocab_size": 32000,
-}
+#: tests/plan_shapes.py's decoder, with eager attention so selective checkpointing counts.
 SMALL_WORKLOAD = {
     "batch_size": 4,
     "seq_len": 1024,
@@ -56,10 +48,6 @@ SMALL_WORKLOAD = {
     "optimizer": "adamw",
     "attention": "eager",
 }
-
-
-def card(usable_gib: float) -> Budget:
-    return Budget("test-card", "test card", int(usable_gib * GiB), "test", hopper_or_newer=True)
 
 
 def gpt() -> Any:

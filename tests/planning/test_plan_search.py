@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plan_shapes import SMALL_DECODER as MODEL
+from plan_shapes import SMALL_WORKLOAD as WORKLOAD
+from plan_shapes import card
 from typer.testing import CliRunner
 
 from vramcalc.cli import app
@@ -23,23 +26,6 @@ from vramcalc.spec.load import parse_spec
 runner = CliRunner()
 GiB = 2**30
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-
-#: ~235M parameters: 16 B each under mixed-bf16 Adam (3.8 GB) does not fit a 2 GiB card unsharded.
-MODEL = {
-    "architecture": "decoder",
-    "layers": 8,
-    "hidden_size": 1024,
-    "heads": 8,
-    "kv_heads": 4,
-    "ffn_size": 4096,
-    "mlp": "swiglu",
-    "vocab_size": 32000,
-}
-WORKLOAD = {"batch_size": 1, "seq_len": 512, "precision": "mixed-bf16", "optimizer": "adamw"}
-
-
-def card(usable_gib: float) -> Budget:
-    return Budget("test-card", "test card", int(usable_gib * GiB), "test", hopper_or_newer=True)
 
 
 def brute_force_min_gpus(spec: Any, budget: Budget, max_gpus: int) -> int | None:

@@ -45,3 +45,22 @@ def test_vllm_grid_without_free_length() -> None:
     grid = sweep(spec, batches, None, budget)
     assert grid.fits == [fit_on(with_workload(spec, batch_size=b), budget).fits for b in batches]
     assert any(grid.fits) and not all(grid.fits)
+
+
+def test_grid_bounds_depend_on_what_a_point_costs() -> None:
+    """On the symbolic path a point is a polynomial evaluated (1,000,000 allowed); off it, each point is a
+    full estimate, and 5,000 is the most one sweep computes. Both refusals come before any estimate."""
+    import pytest
+
+    from vramcalc.errors import SpecError
+
+    qlora = load_spec(CONFIGS / "llama-2-7b-qlora.yaml")  # LLM keys: one full estimate per point
+    batches, seqs = list(range(1, 72)), list(range(64, 64 * 72, 64))  # 71 x 71 = 5,041 points
+    with pytest.raises(SpecError, match=r"^sweep: 5,041 points; at most 5,000 for this spec"):
+        sweep(qlora, batches, seqs, None)
+    small = sweep(qlora, batches[:2], seqs[:2], None)
+    assert len(small.totals) == 4
+    gpt2 = load_spec(CONFIGS / "gpt2.yaml")  # the symbolic path: the same grid is answered
+    assert len(sweep(gpt2, batches, list(range(10, 720, 10)), None).totals) == 71 * 71
+    with pytest.raises(SpecError, match=r"^sweep: 1,002,001 points; at most 1,000,000 per sweep$"):
+        sweep(gpt2, list(range(1, 1002)), list(range(1, 1002)), None)

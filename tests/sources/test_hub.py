@@ -450,3 +450,26 @@ def test_the_public_hub_is_the_default_and_unreachable_from_the_tests(
     start = time.monotonic()
     assert "cannot reach https://huggingface.co" in str(_error("org/any"))
     assert time.monotonic() - start < 2
+
+
+def test_a_repositorys_headers_together_are_bounded(
+    hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shards' headers, read in parallel, share one total: with room for three of the four, one shard
+    (whichever thread comes last) is refused at the header stage."""
+    from vramcalc.sources import safetensors_header
+
+    hub_repos.sharded_repo(tmp_path / "repo", shards=4)
+    lengths = [
+        int.from_bytes(path.read_bytes()[:8], "little") for path in sorted((tmp_path / "repo").glob("*.safetensors"))
+    ]
+    assert len(lengths) == 4 and len(set(lengths)) == 1  # alike shards: any three fill the room
+    hub.add_repo("org/sharded", tmp_path / "repo")
+    monkeypatch.setattr(safetensors_header, "MAX_TOTAL_HEADER_BYTES", 3 * lengths[0])
+    with pytest.raises(
+        ModelSourceError,
+        match=r"model-0000\d-of-00004\.safetensors: the checkpoint's safetensors "
+        r"headers hold more than [\d,]+ bytes together",
+    ) as caught:
+        fetch_checkpoint("org/sharded", None, WHERE)
+    assert caught.value.stage == "header"

@@ -205,3 +205,26 @@ def test_a_header_past_what_vramcalc_reads_is_refused_before_reading(tmp_path: P
     with pytest.raises(ModelSourceError, match="up to 16 MiB") as caught:
         read_local(_file(tmp_path, b"{}", 16 * 2**20 + 1), "x")
     assert caught.value.stage == "header" and "16,777,217 bytes" in str(caught.value)
+
+
+def _header_lengths(folder: Path) -> dict[str, int]:
+    """Each shard's header length, read from its first 8 bytes (the format's little-endian u64)."""
+    return {path.name: struct.unpack("<Q", path.read_bytes()[:8])[0] for path in sorted(folder.glob("*.safetensors"))}
+
+
+def test_a_checkpoints_headers_together_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each shard's header counts against the checkpoint's total before it is read: with a total that
+    holds the first two shards' headers only, the third is refused, by name, at the header stage."""
+    from vramcalc.sources import safetensors_header
+
+    write_checkpoint(tmp_path, LLAMA, llama_tensors(LLAMA), shards=3)
+    lengths = _header_lengths(tmp_path)
+    first, second, third = lengths
+    monkeypatch.setattr(safetensors_header, "MAX_TOTAL_HEADER_BYTES", lengths[first] + lengths[second])
+    with pytest.raises(ModelSourceError) as caught:
+        read_local(tmp_path, "x")
+    message = str(caught.value)
+    assert message.startswith(f"x: {third}: the checkpoint's safetensors headers hold more than ")
+    assert f"{lengths[first] + lengths[second]:,} bytes together" in message and caught.value.stage == "header"
+    monkeypatch.setattr(safetensors_header, "MAX_TOTAL_HEADER_BYTES", sum(lengths.values()))
+    assert len(read_local(tmp_path, "x").files) == 3  # exactly enough

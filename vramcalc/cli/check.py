@@ -214,7 +214,8 @@ def fit(
 
     For a card it does not fit, "cards needed" is the fewest cards of that kind under a sharded plan
     (the search of 'vramcalc plan': ZeRO/FSDP, tensor and pipeline parallelism, up to --max-gpus; one
-    search per distinct capacity). Pure data parallelism does not reduce per-card memory. For the target
+    search per distinct capacity; at most 4,000 plans estimated for all cards together, and a card
+    whose search reached that budget says so). Pure data parallelism does not reduce per-card memory. For the target
     card (target.gpu or --gpu) a spec that does not fit is listed with the single changes that would make
     it fit, "shard over N GPUs" included.
 

@@ -86,7 +86,9 @@ def plan(
     cost (1.00 = every GPU computing its share once at full speed: full checkpointing +33 %, selective
     +3 %, a fixed cost per micro-batch, pipeline bubble (p-1)/(m+p-1), gradient sync, ZeRO-3/FSDP
     parameter all-gathers, TP all-reduces); then the most headroom. Every figure is one GPU's total:
-    memory is never pooled across cards.
+    memory is never pooled across cards. A search estimates at most 4,000 plans, layouts with the fewest
+    tensor x pipeline GPUs first; one that reaches that budget lists the best of those it estimated and
+    says so (the bundled configs need at most about 1,000, up to 1,024 GPUs).
 
     Exit codes: 0 = a plan fits; 1 = none does; 2 = bad input.
     """

@@ -63,7 +63,7 @@ class BatchTotals:
     @classmethod
     def of(cls, spec: Spec, *, hopper_or_newer: bool, interconnect: str = "nvswitch") -> BatchTotals:
         """Prepare the totals of ``spec`` on a card of that generation (cuBLAS workspace size)."""
-        if not _symbolic_path(spec):
+        if not symbolic_path(spec):
             return cls(spec, hopper_or_newer, interconnect=interconnect)
         work = resolve_workload(spec)
         context, reserve, _ = overhead_terms(spec.overhead, work.stack)
@@ -147,7 +147,7 @@ def _horner(coefs: tuple[int, ...], batch: int) -> int:
     return value
 
 
-def _symbolic_path(spec: Spec) -> bool:
+def symbolic_path(spec: Spec) -> bool:
     """The dense single-GPU path of :func:`vramcalc.core.dense.estimate` (the one that runs
     :func:`~vramcalc.core.dense.phase_candidates`)."""
     mixed = spec.workload.precision in (Precision.mixed_fp16, Precision.mixed_bf16)

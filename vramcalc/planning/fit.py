@@ -36,7 +36,9 @@ from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget, Fit, budget_for, 
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_search import (
     MAX_SEARCH_GPUS,
+    SEARCH_ESTIMATES,
     TP_LIMIT,
+    Allowance,
     Candidate,
     _order,
     _Search,
@@ -72,6 +74,7 @@ class CardFit:
     sharding: str = DATA_PARALLEL  # what more cards of this kind would do (one line)
     plan: Candidate | None = None  # a sharded plan on fewer cards than the spec's own, when one is found
     tried: str = ""  # the kinds of change tried, in words (for "no single change makes it fit")
+    search_cut: bool = False  # the sharded-plan search reached its budget of estimates on this card
 
     @property
     def needed_bytes(self) -> int:
@@ -177,7 +180,7 @@ def _card(budget: Budget, verdict: Fit, search: ShardSearch, found: tuple[Sugges
     plan = search.smallest(budget)
     if verdict.fits and (plan is None or plan.gpus >= budget.count):
         return CardFit(budget, verdict, sharding=f"{budget.count} x {budget.gpu_id} as the spec's parallel section")
-    return CardFit(budget, verdict, found, search.note(budget, plan), plan)
+    return CardFit(budget, verdict, found, search.note(budget, plan), plan, search_cut=search.cut(budget))
 
 
 def plan_gpus(section: ParallelSpec) -> int:
@@ -191,8 +194,10 @@ def plan_gpus(section: ParallelSpec) -> int:
 class _SharedSearch(_Search):
     """plan_search's search for one card, drawing estimates from a cache shared between cards."""
 
-    def __init__(self, spec: Spec, budget: Budget, max_gpus: int, shared: dict[Any, Candidate | None]) -> None:
-        super().__init__(spec, budget, max_gpus)
+    def __init__(
+        self, spec: Spec, budget: Budget, max_gpus: int, shared: dict[Any, Candidate | None], allowance: Allowance
+    ) -> None:
+        super().__init__(spec, budget, max_gpus, allowance)
         self.shared = shared
 
     def _estimate(self, parallel: dict[str, Any]) -> Candidate | None:
@@ -232,7 +237,9 @@ def _layout_only(spec: Spec) -> Spec:
 
 
 class ShardSearch:
-    """Sharded plans for one spec on any number of cards (estimates shared; one search per capacity)."""
+    """Sharded plans for one spec on any number of cards (estimates shared; one search per capacity). All
+    its searches together estimate at most :data:`SEARCH_ESTIMATES` plans; a card whose search ran out of
+    them has the best plan found before (or none), and :meth:`note` says so."""
 
     def __init__(self, spec: Spec, max_gpus: int = DEFAULT_MAX_GPUS) -> None:
         if not 1 <= max_gpus <= MAX_SEARCH_GPUS:
@@ -243,6 +250,8 @@ class ShardSearch:
         self._estimates: dict[Any, Candidate | None] = {}
         self._smallest: dict[tuple[int, bool, str], Candidate | None] = {}
         self._combinations: list[dict[str, Any]] | None = None
+        self.allowance = Allowance()
+        self._cut: set[tuple[int, bool, str]] = set()  # cards whose search ran out of the allowance
 
     def combinations(self) -> list[dict[str, Any]]:
         """plan_search's combinations (no data degree), fewest model-parallel ranks first: the spec's own
@@ -263,7 +272,13 @@ class ShardSearch:
         key = (budget.available_bytes, budget.hopper_or_newer, budget.interconnect)
         if key not in self._smallest:
             self._smallest[key] = None if self._none_fits(*key) else self._first_plan(budget)
+            if self.allowance.reached:
+                self._cut.add(key)
         return self._smallest[key]
+
+    def cut(self, budget: Budget) -> bool:
+        """Whether this card's search ran out of the allowance (its plan is the best found, or none)."""
+        return (budget.available_bytes, budget.hopper_or_newer, budget.interconnect) in self._cut
 
     def _none_fits(self, available: int, hopper: bool, link: str) -> bool:
         """Known without a search: no plan fit a card at least as large that needs no more (a Hopper-or-newer
@@ -271,6 +286,7 @@ class ShardSearch:
         return any(
             plan is None and cap >= available and (h == hopper or hopper) and (lk == link or link == "nvswitch")
             for (cap, h, lk), plan in self._smallest.items()
+            if (cap, h, lk) not in self._cut
         )
 
     def _seed(self, search: _SharedSearch, budget: Budget) -> Candidate | None:
@@ -289,12 +305,12 @@ class ShardSearch:
         model-parallel size, each searched only up to the best GPU count so far, none once their model
         parallelism alone exceeds it (a larger plan cannot come first). The best so far starts as the
         plan of a smaller card searched before, when it fits this one (``fit`` searches small cards first)."""
-        search = _SharedSearch(self.base, budget, self.max_gpus, self._estimates)
+        search = _SharedSearch(self.base, budget, self.max_gpus, self._estimates, self.allowance)
         best = self._seed(search, budget)
         if best is not None:
             search.max_gpus = best.gpus
         for base in self.combinations():
-            if best is not None and _ranks(base) > best.gpus:
+            if (best is not None and _ranks(base) > best.gpus) or self.allowance.reached:
                 break
             cand = self._smallest_in(search, base)
             if cand is not None and cand.fits and (best is None or _order(cand) < _order(best)):
@@ -307,7 +323,7 @@ class ShardSearch:
         run is planned for several GPUs (``target.count`` or ``--gpus``), over exactly those."""
         if self.reason:
             return None
-        search = _SharedSearch(self.base, budget, self.max_gpus, self._estimates)
+        search = _SharedSearch(self.base, budget, self.max_gpus, self._estimates, self.allowance)
         bases = list(filter(_fully_sharded_data_parallel, self.combinations()))
         if budget.count > 1:
             found = [search.try_plan(base, budget.count) for base in bases]
@@ -341,11 +357,22 @@ class ShardSearch:
         if self.reason:
             more = DATA_PARALLEL if self.spec.workload.mode is Mode.train else REPLICAS
             return f"not searched: {self.reason}; {more}"
+        if plan is None and self.cut(budget):
+            return (
+                f"no sharded plan found before the search reached its budget of {SEARCH_ESTIMATES:,} estimates "
+                f"(layouts with the fewest model-parallel GPUs first); a smaller --max-gpus than {self.max_gpus} "
+                f"searches more of them; {DATA_PARALLEL}"
+            )
         if plan is None:
             return f"no sharded plan fits within {self.max_gpus} GPUs (--max-gpus); {DATA_PARALLEL}"
         if plan.gpus == 1:
             return f"1 x {budget.gpu_id}: one card holds it under the parallel section's framework"
-        return f"{plan.gpus} x {budget.gpu_id} with {plan_text(plan)}"
+        cut = (
+            f" (the best found before the search reached its budget of {SEARCH_ESTIMATES:,} estimates)"
+            if self.cut(budget)
+            else ""
+        )
+        return f"{plan.gpus} x {budget.gpu_id} with {plan_text(plan)}{cut}"
 
     def tensor_parallel(self, budget: Budget) -> Suggestion | None:
         """For an inference or serving spec without a parallel section: the fewest GPUs of tensor

@@ -40,7 +40,15 @@ from vramcalc.families.resolve import resolve_model
 from vramcalc.planning.budget import DEFAULT_MAX_GPUS, Budget
 from vramcalc.planning.limits import with_workload
 from vramcalc.planning.plan_cost import CRITERION, step_cost
-from vramcalc.planning.plan_search import Candidate, PlanSearch, _Search, check_searchable, combinations, fewest_degree
+from vramcalc.planning.plan_search import (
+    Allowance,
+    Candidate,
+    PlanSearch,
+    _Search,
+    check_searchable,
+    combinations,
+    fewest_degree,
+)
 from vramcalc.spec.models import Spec
 from vramcalc.spec.target import MAX_GPU_COUNT
 
@@ -100,14 +108,14 @@ def best_plans(
     variants = workload_variants(spec, per_rank)
     shape, _ = resolve_model(spec.model, spec.workload)
     tokens = _tokens_per_sequence(spec, shape.architecture)
-    search = _LayoutSearch(budget, variants, limit)
+    search = _LayoutSearch(budget, variants, limit, Allowance())
     combos = sorted(combinations(spec, limit), key=_ranks)
     if gpus is not None:
         combos = [c for c in combos if gpus % _ranks(c) == 0]
     rows: dict[str, Candidate] = {}
     cap = None  # fewest-GPUs mode: the GPU count of the top-th plan so far
     for combo in combos:
-        if cap is not None and _ranks(combo) > cap:
+        if (cap is not None and _ranks(combo) > cap) or search.allowance.reached:
             break
         for cand, variant in search.layouts(combo, gpus, cap):
             row = _costed(cand, variant, tokens, shape.hidden)
@@ -116,7 +124,8 @@ def best_plans(
                 rows[key] = row
         if gpus is None and len(rows) >= top:
             cap = sorted(rows.values(), key=lambda c: _rank(c, None))[top - 1].gpus
-    return _found(spec, budget, limit, list(rows.values()), search.tried, search.count, gpus, top, per_rank=per_rank)
+    count, complete = search.count, not search.allowance.reached
+    return _found(spec, budget, limit, list(rows.values()), search.tried, count, gpus, top, complete, per_rank=per_rank)
 
 
 def _found(
@@ -128,6 +137,7 @@ def _found(
     count: int,
     gpus: int | None,
     top: int,
+    complete: bool,
     *,
     per_rank: int | None = None,
     global_batch: int | None = None,
@@ -146,6 +156,7 @@ def _found(
         criterion=("" if gpus is not None else "fewest GPUs; then ") + CRITERION,
         batch_per_rank=per_rank,
         global_batch=global_batch,
+        complete=complete,
     )
 
 
@@ -194,7 +205,10 @@ def global_batch_plans(
     rows: dict[str, Candidate] = {}
     tried: list[Candidate] = []
     searches: dict[int, _LayoutSearch] = {}
+    allowance = Allowance()
     for combo in combos:
+        if allowance.reached:
+            break
         ranks = _ranks(combo)
         data = [gpus // ranks] if gpus is not None else [d for d in _divisors(global_batch) if d * ranks <= limit]
         for d in data:
@@ -202,7 +216,7 @@ def global_batch_plans(
                 continue  # ZeRO, FSDP sharding, a distributed optimizer: over two or more ranks
             per_rank = global_batch // d
             if per_rank not in searches:
-                searches[per_rank] = _LayoutSearch(budget, workload_variants(spec, per_rank), limit)
+                searches[per_rank] = _LayoutSearch(budget, workload_variants(spec, per_rank), limit, allowance)
             search = searches[per_rank]
             found = []
             for variant, s in zip(search.variants, search.searches, strict=True):
@@ -216,7 +230,8 @@ def global_batch_plans(
                 rows.setdefault(_layout_key(best), best)
                 break  # the smallest data degree of this layout that fits
     count = sum(search.count for search in searches.values())
-    return _found(spec, budget, limit, list(rows.values()), tried, count, gpus, top, global_batch=global_batch)
+    found = list(rows.values())
+    return _found(spec, budget, limit, found, tried, count, gpus, top, not allowance.reached, global_batch=global_batch)
 
 
 def _divisors(n: int) -> list[int]:
@@ -264,11 +279,12 @@ def workload_variants(spec: Spec, per_rank: int) -> list[Variant]:
 
 
 class _LayoutSearch:
-    """One cached :class:`_Search` per workload variant; the data degrees of one combination."""
+    """One cached :class:`_Search` per workload variant; the data degrees of one combination. Every
+    variant's estimates come out of one ``allowance``."""
 
-    def __init__(self, budget: Budget, variants: list[Variant], limit: int) -> None:
-        self.variants = variants
-        self.searches = [_Search(v.spec, budget, limit) for v in variants]
+    def __init__(self, budget: Budget, variants: list[Variant], limit: int, allowance: Allowance) -> None:
+        self.variants, self.allowance = variants, allowance
+        self.searches = [_Search(v.spec, budget, limit, allowance) for v in variants]
         self.tried: list[Candidate] = []
 
     @property

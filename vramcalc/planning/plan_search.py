@@ -42,6 +42,37 @@ if TYPE_CHECKING:
 #: The most GPUs a search may consider (a bound on typos, like target.MAX_GPU_COUNT).
 MAX_SEARCH_GPUS = 100_000
 TP_LIMIT = 8
+#: The most plans one command estimates in all its searches together (`plan`'s layouts, `fit`'s cards,
+#: `check`'s "shard over N GPUs"): a few seconds of CPU at the largest shapes a spec may have. The bundled
+#: configs need at most about 1,300 (`fit` over the catalog, up to 64 GPUs) and 3,100 (up to 1,024);
+#: a model of 720,720 layers, whose pipeline degrees are the divisors of that, asks for about 32,000
+#: when searched up to 100,000 GPUs. A search that reaches the budget answers from the plans it
+#: estimated, layouts with the fewest model-parallel GPUs first, and says so.
+SEARCH_ESTIMATES = 4_000
+
+
+class AllowanceSpent(Exception):
+    """A search asked for an estimate past its command's :class:`Allowance`."""
+
+
+class Allowance:
+    """The estimates a command's searches may still compute (:data:`SEARCH_ESTIMATES`), shared by all."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = SEARCH_ESTIMATES if limit is None else limit
+        self.spent = self.refused = 0
+
+    def take(self) -> None:
+        """Count one estimate; :class:`AllowanceSpent` once ``limit`` are spent."""
+        if self.spent >= self.limit:
+            self.refused += 1
+            raise AllowanceSpent
+        self.spent += 1
+
+    @property
+    def reached(self) -> bool:
+        """Whether a search was refused an estimate: its answer is the best of those it made."""
+        return self.refused > 0
 
 
 @dataclass(frozen=True)
@@ -89,6 +120,7 @@ class PlanSearch:
     closest: Candidate | None
     n_estimates: int
     gpus: int | None = None  # the exact GPU count asked for (None: the fewest GPUs up to max_gpus)
+    complete: bool = True  # False: the search reached SEARCH_ESTIMATES before it tried every layout
     criterion: str = "fewest GPUs, then the least tensor x pipeline parallelism, then the least memory per GPU"
     batch_per_rank: int | None = None  # sequences per data-parallel rank per optimizer step, when held
     global_batch: int | None = None  # sequences per optimizer step over all ranks, when held
@@ -104,10 +136,16 @@ def search_plans(spec: Spec, budget: Budget, *, max_gpus: int, top: int = 10) ->
     plan needing the least per GPU at the largest data degree tried."""
     check_searchable(spec, budget, max_gpus, "--max-gpus")
     search = _Search(spec, budget, max_gpus)
-    found = [c for c in (search.smallest(base) for base in combinations(spec, max_gpus)) if c is not None]
+    found = []
+    for base in combinations(spec, max_gpus):
+        if search.allowance.reached:
+            break
+        found += [c for c in [search.smallest(base)] if c is not None]
     fitting = sorted((c for c in found if c.fits), key=_order)
     closest = None if fitting else min(search.largest_tried(), key=lambda c: c.needed_bytes, default=None)
-    return PlanSearch(spec.name or "unnamed", budget, max_gpus, tuple(fitting[:top]), closest, search.count)
+    name = spec.name or "unnamed"
+    complete = not search.allowance.reached
+    return PlanSearch(name, budget, max_gpus, tuple(fitting[:top]), closest, search.count, complete=complete)
 
 
 def check_searchable(spec: Spec, budget: Budget, gpus: int, flag: str) -> None:
@@ -189,10 +227,12 @@ def _kept(spec: Spec) -> dict[str, Any]:
 
 
 class _Search:
-    """Estimates with a cache; finds the smallest data degree that fits one combination."""
+    """Estimates with a cache; finds the smallest data degree that fits one combination. Estimates come
+    out of ``allowance`` (shared by the command's searches); past it a plan counts as not estimated."""
 
-    def __init__(self, spec: Spec, budget: Budget, max_gpus: int) -> None:
+    def __init__(self, spec: Spec, budget: Budget, max_gpus: int, allowance: Allowance | None = None) -> None:
         self.spec, self.budget, self.max_gpus = spec, budget, max_gpus
+        self.allowance = allowance or Allowance()
         self.count = 0
         self.cache: dict[str, Candidate | None] = {}
         self.largest: list[Candidate] = []
@@ -218,10 +258,14 @@ class _Search:
         parallel = {**base, "data": data}
         key = repr(sorted(parallel.items()))
         if key not in self.cache:
-            self.cache[key] = self._estimate(parallel)
+            try:
+                self.cache[key] = self._estimate(parallel)
+            except AllowanceSpent:
+                return None
         return self.cache[key]
 
     def _estimate(self, parallel: dict[str, Any]) -> Candidate | None:
+        self.allowance.take()
         changed = self.spec.model_copy(update={"parallel": ParallelSpec.model_validate(parallel)})
         try:
             result = estimate_on(changed, self.budget)

@@ -9,14 +9,18 @@ from dataclasses import dataclass, replace
 
 from vramcalc.errors import SpecError
 from vramcalc.llm.kvcache import KvPool
-from vramcalc.planning.batch_totals import BatchTotals
+from vramcalc.planning.batch_totals import BatchTotals, symbolic_path
 from vramcalc.planning.budget import Budget, Fit, estimate_on, fit_of_pool, fit_on
 from vramcalc.planning.limits import MAX_SPEC_COUNT, check_seq_is_free, with_workload
 from vramcalc.spec.models import Spec
 from vramcalc.units import parse_count
 
-#: Most grid points one sweep computes: a few seconds on the symbolic path, about two minutes off it.
+#: Most grid points one sweep computes on the symbolic path (batch sizes evaluated from one estimate per
+#: sequence length): 1,000,000 take about 6 s as CSV (benchmarks/search_budget.py).
 MAX_SWEEP_POINTS = 1_000_000
+#: Most grid points of a spec off that path, each a full estimate (about 0.45 ms for a QLoRA spec):
+#: about 2-4 s of CPU.
+MAX_ESTIMATED_POINTS = 5_000
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,14 @@ def sweep(
     if lengths:
         check_seq_is_free(spec, "--seq-len")
     seqs: list[int | None] = list(lengths) if lengths else [None]
-    if len(batches) * len(seqs) > MAX_SWEEP_POINTS:
-        raise SpecError(f"sweep: {len(batches) * len(seqs):,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
+    points = len(batches) * len(seqs)
+    if points > MAX_SWEEP_POINTS:
+        raise SpecError(f"sweep: {points:,} points; at most {MAX_SWEEP_POINTS:,} per sweep")
+    if points > MAX_ESTIMATED_POINTS and not symbolic_path(spec):
+        raise SpecError(
+            f"sweep: {points:,} points; at most {MAX_ESTIMATED_POINTS:,} for this spec, whose every point is a "
+            "full estimate (mixed precision, a parallel section, LLM keys, training techniques or a ResNet)"
+        )
     hopper, link = (budget.hopper_or_newer, budget.interconnect) if budget else (True, "nvswitch")
     totals = grid_totals(spec, batches, seqs, hopper_or_newer=hopper, interconnect=link)
     verdicts = grid_verdicts(spec, batches, seqs, totals, budget)

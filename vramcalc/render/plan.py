@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vramcalc.families.estimate import Estimate
-from vramcalc.planning.plan_search import Candidate, PlanSearch
+from vramcalc.planning.plan_search import SEARCH_ESTIMATES, Candidate, PlanSearch
 from vramcalc.render.escape import terminal_line
 from vramcalc.render.text import gib, print_wrapped
 
@@ -56,6 +56,8 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
         if search.closest is not None:
             c = search.closest
             console.print(f"closest: {c.label}: needs {gib(c.needed_bytes)} GiB per GPU", highlight=False)
+        if not search.complete:
+            console.print(cut_note(search, "no plan among those estimated fits"), highlight=False)
         return
     title = terminal_line(f"{search.name} on {b.gpu_name}: {available} per GPU")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
@@ -74,7 +76,7 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
             table.add_row(str(c.gpus), *degrees, *figures)
         print_wrapped(console, title)
         console.print(table)
-        for line in _serving_footer(search):
+        for line in _serving_footer(search) + _cut(search):
             console.print(line, highlight=False, markup=False)
         return
     table.add_column("layout", overflow="fold")
@@ -99,8 +101,21 @@ def render_plan_search(search: PlanSearch, console: Console) -> None:
         table.add_row(*row)
     print_wrapped(console, title)
     console.print(table)
-    for line in _footer(search):
+    for line in _footer(search) + _cut(search):
         console.print(line, highlight=False, markup=False)
+
+
+def cut_note(search: PlanSearch, outcome: str) -> str:
+    """The line of a search that reached its budget of estimates (one line, no final period)."""
+    more = "" if search.gpus is not None else f"; a smaller --max-gpus than {search.max_gpus} searches more of them"
+    return (
+        f"the search stopped at its budget of {SEARCH_ESTIMATES:,} estimates: {outcome} (layouts with the fewest "
+        f"tensor x pipeline GPUs are estimated first){more}"
+    )
+
+
+def _cut(search: PlanSearch) -> list[str]:
+    return [] if search.complete else [cut_note(search, "these plans are the best of the layouts estimated")]
 
 
 def layout_text(c: Candidate) -> str:

@@ -51,14 +51,17 @@ def fit_json(source: str, name: str, report: FitReport) -> str:
 
 
 def cards_needed(card: CardFit, search: ShardSearch) -> str:
-    """The table cell: 1, '4: FSDP full_shard', '32: the spec's plan', '> 64' or 'not searched'."""
+    """The table cell: 1, '4: FSDP full_shard', '32: the spec's plan', '> 64', 'not searched' or, when the
+    search reached its budget of estimates before this card, 'unknown (search budget spent)'."""
     from vramcalc.planning.fit import plan_text
 
     if card.plan is not None and card.plan.gpus > 1:
         return f"{card.plan.gpus}: {plan_text(card.plan)}"
     if card.min_cards is not None:
         return str(card.min_cards) + (": the spec's plan" if card.min_cards > 1 else "")
-    return "not searched" if search.reason else f"> {search.max_gpus}"
+    if search.reason:
+        return "not searched"
+    return "unknown (search budget spent)" if card.search_cut else f"> {search.max_gpus}"
 
 
 def fit_table(source: str, name: str, report: FitReport, width: int | None = None) -> str:
@@ -168,7 +171,8 @@ def peak_formula(polynomials: tuple[tuple[int, ...], ...]) -> str:
 
 
 def _fits(sweep: Sweep, index: int) -> bool | None:
-    return None if sweep.fits is None else sweep.fits[index]
+    """Whether point ``index`` fits (None without a card): one verdict, not the grid's list."""
+    return None if sweep.verdicts is None else sweep.verdicts[index].fits
 
 
 def sweep_json(source: str, sweep: Sweep) -> str:

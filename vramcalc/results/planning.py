@@ -73,6 +73,10 @@ class CardResult(Result):
     min_cards_plan: str | None = Field(description="The sharded plan on min_cards cards, e.g. 'FSDP full_shard'.")
     min_cards_parallel: dict[str, Any] | None = Field(description="That plan's parallel section.")
     min_cards_needed_bytes: int | None = Field(description="Bytes that plan needs per GPU.")
+    min_cards_search_complete: bool = Field(
+        description="False when the sharded-plan search reached its budget of estimates before it tried "
+        "every layout for this card: min_cards is then the best found, or null (see min_cards_note)."
+    )
 
     @classmethod
     def of(cls, card: CardFit) -> CardResult:
@@ -89,6 +93,7 @@ class CardResult(Result):
             min_cards_plan=plan_text(card.plan) if card.plan else None,
             min_cards_parallel=card.plan.parallel if card.plan else None,
             min_cards_needed_bytes=card.plan.needed_bytes if card.plan else None,
+            min_cards_search_complete=not card.search_cut,
         )
 
 
@@ -239,6 +244,11 @@ class PlanResult(Result):
     plans: list[PlanCandidate] = Field(description="Plans that fit, one per layout, in the order of criterion.")
     closest: PlanCandidate | None = Field(description="When none fits, the plan needing the least per GPU.")
     n_estimates: int = Field(description="Estimates the search computed.")
+    search_complete: bool = Field(
+        description="False when the search reached max_estimates before it tried every layout: plans (or "
+        "closest) are then the best of the layouts estimated, those with the fewest tensor x pipeline GPUs first."
+    )
+    max_estimates: int = Field(description="The search's budget of estimates.")
     gpus: int | None = Field(description="The exact GPU count asked for with --gpus (null: fewest GPUs first).")
     criterion: str = Field(description="How plans are ordered (one line).")
     batch_per_data_rank: int | None = Field(
@@ -252,6 +262,8 @@ class PlanResult(Result):
 
     @classmethod
     def of(cls, search: PlanSearch) -> PlanResult:
+        from vramcalc.planning.plan_search import SEARCH_ESTIMATES
+
         b = search.budget
         return cls(
             name=search.name,
@@ -261,6 +273,8 @@ class PlanResult(Result):
             plans=[PlanCandidate.of(c) for c in search.plans],
             closest=PlanCandidate.of(search.closest) if search.closest else None,
             n_estimates=search.n_estimates,
+            search_complete=search.complete,
+            max_estimates=SEARCH_ESTIMATES,
             gpus=search.gpus,
             criterion=search.criterion,
             batch_per_data_rank=search.batch_per_rank,

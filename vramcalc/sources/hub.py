@@ -230,11 +230,14 @@ class _Ranges:
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session
 
+        from vramcalc.sources.safetensors_header import HeaderAllowance
+
         self.hub = hub
         self.commit = commit
         self.url = lambda name: hf_hub_url(hub.repo, name, revision=commit, endpoint=hub.endpoint)
         self.headers = build_hf_headers(token=hub.token, library_name="vramcalc")
         self.session = get_session()
+        self.allowance = HeaderAllowance()  # the checkpoint's headers together
 
     def get(self, name: str, start: int, end: int) -> bytes:
         """Bytes ``start`` to ``end`` (inclusive) of ``name``; fewer where the file ends sooner. A server
@@ -277,6 +280,7 @@ class _Ranges:
         where = f"{self.hub.prefix}: {name}"
         prefix = self.get(name, 0, HEADER_PREFIX_BYTES - 1)
         length = header_length(prefix, where)
+        self.allowance.take(length, where)
         raw = prefix[8 : 8 + length]
         if len(raw) < length:
             raw += self.get(name, len(prefix), 8 + length - 1)

@@ -24,15 +24,17 @@ from vramcalc.errors import ModelSourceError, SpecError
 from vramcalc.files import read_json
 from vramcalc.sources.checkpoint import MAX_FILES, MAX_JSON_BYTES, TRANSFORMERS_WEIGHTS, Checkpoint, Origin, TensorFile
 from vramcalc.sources.hf_cache import blob_sha256
-from vramcalc.sources.safetensors_header import header_length, parse_safetensors_header
+from vramcalc.sources.safetensors_header import HeaderAllowance, header_length, parse_safetensors_header
 
 
-def read_safetensors_file(path: Path, name: str, where: str) -> TensorFile:
-    """The header of one safetensors file on disk; ``name`` is its path in the checkpoint."""
+def read_safetensors_file(path: Path, name: str, where: str, allowance: HeaderAllowance | None = None) -> TensorFile:
+    """The header of one safetensors file on disk; ``name`` is its path in the checkpoint; its length comes
+    out of ``allowance``, the checkpoint's (a new one: a file on its own)."""
     label = f"{where}: {name}"
     try:
         with open(path, "rb") as handle:
             length = header_length(handle.read(8), label)
+            (allowance or HeaderAllowance()).take(length, label)
             raw = handle.read(length)
     except (OSError, ValueError) as exc:
         raise ModelSourceError(f"{label}: cannot read ({getattr(exc, 'strerror', None) or exc})", "path") from None
@@ -93,7 +95,8 @@ def _weights_in(folder: Path, where: str) -> list[str]:
 def _files(root: Path, names: list[str], where: str) -> tuple[TensorFile, ...]:
     if len(names) > MAX_FILES:
         raise ModelSourceError(f"{where}: {len(names):,} weights files (at most {MAX_FILES:,})", "path")
-    return tuple(read_safetensors_file(root / name, name, where) for name in names)
+    allowance = HeaderAllowance()
+    return tuple(read_safetensors_file(root / name, name, where, allowance) for name in names)
 
 
 def _pipeline(root: Path, index: dict[str, Any], where: str) -> tuple[list[str], dict[str, dict[str, Any]]]:

@@ -13,6 +13,7 @@ the header is read.
 from __future__ import annotations
 
 import struct
+import threading
 from typing import Any
 
 from vramcalc.errors import ModelSourceError, SpecError
@@ -26,6 +27,10 @@ MAX_HEADER_BYTES = 100_000_000
 #: hold a few thousand a file (a few hundred kB of header). Parsing a header costs about 15 times its
 #: size in memory: a 100 MB one, as the format allows, would take over 1.5 GB and many seconds.
 MAX_READ_BYTES = 16 * 2**20
+#: The most header bytes one checkpoint's files hold together. Parsing costs about 10 us of CPU a tensor
+#: (a 16 MiB header of 165,000 tensors: 1.6 s), so 32 MiB, about 330,000 tensors, is about 3 s: over
+#: its many shards a checkpoint could otherwise ask for MAX_FILES x MAX_READ_BYTES.
+MAX_TOTAL_HEADER_BYTES = 32 * 2**20
 #: Bits per element of each dtype the format defines (safetensors' ``Dtype::bitsize``). Sub-byte types
 #: (F4, F6) are packed: a tensor's bytes are its elements x bits / 8, a whole number.
 DTYPE_BITS = {
@@ -56,6 +61,28 @@ DTYPE_BITS = {
 #: that arithmetic on them stays cheap.
 MAX_DIMS = 16
 MAX_ELEMENTS = 2**48
+
+
+class HeaderAllowance:
+    """The header bytes one checkpoint's files may still hold (:data:`MAX_TOTAL_HEADER_BYTES`), taken as
+    each file's length is read, before its header is; shared by the threads that read a Hub checkpoint's
+    shards."""
+
+    def __init__(self) -> None:
+        self.left = MAX_TOTAL_HEADER_BYTES
+        self._lock = threading.Lock()
+
+    def take(self, length: int, where: str) -> None:
+        with self._lock:
+            if length > self.left:
+                most = MAX_TOTAL_HEADER_BYTES
+                shown = f"{most // 2**20} MiB" if most % 2**20 == 0 else f"{most:,} bytes"
+                raise ModelSourceError(
+                    f"{where}: the checkpoint's safetensors headers hold more than {shown} together (about "
+                    "330,000 tensors); vramcalc reads at most that",
+                    "header",
+                )
+            self.left -= length
 
 
 def header_length(prefix: bytes, where: str) -> int:
