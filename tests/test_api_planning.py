@@ -316,6 +316,11 @@ def test_sweep_and_models_errors_are_the_clis() -> None:
         (lambda: vramcalc.check(BERT, "t4", max_gpus="4"), "^max_gpus: expected an int, got str$"),
         (lambda: vramcalc.estimate(BERT, "t4", reserve=5), "^reserve: expected text"),
         (lambda: vramcalc.bandwidth("h100", batch="8"), "^batch: expected an int, got str$"),
+        (lambda: vramcalc.bandwidth(gpu=3.5), "^gpu: expected a card name, got float$"),
+        (lambda: vramcalc.bandwidth("24GB", memory_type=[6141]), "^memory_type: expected text, got list$"),
+        (lambda: vramcalc.bandwidth("h100", params=3.5), "^params: expected text or int, got float$"),
+        (lambda: vramcalc.bandwidth("h100", efficiency=[1]), "^efficiency: expected text or int or float, got list$"),
+        (lambda: vramcalc.gpu(80), "^name: expected a card name, got int$"),
     ],
 )
 def test_wrong_python_type_is_a_type_error_naming_the_argument(call: Callable[[], Any], match: str) -> None:
@@ -342,7 +347,7 @@ def test_dir_lists_exactly_the_public_names() -> None:
     assert dir(vramcalc) == sorted(vramcalc.__all__)
     assert "__version__" in vramcalc.__all__
     assert not {"Any", "annotations", "TYPE_CHECKING", "importlib"} & set(dir(vramcalc))
-    assert set(NEW) | {"ModelResult", "ImportResult"} <= set(vramcalc.__all__)
+    assert set(NEW) | {"ModelResult", "ImportResult", "VramcalcError"} <= set(vramcalc.__all__)
     for name in vramcalc.__all__:
         assert getattr(vramcalc, name) is not None
 

@@ -3,7 +3,9 @@
 Python API (:mod:`vramcalc.api`), one function per command: :func:`estimate`, :func:`check`,
 :func:`max_batch`, :func:`max_seq`, :func:`fit`, :func:`sweep`, :func:`plan`, :func:`bandwidth`,
 :func:`models` and :func:`import_config` (``vramcalc import``), with :func:`load_spec` and :func:`gpu`; they
-return the models of the CLI's ``--json`` documents (:mod:`vramcalc.results`). Sizes are int bytes.
+return the models of the CLI's ``--json`` documents (:mod:`vramcalc.results`). Sizes are int bytes. Bad input
+raises :class:`VramcalcError` (one message of at most 2,000 characters), a wrong Python type a
+:class:`TypeError` naming the argument.
 Everything is imported on first use, so ``import vramcalc`` loads only the version; no side effects;
 neither typer nor rich. ``dir(vramcalc)`` lists the public names (``__all__``).
 """
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
         plan,
         sweep,
     )
+    from vramcalc.errors import VramcalcError
     from vramcalc.families.estimate import Estimate
     from vramcalc.hardware.catalog import GPU
     from vramcalc.results.bandwidth import BandwidthResult
@@ -53,6 +56,7 @@ __all__ = [
     "PlanResult",
     "Spec",
     "SweepResult",
+    "VramcalcError",
     "__version__",
     "bandwidth",
     "check",
@@ -93,6 +97,7 @@ _LAZY = {
     "PlanResult": "vramcalc.results.planning",
     "Spec": "vramcalc.spec.models",
     "SweepResult": "vramcalc.results.planning",
+    "VramcalcError": "vramcalc.errors",
 }
 
 

@@ -120,7 +120,7 @@ def gpu(name: str) -> GPU:
     from vramcalc.hardware.lookup import get_gpu
 
     if not isinstance(name, str):
-        raise TypeError(f"gpu: expected a card name, got {type(name).__name__}")
+        raise TypeError(f"name: expected a card name, got {type(name).__name__}")
     return get_gpu(name)
 
 
@@ -172,6 +172,15 @@ def _count(name: str, value: int | None, *, optional: bool = True) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+
+
+def _option(name: str, value: object, *types: type) -> None:
+    """A :class:`TypeError` naming ``name`` unless ``value`` is None, text or one of ``types`` (bool aside)."""
+    if value is None or isinstance(value, str):
+        return
+    if isinstance(value, bool) or not isinstance(value, types):
+        kinds = " or ".join(["text", *(t.__name__ for t in types)])
+        raise TypeError(f"{name}: expected {kinds}, got {type(value).__name__}")
 
 
 def _values(name: str, values: ValuesInput) -> None:
@@ -424,6 +433,22 @@ def bandwidth(
     from vramcalc.results.bandwidth import BandwidthResult
 
     _count("batch", batch)
+    if gpu is not None and not isinstance(gpu, str | GPU | CustomCard):
+        raise TypeError(f"gpu: expected a card name, got {type(gpu).__name__}")
+    options: list[tuple[str, object, tuple[type, ...]]] = [
+        ("dtype", dtype, ()),
+        ("memory_type", memory_type, ()),
+        ("memory_clock", memory_clock, ()),
+        ("data_rate", data_rate, ()),
+        ("clock_source", clock_source, ()),
+        ("params", params, (int,)),
+        ("weights", weights, (int,)),
+        ("bus_width", bus_width, (int,)),
+        ("efficiency", efficiency, (int, float)),
+        ("host_efficiency", host_efficiency, (int, float)),
+    ]
+    for option, value, types in options:
+        _option(option, value, *types)
     custom = {
         "bus_width": None if bus_width is None else str(bus_width),
         "mem_type": memory_type,

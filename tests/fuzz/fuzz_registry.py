@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fuzz_api import api_calls, check_api_call
 from fuzz_argv import argv, check_argv
 from fuzz_checkpoint import check_checkpoint_case, checkpoint_cases
 from fuzz_files import check_tree_case, tree_cases
@@ -53,5 +54,6 @@ TARGETS = [
     Target("stdout-failures", sink_cases, check_sink_case, 4),
     Target("gguf-header", gguf_headers, check_gguf_header, 200),
     Target("checkpoint-folder", checkpoint_cases, check_checkpoint_case, 60),
+    Target("python-api", api_calls, check_api_call, 150),
 ]
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}
