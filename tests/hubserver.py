@@ -19,7 +19,9 @@ Endpoints (as huggingface_hub 2.x calls them; ``{repo}`` is ``org/name``):
 
 Failure modes: a gated repository (its info public, its files 401 with ``X-Error-Code: GatedRepo``),
 an unknown repository (404, ``RepoNotFound``), an unknown revision (404, ``RevisionNotFound``), a missing file (404,
-``EntryNotFound``), a server error (500), and a slow answer (``delay`` seconds before any reply).
+``EntryNotFound``), a server error (500), an error status for some paths only (``fail_paths``), a file's
+body a byte shorter than its ``Content-Length`` (``short_body``), and a slow answer (``delay`` seconds before
+any reply).
 Every request is recorded (method, path, ``Range``, ``Authorization``) so tests can count them.
 """
 
@@ -117,6 +119,8 @@ class HubServer:
         self.error_message = "Internal Error"  # and this X-Error-Message
         self.delay = 0.0  # seconds to wait before answering
         self.ignore_range = False  # answer a Range request with the whole file (200), as some servers do
+        self.fail_paths: tuple[str, int] | None = None  # (text, status): an error for paths holding the text
+        self.short_body = False  # declare one more byte than a file's answer holds, then close the connection
         self._lock = threading.Lock()
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -221,6 +225,10 @@ class _Handler(BaseHTTPRequestHandler):
         """The file, or the range asked for (206), or 416 past its end."""
         header = None if self.hub.ignore_range else self.headers.get("Range")
         match = _RANGE.match(header or "")
+        if self.hub.short_body:  # the body ends a byte early and the connection closes
+            self.close_connection = True
+            self._send(200, {**headers, "Accept-Ranges": "bytes"}, data[:-1], length=len(data))
+            return
         if header is None or match is None:
             self._send(200, {**headers, "Accept-Ranges": "bytes"}, data)
             return
@@ -253,6 +261,9 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(hub.delay)
         if hub.status is not None:
             self._error(hub.status, message=hub.error_message)
+            return
+        if hub.fail_paths is not None and hub.fail_paths[0] in path:
+            self._error(hub.fail_paths[1], message=hub.error_message)
             return
         if cdn := _CDN.match(path):
             for repo in hub.repos.values():

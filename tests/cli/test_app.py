@@ -123,7 +123,7 @@ BAD_SPECS = {
     "not a mapping": ("- 1\n- 2\n", "expected a mapping"),
     "yaml syntax error": ("model: [unclosed\n", "invalid YAML"),
     "duplicate key": (GOOD + "  batch_size: 4\n", "duplicate key 'batch_size'"),
-    "missing workload": ("model:\n  layers: 2\n  hidden_size: 64\n  vocab_size: 10\n", "workload: Field required"),
+    "missing workload": ("model:\n  layers: 2\n  hidden_size: 64\n  vocab_size: 10\n", "workload: not given"),
     "python object tag": ("!!python/object/apply:os.system ['echo hi']\n", "invalid YAML"),
     "alias bomb": (
         "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"

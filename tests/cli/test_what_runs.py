@@ -84,3 +84,45 @@ def test_runtime_names_what_serves_the_serving_rows(tmp_path: Path) -> None:
     path.write_text(emitted.stdout, encoding="utf-8")
     limit = run_json(["max-batch", str(path), "--gpu", "rtx-4090", "--json"])
     assert limit["max_batch_size"] == rows[0]["concurrent_sequences"] >= 1
+
+
+# -- a spec file that names a model and no workload ------------------------------------------------------
+
+
+def test_a_spec_without_a_workload_gives_the_same_rows(tmp_path: Path, table: dict) -> None:
+    """The rows of `--model llama-3.1-8b --gpu rtx-4090`, from a spec naming the model and its card only."""
+    path = tmp_path / "what.yaml"
+    path.write_text("model: llama-3.1-8b\ntarget: {gpu: rtx-4090}\n", encoding="utf-8")
+    doc = run_json(["estimate", str(path), "--json"])
+    assert doc["what_runs"]["rows"] == table["rows"]
+    emitted = runner.invoke(app, ["estimate", str(path), "--emit-spec", "qlora"])
+    from_flags = runner.invoke(
+        app, ["estimate", "--model", "llama-3.1-8b", "--gpu", "rtx-4090", "--emit-spec", "qlora"]
+    )
+    assert emitted.exit_code == 0 and emitted.stdout == from_flags.stdout
+
+
+def test_a_spec_without_a_workload_or_a_card_asks_for_one(tmp_path: Path) -> None:
+    path = tmp_path / "what.yaml"
+    path.write_text("model: llama-3.1-8b\n", encoding="utf-8")
+    result = runner.invoke(app, ["estimate", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path}: workload: not given; name a card (--gpu, or target.gpu")
+
+
+def test_a_spec_without_a_workload_may_give_the_model_by_its_keys(tmp_path: Path) -> None:
+    """The rows' specs carry the keys; each gives its row's figure through check."""
+    model = {"architecture": "decoder", "layers": 2, "hidden_size": 256, "heads": 4, "vocab_size": 1000,
+             "max_position_embeddings": 2048}  # fmt: skip
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({"name": "tiny", "model": model}), encoding="utf-8")
+    rows = run_json(["estimate", str(path), "--gpu", "t4", "--json"])["what_runs"]["rows"]
+    assert [row["row"] for row in rows][1:] == ROWS[1:]  # the first serves at the keys' dtype (fp32 here)
+    emitted = runner.invoke(app, ["estimate", str(path), "--gpu", "t4", "--emit-spec", "lora"])
+    doc = yaml.safe_load(emitted.stdout)
+    assert doc["model"] == model and doc["name"] == "tiny-lora"
+    row_spec = tmp_path / "row.yaml"
+    row_spec.write_text(emitted.stdout, encoding="utf-8")
+    checked = run_json(["check", str(row_spec), "--gpu", "t4", "--format", "json"])[0]
+    lora = next(row for row in rows if row["row"] == "lora")
+    assert checked["needed_bytes"] == lora["needed_bytes"]

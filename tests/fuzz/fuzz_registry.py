@@ -17,6 +17,7 @@ from fuzz_argv import argv, check_argv
 from fuzz_checkpoint import check_checkpoint_case, checkpoint_cases
 from fuzz_files import check_tree_case, tree_cases
 from fuzz_gguf import check_gguf_header, gguf_headers
+from fuzz_hub import check_hub_case, hub_cases
 from fuzz_json import check_json_input, json_inputs
 from fuzz_numbers import check_number_case, number_cases
 from fuzz_outputs import check_output_case, output_cases
@@ -55,5 +56,6 @@ TARGETS = [
     Target("gguf-header", gguf_headers, check_gguf_header, 200),
     Target("checkpoint-folder", checkpoint_cases, check_checkpoint_case, 60),
     Target("python-api", api_calls, check_api_call, 150),
+    Target("hub", hub_cases, check_hub_case, 30),
 ]
 TARGETS_BY_NAME = {target.name: target for target in TARGETS}

@@ -85,3 +85,31 @@ def test_one_gguf_file_of_a_hub_repository_by_its_path(hub: HubServer, tmp_path:
     result = CliRunner().invoke(app, ["import", "acme/widget-GGUF/model-Q8_0.gguf"])
     assert result.exit_code == 0, result.output
     assert f"weight_bytes: {expected}" in result.output and "quantization: q8_0" in result.output
+
+
+@pytest.mark.parametrize("fault", ["502 on config.json", "a short body"])
+def test_a_failed_download_is_one_error_line_at_once(
+    fault: str, hub: HubServer, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """huggingface_hub retries a failed HEAD with backoff for half a minute and a cut download several
+    times, logging each try to standard error; the command makes one HEAD of its own first (the 502 is
+    answered at once) and drops the download threads' log records (one line either way; the cut download
+    within its bound of 3 request timeouts + 1 s, 16 s here)."""
+    import time
+
+    _llama(tmp_path / "repo")
+    hub.add_repo("org/flaky", tmp_path / "repo")
+    if fault == "a short body":
+        hub.short_body = True
+    else:
+        hub.fail_paths = ("config.json", 502)
+    start = time.monotonic()
+    result = CliRunner().invoke(app, ["estimate", "--model", "org/flaky", "--mode", "inference", "--seq-len", "64"])
+    assert time.monotonic() - start < (16 if fault == "a short body" else 3)
+    captured = capfd.readouterr()
+    lines = [line for line in (result.stderr + captured.err).splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: --model org/flaky: ")
+    if fault != "a short body":
+        assert "the Hub answered 502 (a server error)" in lines[0]
+        assert hub.count("HEAD", "config.json") == 1  # not retried

@@ -23,11 +23,12 @@ from vramcalc.cli._common import (
     verdict_budget,
 )
 from vramcalc.cli.workload import WorkloadArgs, workload_options
-from vramcalc.errors import SpecError
+from vramcalc.errors import SpecError, VramcalcError
 from vramcalc.version import VERSION as __version__
 
 if TYPE_CHECKING:
     from vramcalc.planning.runnable import Runnable
+    from vramcalc.spec.models import Spec
 
 #: Allocations between two collections of the youngest generation once a command runs (Python's default: 700).
 GC_THRESHOLD = 100_000
@@ -88,8 +89,9 @@ def estimate(
         typer.Option(
             "--emit-spec",
             metavar="ROW",
-            help="With --model and --gpu alone (and --runtime for the serving rows): print the spec of one row "
-            "of what the model can run (serve-bf16, serve-fp8, serve-awq, lora, qlora, full).",
+            help="With --model and --gpu alone, or a spec with a model and no workload (and --runtime for the "
+            "serving rows): print the spec of one row of what the model can run (serve-bf16, serve-fp8, "
+            "serve-awq, lora, qlora, full).",
             show_default=False,
         ),
     ] = None,
@@ -98,9 +100,10 @@ def estimate(
     """Estimate the peak memory of one step of SPEC (or of --hf-config or --model), by component and phase.
 
     With a card (--gpu, else the spec's target.gpu), the verdict on it: the
-    one check gives. --model NAME --gpu CARD with no workload flag answers what
-    the model can run on the card: serving at its dtype, in fp8 and in 4-bit
-    AWQ, LoRA, QLoRA and full fine-tuning, one row each."""
+    one check gives. --model NAME --gpu CARD with no workload flag (or a SPEC
+    that names a model and no workload, with a card) answers what the model can
+    run on the card: serving at its dtype, in fp8 and in 4-bit AWQ, LoRA, QLoRA
+    and full fine-tuning, one row each."""
     from vramcalc.cli.inputs import load_workload_spec
     from vramcalc.planning.outcome import estimate_outcome
     from vramcalc.render.estimate import render_estimate
@@ -108,19 +111,36 @@ def estimate(
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
     menu = spec is None and hf_config is None and model is not None and gpu is not None
     menu = menu and set(workload.named) <= {"--runtime"}  # the serving rows' runtime may be named
-    found = None
-    if menu and not timeline:
+    runtime = str(workload.flags.get("runtime") or "vllm")
+    found, menu_spec = None, None
+    if spec is not None and hf_config is None and model is None and set(workload.named) <= {"--runtime"}:
+        menu_spec = _without_workload(spec, gpu)  # a spec naming a model and no workload: the same rows
+    if menu_spec is not None and not timeline:
+        found = _what_runs(*menu_spec, gpu, reserve, json_out, emit_spec, source, runtime)
+        if found is None:
+            return
+    elif menu and not timeline:
         assert model is not None and gpu is not None
-        runtime = workload.flags.get("runtime")
-        found = _what_runs(model, gpu, reserve, json_out, emit_spec, source, str(runtime or "vllm"))
+        with user_errors(source):
+            from vramcalc.spec.model_flag import spec_with_model
+
+            base, notes = spec_with_model(None, model, {"mode": "inference"})
+        name = base.name if base.model.checkpoint is None else None  # a model read from files: its keys
+        found = _what_runs(base, name, notes, gpu, reserve, json_out, emit_spec, source, runtime)
         if found is None:  # shown: the table, or one row's spec
             return
     with user_errors(source):
         if emit_spec is not None:
-            raise SpecError("--emit-spec: give --model NAME and --gpu CARD alone (the rows of what the model can run)")
+            raise SpecError(
+                "--emit-spec: give --model NAME and --gpu CARD alone, or a spec with a model and no workload "
+                "(the rows of what the model can run)"
+            )
         if spec is None and hf_config is None and model is None and not workload.named:
             raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
-        loaded, _ = load_workload_spec(spec, model, workload, hf_config)
+        if menu_spec is not None:
+            loaded = menu_spec[0]
+        else:
+            loaded, _ = load_workload_spec(spec, model, workload, hf_config)
         budget = verdict_budget(loaded, source, gpu, reserve)
         outcome = estimate_outcome(loaded, budget)
         result, fit = outcome.estimate, outcome.fit
@@ -146,23 +166,50 @@ def estimate(
             print_timeline(loaded, result, budget)
 
 
+def _without_workload(spec: Path, gpu: str | None) -> "tuple[Spec, str | None, list[str]] | None":
+    """A spec file that names a model and no workload: the spec the rows of what the model can run start
+    from, the model's name for their specs, and notes (see :func:`vramcalc.spec.model_flag.spec_without_workload`);
+    None for any other file, or one that cannot be read (the estimate's own reading then says why)."""
+    from vramcalc.files import read_yaml
+    from vramcalc.spec.model_flag import spec_without_workload
+
+    try:
+        data = read_yaml(spec)
+    except (VramcalcError, OSError):
+        return None
+    with user_errors(str(spec)):
+        found = spec_without_workload(data, str(spec))
+        if found is not None and gpu is None and (found[0].target is None or found[0].target.gpu is None):
+            raise SpecError(
+                f"{spec}: workload: not given; name a card (--gpu, or target.gpu in the spec) to see what the "
+                "model can run on it, or add a workload section"
+            )
+    return found
+
+
 def _what_runs(
-    model: str, gpu: str, reserve: str | None, json_out: bool, emit_spec: str | None, source: str, runtime: str
+    base: "Spec",
+    name: str | None,
+    notes: list[str],
+    gpu: str | None,
+    reserve: str | None,
+    json_out: bool,
+    emit_spec: str | None,
+    source: str,
+    runtime: str,
 ) -> "Runnable | None":
-    """Every way ``model`` runs on the card: shown as a table or one row's spec (``--emit-spec``), or, for
-    ``--json``, returned for the estimate's document to carry."""
+    """Every way ``base``'s model runs on the card (``--gpu``, else its ``target.gpu``): shown as a table or
+    one row's spec (``--emit-spec``), or, for ``--json``, returned for the estimate's document to carry.
+    ``name``: the model's name for the rows' specs (None: its keys)."""
     from vramcalc.cli._common import card_budget, notes_to_stderr
     from vramcalc.planning.runnable import option_named, runnable
-    from vramcalc.spec.model_flag import spec_with_model
 
     with user_errors(source):
-        base, notes = spec_with_model(None, model, {"mode": "inference"})
         # the rows choose their own workloads: only what the name resolved to is worth saying
         notes_to_stderr([note for note in notes if not note.startswith(("workload.", "precision not given"))])
         budget = card_budget(base, source, gpu, reserve, required=True)
         assert budget is not None  # required=True: a card is named or an error raised
         precision = base.workload.precision.value
-        name = base.name if base.model.checkpoint is None else None  # a model read from files: its keys
         found = runnable(base, budget, precision, model=name, plan=emit_spec is None, runtime=runtime)
         chosen = option_named(found, emit_spec) if emit_spec is not None else None
     if chosen is not None:

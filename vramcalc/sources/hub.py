@@ -15,15 +15,19 @@ holds the weights files themselves) or from that cache, and never touches the ne
 
 The environment: ``HF_ENDPOINT`` (a mirror or a private Hub), ``HF_TOKEN`` (gated and private
 repositories; else the token ``hf auth login`` saved), ``HF_HUB_OFFLINE=1`` (the caches only),
-``VRAMCALC_HUB_TIMEOUT`` (seconds each request may take, default 10). Requests are not retried, and a
-download that huggingface_hub would retry is abandoned past a few timeouts, so a look-up never hangs.
-Every failure is one :class:`~vramcalc.errors.ModelSourceError` line naming the repository.
+``VRAMCALC_HUB_TIMEOUT`` (seconds each request may take, default 10). Requests are not retried: each
+JSON file gets one HEAD of vramcalc's own before ``hf_hub_download``, so an error status is reported as
+the server gave it, not after huggingface_hub's half-minute of retries; a download that huggingface_hub
+retries anyway (a cut body) is abandoned past a few timeouts, so a look-up never hangs, and its retries
+are not logged (:func:`_drop_download_logs`). Every failure is one
+:class:`~vramcalc.errors.ModelSourceError` line naming the repository.
 
 ``huggingface_hub`` is imported inside the functions that go to the network, never at import time.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -163,10 +167,34 @@ def _weights_in(
 # Requests.
 
 
+#: The name of the threads that download with huggingface_hub (its log records from them are dropped).
+DOWNLOAD_THREAD = "vramcalc-hub"
+
+
+def _drop_download_logs(record: logging.LogRecord) -> bool:
+    """huggingface_hub logs each retry of a failed download to standard error; vramcalc reports the
+    failure itself, in one line, so the records of its download threads are dropped (only those: the
+    library logs as it did for everything else a program does with it)."""
+    return record.threadName != DOWNLOAD_THREAD
+
+
+#: huggingface_hub's modules a download logs through (a logger's filters see only its own records).
+DOWNLOAD_LOGGERS = ("huggingface_hub.file_download", "huggingface_hub.utils._http")
+
+
+def _quiet_downloads() -> None:
+    """Install :func:`_drop_download_logs` on the loggers of huggingface_hub's download code, once."""
+    for name in DOWNLOAD_LOGGERS:
+        logger = logging.getLogger(name)
+        if _drop_download_logs not in logger.filters:
+            logger.addFilter(_drop_download_logs)
+
+
 def _in_daemon_threads(call: Callable[[str], Any], names: list[str], seconds: float) -> dict[str, Any]:
     """``call(name)`` for each name, :data:`MAX_PARALLEL` at a time in daemon threads, given up after
     ``seconds`` in all: huggingface_hub retries a failed download several times with longer timeouts,
     which must hold neither a look-up nor the interpreter's exit hostage (a pool's threads would)."""
+    _quiet_downloads()
     outcome: dict[str, Any] = {}
     failures: list[BaseException] = []
     gate = threading.Semaphore(MAX_PARALLEL)
@@ -178,7 +206,7 @@ def _in_daemon_threads(call: Callable[[str], Any], names: list[str], seconds: fl
             except BaseException as exc:
                 failures.append(exc)
 
-    threads = [threading.Thread(target=run, args=(name,), name="vramcalc-hub", daemon=True) for name in names]
+    threads = [threading.Thread(target=run, args=(name,), name=DOWNLOAD_THREAD, daemon=True) for name in names]
     for thread in threads:
         thread.start()
     deadline = time.monotonic() + seconds
@@ -194,11 +222,15 @@ def _in_daemon_threads(call: Callable[[str], Any], names: list[str], seconds: fl
 def _download_json(hub: _Hub, commit: str, names: list[str]) -> dict[str, Any]:
     """Download small JSON files with ``hf_hub_download`` (into the Hugging Face cache), in parallel, and
     parse them; the whole batch is bounded by a few request timeouts."""
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
     cache_dir = str(hf_cache.hub_cache_dir())
 
     def one(name: str) -> str:
+        # One HEAD without retries first: where it fails, hf_hub_download retries with backoff for half
+        # a minute (429 and 5xx answers), logging each try, and the server's answer would come too late.
+        url = hf_hub_url(hub.repo, name, revision=commit, endpoint=hub.endpoint)
+        get_hf_file_metadata(url, token=hub.token, timeout=hub.timeout, library_name="vramcalc")
         return str(
             hf_hub_download(
                 hub.repo,

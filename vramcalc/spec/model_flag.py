@@ -129,5 +129,24 @@ def spec_with_model(
     return parse_spec({"name": named.spec_name, "model": model, "workload": filled}, source), notes
 
 
+def spec_without_workload(data: Any, source: str) -> tuple[Spec, str | None, list[str]] | None:
+    """A spec file's document that names a model and no workload, as the rows of what the model can run
+    start from (``vramcalc estimate SPEC`` with a card): the file's keys with an inference workload at
+    :func:`default_workload`'s defaults; the model's name for the rows' specs (None for a model read from
+    files or given by its keys); and notes. None for any other document (a workload given, no model)."""
+    from vramcalc.spec.from_checkpoint import positive_int
+    from vramcalc.spec.load import parse_spec
+
+    if not isinstance(data, dict) or "workload" in data or not isinstance(data.get("model"), str | dict):
+        return None
+    model = data["model"]
+    if isinstance(model, dict):
+        filled, notes = default_workload(model, {"mode": "inference"}, positive_int(model, *CONTEXT_KEYS))
+        return parse_spec({**data, "workload": filled}, source), None, notes
+    base, notes = spec_with_model(None, model, {"mode": "inference"}, flag=f"{source}: model:")
+    document = {**base.model_dump(mode="json", exclude_none=True), **{k: v for k, v in data.items() if k != "model"}}
+    return parse_spec(document, source), model if base.model.checkpoint is None else None, notes
+
+
 #: Config fields of a model's context length.
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
