@@ -118,10 +118,12 @@ def test_optimizer_state_per_parameter(optimizer: Optimizer, per_param: int) -> 
     assert optimizer_state_bytes(optimizer, one, 4) == 1_049_600 * per_param
 
 
-def test_adamw_8bit_block_layout() -> None:
-    # bitsandbytes: tensors >= 4096 elements: 2 states x (1 B/element + fp32 absmax per 2048-element block);
-    # a 1024 x 1024 embedding: 2 x (1,048,576 + 512 x 4) = 2,101,248; the 1024-wide final RMSNorm
-    # (< 4096 elements) stays 32-bit: 2 x 4,096 = 8,192
+@pytest.mark.parametrize(("block", "embedding"), [(None, 2_129_920), (256, 2_129_920), (2048, 2_101_248)])
+def test_adamw_8bit_block_layout(block: int | None, embedding: int) -> None:
+    # bitsandbytes: tensors >= 4096 elements: 2 states x (1 B/element + an fp32 absmax per block of 256
+    # elements from 0.44.0, the default; 2048 before). A 1024 x 1024 embedding: 2 x (1,048,576 + 4,096 x 4)
+    # = 2,129,920 with 256-element blocks, 2 x (1,048,576 + 512 x 4) = 2,101,248 with 2048; the 1024-wide
+    # final RMSNorm (< 4096 elements) stays 32-bit: 2 x 4,096 = 8,192
     model = {
         "architecture": "decoder",
         "layers": 1,
@@ -135,7 +137,7 @@ def test_adamw_8bit_block_layout() -> None:
     from dataclasses import replace
 
     one = replace(shape, layers=0, tie_embeddings=True)
-    assert optimizer_state_bytes(Optimizer.adamw_8bit, one, 4) == 2_101_248 + 8_192
+    assert optimizer_state_bytes(Optimizer.adamw_8bit, one, 4, block) == embedding + 8_192
 
 
 CONTRACT_SPECS = [

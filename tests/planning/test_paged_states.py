@@ -36,14 +36,20 @@ def test_paged_32bit_split_by_hand() -> None:
 
 
 def test_paged_8bit_split_by_hand() -> None:
-    # 8-bit states in 2048-element blocks with an fp32 absmax each; tensors under 4096 elements keep fp32:
-    #   embedding: 2 x (512,000 uint8 + absmax 250 x 4 = 1,000 -> 1,024)
-    #   norms: 2 x 2 x 2,048 fp32; 300 x 300: 2 x (90,000 -> 90,112 + absmax 44 x 4 = 176 -> 512)
-    #   total 2 x (513,024 + 4,096 + 90,624) = 1,215,488
+    # 8-bit states in 256-element blocks (bitsandbytes 0.44 on) with an fp32 absmax each; tensors under
+    # 4096 elements keep fp32:
+    #   embedding: 2 x (512,000 uint8 + absmax 2,000 x 4 = 8,000 -> 8,192)
+    #   norms: 2 x 2 x 2,048 fp32; 300 x 300: 2 x (90,000 -> 90,112 + absmax 352 x 4 = 1,408 -> 1,536)
+    #   total 2 x (520,192 + 4,096 + 91,648) = 1,231,872
     # paged: only the embedding's two uint8 buffers (2 x 512,000); its absmax stays a device tensor
     split = paged_state_bytes_for(Optimizer.paged_adamw_8bit, TENSORS, 2, PAGED_MIN)
     assert split.managed_bytes == 1_024_000
-    assert split.device_bytes == 1_215_488 - 1_024_000 == 191_488
+    assert split.device_bytes == 1_231_872 - 1_024_000 == 207_872
+    # up to 0.43.x, 2048-element blocks: embedding absmax 250 x 4 = 1,000 -> 1,024; 300 x 300: 44 x 4 -> 512
+    #   total 2 x (513,024 + 4,096 + 90,624) = 1,215,488
+    old = paged_state_bytes_for(Optimizer.paged_adamw_8bit, TENSORS, 2, PAGED_MIN, block=2048)
+    assert old.managed_bytes == 1_024_000
+    assert old.device_bytes == 1_215_488 - 1_024_000 == 191_488
 
 
 def test_nothing_paged_below_the_threshold() -> None:

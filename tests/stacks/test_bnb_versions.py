@@ -156,3 +156,24 @@ def test_small_lora_tensors_are_not_paged() -> None:
 def test_bad_bitsandbytes_version() -> None:
     with pytest.raises(SpecError, match="workload.versions.bitsandbytes"):
         estimate(spec({"bitsandbytes": "latest"}))
+
+
+def test_8bit_optimizer_blocks_are_the_release_s() -> None:
+    """bitsandbytes' 8-bit optimizers keep an fp32 absmax per 2,048 elements up to 0.43.x and per 256 from
+    0.44.0 (``init_state``: ``n // 2048`` at tag 0.43.3, ``n // 256`` at 0.44.0). By hand, per state tensor,
+    whole 512-byte blocks: q/k/v/o 4096 x 4096 = 16,777,216 elements: 65,536 x 4 = 262,144 B against
+    8,192 x 4 = 32,768 (229,376 more); gate/up/down 4096 x 11008: 176,128 x 4 = 704,512 against
+    22,016 x 4 = 88,064 (616,448 more); the norms (4,096 elements: 64 B and 8 B) take one 512-byte block
+    either way; the embedding and the LM head, 32,000 x 4096: 2,048,000 against 256,000 (1,792,000 more).
+    32 x (4 x 229,376 + 3 x 616,448) + 2 x 1,792,000 = 92,123,136 per state, two states: 184,246,272."""
+
+    def states(versions: dict[str, str] | None) -> int:
+        workload = {"mode": "train", "batch_size": 1, "seq_len": 128, "precision": "bf16", "optimizer": "adamw-8bit"}
+        if versions is not None:
+            workload["versions"] = versions
+        result = estimate(parse_spec({"name": "t", "model": LLAMA2_7B, "workload": workload}))
+        return result.component_peaks["optimizer_states"]
+
+    old, new = states({"bitsandbytes": "0.43.3"}), states({"bitsandbytes": "0.44.0"})
+    assert new - old == 184_246_272
+    assert states(None) == new == states({"bitsandbytes": "0.50.1"})  # the default release is 0.44 or later

@@ -49,13 +49,14 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
     wl, shape, tk, dt, stack = work.spec.workload, work.shape, work.tokens, work.dtypes, work.stack
     optimizer, n_params = work.optimizer, work.n_params
     param_bytes = n_params * dt.param
-    states = optimizer_state_bytes(optimizer, shape, dt.param)
+    states = optimizer_state_bytes(optimizer, shape, dt.param, stack.optimizer_state_block)
     temps = optimizer_temp_bytes(optimizer, wl.optimizer_impl, shape, param_bytes, dt.param)
     if stack.optimizer_offload is not None:
         offloaded = stack.optimizer_offload(shape, optimizer, wl.optimizer_impl, dt)
         states, temps = offloaded.device_states, offloaded.device_temps
     elif stack.paged_state_min_elements is not None:  # the rest is managed memory: paged_bytes
-        states = paged_state_bytes(optimizer, shape, dt.param, stack.paged_state_min_elements).device_bytes
+        min_elements, block = stack.paged_state_min_elements, stack.optimizer_state_block
+        states = paged_state_bytes(optimizer, shape, dt.param, min_elements, block).device_bytes
     copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
     loss = stack.loss(shape, tk, dt) if stack.loss is not None else act.loss_bytes(shape, tk, dt)
     saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
@@ -209,7 +210,8 @@ def paged_bytes(work: ResolvedWorkload) -> int:
     stack = work.stack
     if work.mode is not Mode.train or stack.paged_state_min_elements is None or stack.optimizer_offload is not None:
         return 0
-    paged = paged_state_bytes(work.optimizer, work.shape, work.dtypes.param, stack.paged_state_min_elements)
+    min_elements, block = stack.paged_state_min_elements, stack.optimizer_state_block
+    paged = paged_state_bytes(work.optimizer, work.shape, work.dtypes.param, min_elements, block)
     return paged.managed_bytes
 
 

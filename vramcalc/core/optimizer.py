@@ -59,11 +59,12 @@ LAYOUTS: dict[Optimizer, StateLayout] = {
     Optimizer.adafactor: StateLayout(1, factored=True),
     # one momentum buffer
     Optimizer.lion: StateLayout(1),
-    # bitsandbytes 8-bit AdamW (paged or not): two 1-byte states in 2048-element blocks with an fp32 absmax
-    # each; tensors under 4096 elements keep 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size);
-    # its optimizers update in one fused kernel per tensor
-    Optimizer.adamw_8bit: StateLayout(2, width=1, block=2048, min_quantized=4096, fused_kernel=True),
-    Optimizer.paged_adamw_8bit: StateLayout(2, width=1, block=2048, min_quantized=4096, fused_kernel=True),
+    # bitsandbytes 8-bit AdamW (paged or not): two 1-byte states in 256-element blocks with an fp32 absmax
+    # each (the block of the stack's release: Stack.optimizer_state_block); tensors under 4096 elements keep
+    # 32-bit states (bitsandbytes/optim/optimizer.py, min_8bit_size); its optimizers update in one fused
+    # kernel per tensor
+    Optimizer.adamw_8bit: StateLayout(2, width=1, block=256, min_quantized=4096, fused_kernel=True),
+    Optimizer.paged_adamw_8bit: StateLayout(2, width=1, block=256, min_quantized=4096, fused_kernel=True),
     # bitsandbytes paged 32-bit AdamW: fp32 states whatever the parameter's dtype
     Optimizer.paged_adamw_32bit: StateLayout(2, width=FP32, fused_kernel=True),
 }
@@ -75,13 +76,16 @@ def _round_tensors(tensors: Sequence[tuple[int, int, int]], bytes_per_element: i
 
 
 @functools.lru_cache(maxsize=512)
-def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int) -> int:
+def optimizer_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int, block: int | None = None) -> int:
     """Optimizer state of the model's parameter tensors (:data:`LAYOUTS`; ``state_bytes``: the parameter's
-    dtype, the width of the states that follow it)."""
-    return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes)
+    dtype, the width of the states that follow it; ``block``: a quantized state's elements per absmax block,
+    the stack's, else the layout's)."""
+    return optimizer_state_bytes_for(optimizer, param_tensors(shape), state_bytes, block)
 
 
-def optimizer_state_bytes_for(optimizer: Optimizer, tensors: Sequence[tuple[int, int, int]], state_bytes: int) -> int:
+def optimizer_state_bytes_for(
+    optimizer: Optimizer, tensors: Sequence[tuple[int, int, int]], state_bytes: int, block: int | None = None
+) -> int:
     """:func:`optimizer_state_bytes` for an explicit list of (count, rows, columns) parameter tensors."""
     layout = LAYOUTS[optimizer]
     width = layout.width or state_bytes
@@ -101,7 +105,7 @@ def optimizer_state_bytes_for(optimizer: Optimizer, tensors: Sequence[tuple[int,
         if numel < layout.min_quantized:
             total += n * layout.states * allocation_bytes(numel * FP32)
         else:
-            absmax = allocation_bytes(ceil_div(numel, layout.block) * FP32)
+            absmax = allocation_bytes(ceil_div(numel, block or layout.block) * FP32)
             total += n * layout.states * (allocation_bytes(numel * width) + absmax)
     return total
 
@@ -116,13 +120,17 @@ class PagedStates:
 
 
 def paged_state_bytes_for(
-    optimizer: Optimizer, tensors: Sequence[tuple[int, int, int]], state_bytes: int, min_elements: int
+    optimizer: Optimizer,
+    tensors: Sequence[tuple[int, int, int]],
+    state_bytes: int,
+    min_elements: int,
+    block: int | None = None,
 ) -> PagedStates:
     """:func:`optimizer_state_bytes_for` when the state tensors of every parameter tensor of at least
     ``min_elements`` elements are allocated in managed memory (exact bytes, not the allocator's 512-byte
     blocks); a quantized layout's per-block scales and the smaller tensors' states stay device tensors."""
     layout = LAYOUTS[optimizer]
-    total = optimizer_state_bytes_for(optimizer, tensors, state_bytes)
+    total = optimizer_state_bytes_for(optimizer, tensors, state_bytes, block)
     if layout.states == 0 or layout.factored:
         return PagedStates(total, 0)
     moved, managed = 0, 0
@@ -137,9 +145,11 @@ def paged_state_bytes_for(
 
 
 @functools.lru_cache(maxsize=64)
-def paged_state_bytes(optimizer: Optimizer, shape: ModelShape, state_bytes: int, min_elements: int) -> PagedStates:
+def paged_state_bytes(
+    optimizer: Optimizer, shape: ModelShape, state_bytes: int, min_elements: int, block: int | None = None
+) -> PagedStates:
     """:func:`paged_state_bytes_for` of the model's parameter tensors."""
-    return paged_state_bytes_for(optimizer, param_tensors(shape), state_bytes, min_elements)
+    return paged_state_bytes_for(optimizer, param_tensors(shape), state_bytes, min_elements, block)
 
 
 def optimizer_temp_bytes(

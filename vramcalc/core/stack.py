@@ -79,6 +79,9 @@ class Stack:
     paged_state_min_elements: int | None = None
     #: The runtime serves the model with attention kernels of its own that never materialise the scores.
     fused_attention: bool = False
+    #: Elements per fp32 absmax block of a quantized optimizer state (bitsandbytes' 8-bit optimizers: the
+    #: release's; None: :data:`vramcalc.core.optimizer.LAYOUTS`' block).
+    optimizer_state_block: int | None = None
 
 
 @dataclass(frozen=True)

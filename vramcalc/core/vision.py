@@ -165,7 +165,7 @@ def resnet_phases(
         return {"forward": {**base, "activations": transient}}, n_params, notes
     optimizer = wl.optimizer or DEFAULT_OPTIMIZER
     tensors = param_tensors(depth, channels, labels)
-    states = optimizer_state_bytes_for(optimizer, tensors, dt.param)
+    states = optimizer_state_bytes_for(optimizer, tensors, dt.param, stack.optimizer_state_block)
     copies = n_params * dt.compute if dt.amp else 0
     kept = stack.zero_grad_in_place  # allocated from the start of the step
     live = {**base, "optimizer_states": states, **({"gradients": n_params * dt.param} if kept else {})}

@@ -363,9 +363,8 @@ def adapter_phases(
     optimizer = default_optimizer(spec)
     if wl.optimizer is None:
         notes.append(DEFAULT_OPTIMIZER_NOTE)
-    states = adapters.adapter_states(
-        optimizer, adapters.adapter_tensors(matrices, rank, frozen_a) + dora.tensors, a, stack.paged_state_min_elements
-    )
+    tensors = adapters.adapter_tensors(matrices, rank, frozen_a) + dora.tensors
+    states = adapters.adapter_states(optimizer, tensors, a, stack.paged_state_min_elements, stack.optimizer_state_block)
     kbit, said = peft_lora.resolve_kbit(spec, dt, qinfo)
     notes += said
     live = {

@@ -182,7 +182,9 @@ def _stage(
         parts = RankParts(base, params=n * dt.param, n_stage=n)
         return {"forward": {**base, "parameters": n * dt.param, "activations": transient}}, parts
     optimizer = wl.optimizer or DEFAULT_OPTIMIZER
-    parts = rank_parts(spec, shape, plan, stage, n, derived, optimizer, base, stack.kept_ops)
+    parts = rank_parts(
+        spec, shape, plan, stage, n, derived, optimizer, base, stack.kept_ops, stack.optimizer_state_block
+    )
     return phases_of(parts), parts
 
 
@@ -196,20 +198,28 @@ def rank_parts(
     optimizer: Optimizer,
     base: dict[str, int],
     kept: KeptOps | None = None,
+    block: int | None = None,
 ) -> RankParts:
     """Model states, working sets and activations of one rank of ``stage`` (training); ``kept``: what a
     selective checkpointing policy keeps of each block besides its input."""
-    states = _state_parts(spec, shape, plan, stage, n, derived, optimizer)
+    states = _state_parts(spec, shape, plan, stage, n, derived, optimizer, block)
     return RankParts(base=base, n_stage=n, **states, **_activation_parts(spec, shape, plan, stage, derived, kept))
 
 
 def _state_parts(
-    spec: Spec, shape: ModelShape, plan: Plan, stage: str, n: int, derived: int, optimizer: Optimizer
+    spec: Spec,
+    shape: ModelShape,
+    plan: Plan,
+    stage: str,
+    n: int,
+    derived: int,
+    optimizer: Optimizer,
+    block: int | None = None,
 ) -> dict[str, Any]:
     """Parameters, gradients, optimizer states, gathered working set, buckets and host bytes."""
     lay = layout(spec.workload.precision, plan.framework, plan.fp32_grads, DTYPES[spec.workload.precision].param)
     local = tp_local(shape, plan.tensor)
-    states = _states(plan, lay, optimizer, local, n, derived)
+    states = _states(plan, lay, optimizer, local, n, derived, block)
     persistent, stored = _grads(plan, lay, n)
     gathered_fwd, gathered_bwd, _ = _gathered(plan, lay, shape, n, _checkpointing(spec))
     partial, head_grads = _early_grads(plan, lay, local, stage in ("only", "last"), persistent)
@@ -289,10 +299,13 @@ def params_sharded(plan: Plan) -> bool:
     return plan.stage >= 3 or plan.fsdp is FsdpStrategy.shard_grad_op
 
 
-def _states(plan: Plan, lay: Layout, optimizer: Optimizer, local: ModelShape, n: int, derived: int) -> int:
-    """Optimizer states (shaped like the stage's parameters, at the state width) plus the fp32 master
-    copy, divided over the shard group from ZeRO stage 1 on."""
-    states = optimizer_state_bytes(optimizer, local, lay.state) * derived // count_params(local)
+def _states(
+    plan: Plan, lay: Layout, optimizer: Optimizer, local: ModelShape, n: int, derived: int, block: int | None
+) -> int:
+    """Optimizer states (shaped like the stage's parameters, at the state width; ``block``: the stack's
+    absmax block of quantized states) plus the fp32 master copy, divided over the shard group from ZeRO
+    stage 1 on."""
+    states = optimizer_state_bytes(optimizer, local, lay.state, block) * derived // count_params(local)
     return ceil_div(states + lay.master * n, shard_div(plan, 1))
 
 

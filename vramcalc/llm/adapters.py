@@ -186,23 +186,30 @@ def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
     return FP32 if autocast else dt.param
 
 
-def state_bytes(optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int) -> int:
-    """Optimizer state of the adapter tensors: the estimator's rules for any tensor list."""
+def state_bytes(
+    optimizer: Optimizer, tensors: list[tuple[int, int, int]], state_bytes: int, block: int | None = None
+) -> int:
+    """Optimizer state of the adapter tensors: the estimator's rules for any tensor list (``block``: the
+    stack's absmax block of quantized states)."""
     from vramcalc.core.optimizer import optimizer_state_bytes_for
 
-    return optimizer_state_bytes_for(optimizer, tensors, state_bytes)
+    return optimizer_state_bytes_for(optimizer, tensors, state_bytes, block)
 
 
 def adapter_states(
-    optimizer: Optimizer, tensors: list[tuple[int, int, int]], width: int, paged_min_elements: int | None
+    optimizer: Optimizer,
+    tensors: list[tuple[int, int, int]],
+    width: int,
+    paged_min_elements: int | None,
+    block: int | None = None,
 ) -> PagedStates:
     """:func:`state_bytes` split by where they live: with ``paged_min_elements`` (a paged optimizer) the states
     of the tensors that large are managed memory (:func:`vramcalc.core.optimizer.paged_state_bytes_for`)."""
     from vramcalc.core.optimizer import PagedStates, paged_state_bytes_for
 
     if paged_min_elements is None:
-        return PagedStates(state_bytes(optimizer, tensors, width), 0)
-    return paged_state_bytes_for(optimizer, tensors, width, paged_min_elements)
+        return PagedStates(state_bytes(optimizer, tensors, width, block), 0)
+    return paged_state_bytes_for(optimizer, tensors, width, paged_min_elements, block)
 
 
 def lora_saved_per_token(

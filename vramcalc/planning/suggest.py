@@ -47,7 +47,7 @@ PRECISION_NOTES = {
 
 
 OPTIMIZER_NOTES = {
-    Optimizer.adamw_8bit: "bitsandbytes 8-bit AdamW: 1-byte states in 2048-element blocks",
+    Optimizer.adamw_8bit: "bitsandbytes 8-bit AdamW: 1-byte states in 256-element blocks (2,048 before 0.44)",
     Optimizer.adafactor: "factored second moments (a row and a column vector per matrix), no first moment",
 }
 

@@ -75,6 +75,13 @@ SETS_COMPUTE_FROM_INPUT = (0, 41, 0)
 KEEPS_GIVEN_COMPUTE = (0, 47, 0)
 #: ``MatMul4Bit`` runs ``torch.ops.bitsandbytes.gemm_4bit``, whose fallback dequantizes into the compute dtype.
 DEQUANTS_TO_COMPUTE = (0, 50, 0)
+#: The 8-bit optimizers' absmax blocks: 2,048 elements up to 0.43.x, 256 from 0.44.0 (``init_state``:
+#: ``blocks = n // 2048`` at tag 0.43.3, ``n // 256`` at 0.44.0; "Change 8bit optimizer blocksize
+#: 2048->256", github.com/bitsandbytes-foundation/bitsandbytes/pull/1365).
+SMALL_STATE_BLOCKS = (0, 44, 0)
+OLD_STATE_BLOCK, STATE_BLOCK = 2048, 256
+#: The optimizers whose states are 8-bit blocks.
+EIGHT_BIT_OPTIMIZERS = (Optimizer.adamw_8bit, Optimizer.paged_adamw_8bit)
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 #: ``get_state_buffer``: smaller tensors get ordinary (non-paged) state buffers (``p.numel() < 1e5``).
 PAGED_MIN_ELEMENTS = 100_000
@@ -335,10 +342,18 @@ def lightning_load_copy(wl: Workload, largest: int) -> int:
 
 
 def refine(stack: Stack, workload: Workload) -> Stack:
-    """A paged optimizer's states in managed memory (:data:`PAGED_MIN_ELEMENTS` and up); else ``stack``."""
+    """A paged optimizer's states in managed memory (:data:`PAGED_MIN_ELEMENTS` and up); an 8-bit optimizer's
+    absmax blocks of the release (:func:`state_block`); else ``stack``."""
+    if workload.optimizer in EIGHT_BIT_OPTIMIZERS:
+        stack = replace(stack, optimizer_state_block=state_block(release_of(workload.versions)))
     if workload.optimizer not in PAGED_OPTIMIZERS:
         return stack
     return replace(stack, paged_state_min_elements=PAGED_MIN_ELEMENTS)
+
+
+def state_block(release: Release) -> int:
+    """Elements per fp32 absmax block of the release's 8-bit optimizer states."""
+    return OLD_STATE_BLOCK if release.key < SMALL_STATE_BLOCKS else STATE_BLOCK
 
 
 def paged_state_note(optimizer_value: str, managed_bytes: int | None, paged_states: PagedStates | None) -> str:

@@ -292,7 +292,7 @@ def method_phases(
     live = {
         **base,
         "parameters": base["parameters"] + trainable * a + m.buffers,
-        "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a) + m.extra_states,
+        "optimizer_states": adapters.state_bytes(optimizer, m.tensors, a, stack.optimizer_state_block) + m.extra_states,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
     if stack.zero_grad_in_place:  # allocated from the start of the step

@@ -123,6 +123,11 @@ def _pages_states(wl: Workload) -> bool:
     return wl.optimizer in (Optimizer.paged_adamw_8bit, Optimizer.paged_adamw_32bit)
 
 
+def _bnb_optimizer(wl: Workload) -> bool:
+    """A bitsandbytes optimizer: 8-bit (its states in blocks of the release's size) or paged."""
+    return wl.optimizer is Optimizer.adamw_8bit or _pages_states(wl)
+
+
 def _adapts(*types: AdapterType) -> Callable[[Workload], bool]:
     return lambda wl: wl.adapter is not None and wl.adapter.type in types
 
@@ -211,7 +216,7 @@ LIBRARIES: tuple[Library, ...] = (
         "bitsandbytes",
         "vramcalc.stacks.bnb",
         ("quantization", "versions.bitsandbytes", "optimizer", "paged_states"),
-        lambda wl: _quantizes(*BNB_METHODS)(wl) or "bitsandbytes" in (wl.versions or {}) or _pages_states(wl),
+        lambda wl: _quantizes(*BNB_METHODS)(wl) or "bitsandbytes" in (wl.versions or {}) or _bnb_optimizer(wl),
         refines=True,
         keys_checked=lambda wl: wl.paged_states is not None,
     ),
