@@ -172,6 +172,9 @@ MEASURED_CASES = ROOT / "benchmarks" / "data" / "measured_bert_large_v100.yaml"
 #: "adamw_hf" is transformers' own AdamW, a per-parameter loop (temporaries of one tensor at a time).
 #: The PyTorch of the V100 runs: not stated; transformers 4.16-4.18 (early 2022) shipped beside 1.10 and 1.11.
 V100_TORCH = "1.11"
+#: Its bitsandbytes (for Adam8bit): not stated either; early 2022 was 0.26-0.27, and every release before
+#: 0.44.0 keeps an 8-bit state's absmax per 2,048 elements (vramcalc/stacks/bnb.py).
+V100_BITSANDBYTES = "0.26.0"
 MEASURED_OPTIMIZERS = {
     "adamw": ("adamw", "forloop"),
     "adafactor": ("adafactor", "forloop"),
@@ -205,7 +208,8 @@ def measured_spec(case: dict[str, Any], context_bytes: int) -> dict[str, Any]:
             "gradient_checkpointing": "full" if workload["gradient_checkpointing"] else "none",
             "attention": workload["attention"],
             # early 2022: PyTorch 1.10/1.11 (unstated; every release before 2.0 zeroes gradients in place)
-            "versions": {"torch": V100_TORCH},
+            "versions": {"torch": V100_TORCH}
+            | ({"bitsandbytes": V100_BITSANDBYTES} if optimizer == "adamw-8bit" else {}),
         },
         "overhead": {"cuda_context": f"{context_bytes}B", "allocator_reserve": "0%"},
     }

@@ -183,8 +183,13 @@ def _bert_large_v100(record: dict[str, Any]) -> Case:
         return Case(spec, WEIGHTS_CONTEXT, [])
     spec = accuracy.measured_spec(record, V100_CONTEXT)
     del spec["overhead"]["allocator_reserve"]  # the reserve model decides, as for any spec
-    torch = f"versions.torch {accuracy.V100_TORCH} (early 2022; any release before 2.0 keeps zeroed gradients)"
-    return Case(spec, NVML, [torch], hopper_or_newer=False)
+    said = [f"versions.torch {accuracy.V100_TORCH} (early 2022; any release before 2.0 keeps zeroed gradients)"]
+    if "bitsandbytes" in spec["workload"]["versions"]:
+        said.append(
+            f"versions.bitsandbytes {accuracy.V100_BITSANDBYTES} (early 2022; any release before 0.44 keeps an "
+            "absmax per 2,048 elements)"
+        )
+    return Case(spec, NVML, said, hopper_or_newer=False)
 
 
 #: The transformers release each SDPA table was made with: the release that shipped the pull request adding
