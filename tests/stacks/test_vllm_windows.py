@@ -170,3 +170,59 @@ def test_pinned_v0_release_keeps_one_block_over_every_layer(tmp_path: Path) -> N
     doc = _estimate(tmp_path, _doc("mistral-7b-v0.1", 32768, versions={"vllm": "0.6.4"}))
     assert doc["kv_cache_blocks"] == doc["kv_cache_budget_bytes"] // (BLOCK * 32 * 4096)
     assert "kv_cache_startup_bytes" not in doc or doc["kv_cache_startup_bytes"] is None
+
+
+#: Qwen2-7B's shape (Qwen/Qwen2-7B config.json: 28 layers, hidden 3,584, 28 heads of 128, 4 KV heads) with
+#: its sliding window switched on: ``use_sliding_window: true``, ``sliding_window: 4096``, ``max_window_layers:
+#: 21``. transformers and vLLM slide on the layers whose index is at least max_window_layers
+#: (``layer_idx >= config.max_window_layers``): the first 21 attend in full, the last 7 slide.
+QWEN2_WINDOWED = {
+    "architecture": "decoder", "layers": 28, "hidden_size": 3584, "heads": 28, "kv_heads": 4, "ffn_size": 18944,
+    "mlp": "swiglu", "vocab_size": 152064, "sliding_window": 4096, "full_attention_layers": 21,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("context", "per_request"), [(32768, 6913), (2048, 513)])
+def test_qwen2_max_window_layers_by_hand(tmp_path: Path, context: int, per_request: int) -> None:
+    """Page of one layer: 16 x 4 x (128 + 128) x 2 = 32,768 B. 21 full and 7 sliding layers: 21 >= 1.5 x 7, so
+    groups of 7: 3 full groups and 1 sliding group, none padded. One request at 32k: 3 x cdiv(32,768, 16)
+    = 6,144 + cdiv(min(4,095 + 8,192, 32,768), 16) + 1 = 769: 6,913 blocks; at 2k: 3 x 128 + 129 = 513."""
+    doc = _estimate(tmp_path, {**_doc("qwen2", context), "model": QWEN2_WINDOWED})
+    blocks = doc["kv_cache_budget_bytes"] // 32768 // 7
+    assert doc["kv_cache_blocks"] == blocks
+    assert doc["kv_cache_tokens"] == blocks // 4 * BLOCK
+    assert doc["max_concurrency"] == math.floor(blocks * 100 / per_request) / 100
+    assert doc["max_concurrent_sequences"] == blocks // per_request
+    assert doc["kv_cache_bytes"] == per_request * 32768 * 7
+
+
+def test_qwen2_window_keys_from_the_config() -> None:
+    """The importer reads use_sliding_window / max_window_layers (and transformers 5's layer_types) into
+    full_attention_layers; a max_window_layers past the last layer leaves no layer sliding."""
+    from vramcalc.spec.hf_import import model_from_config
+
+    config = {
+        "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "intermediate_size": 18944,
+        "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
+        "max_position_embeddings": 32768, "sliding_window": 4096, "tie_word_embeddings": False,
+    }  # fmt: skip
+    windowed = {**config, "use_sliding_window": True, "max_window_layers": 21}
+    model, _ = model_from_config(windowed, "x")
+    assert (model["sliding_window"], model["full_attention_layers"]) == (4096, 21)
+    types = {**config, "layer_types": ["full_attention"] * 21 + ["sliding_attention"] * 7}
+    assert model_from_config(types, "x")[0]["full_attention_layers"] == 21
+    assert "sliding_window" not in model_from_config({**windowed, "max_window_layers": 28}, "x")[0]
+    assert "sliding_window" not in model_from_config({**config, "use_sliding_window": False}, "x")[0]
+
+
+def test_full_attention_layers_needs_a_window(tmp_path: Path) -> None:
+    for extra, message in [
+        ({"sliding_window": None}, "full_attention_layers: only valid with sliding_window"),
+        ({"sliding_window_pattern": 2}, "full_attention_layers: give it or sliding_window_pattern, not both"),
+        ({"full_attention_layers": 29}, "full_attention_layers: 29 is more than the 28 layers"),
+    ]:
+        model = {k: v for k, v in {**QWEN2_WINDOWED, **extra}.items() if v is not None}
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump({**_doc("qwen2", 2048), "model": model}), encoding="utf-8")
+        result = runner.invoke(app, ["estimate", str(path)])
+        assert result.exit_code == 2 and message in result.stderr, result.output

@@ -38,7 +38,7 @@ def resolve_details(spec: ModelSpec, arch: Architecture, head: Head) -> tuple[di
         head_bias = not (arch is Architecture.decoder and head is Head.classification)
         if head in (Head.classification, Head.token_classification, Head.question_answering):
             notes.append(f"head_bias not given: {str(head_bias).lower()}")
-    if spec.sliding_window is not None and spec.sliding_window_pattern is None:
+    if spec.sliding_window is not None and spec.sliding_window_pattern is None and spec.full_attention_layers is None:
         notes.append(f"sliding_window_pattern not given: every layer attends over {spec.sliding_window:,} tokens")
     mla, mla_notes = _resolve_mla(spec)
     fields = {
@@ -56,6 +56,7 @@ def resolve_details(spec: ModelSpec, arch: Architecture, head: Head) -> tuple[di
         "embedding_dim": spec.embedding_dim if spec.embedding_dim not in (None, spec.hidden_size) else 0,
         "sliding_window": spec.sliding_window or 0,
         "sliding_window_pattern": spec.sliding_window_pattern or 0,
+        "full_attention_layers": spec.full_attention_layers or 0,
         "mla": mla,
     }
     return fields, notes + mla_notes

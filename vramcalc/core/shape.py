@@ -74,6 +74,7 @@ class ModelShape:
     embedding_dim: int = 0  # 0: the token embedding is hidden wide
     sliding_window: int = 0  # 0: global attention in every layer
     sliding_window_pattern: int = 0  # N: layers N, 2N, ... are global; 0: every layer slides
+    full_attention_layers: int = 0  # N: the first N layers are global, the rest slide (Qwen2's max_window_layers)
     mla: MlaShape | None = None  # multi-head latent attention (DeepSeek V2/V3)
     #: How the code that runs the model allocates beyond its shape (a library release's facts; vramcalc/stacks/)
     code: ModelCode = TODAY
@@ -118,6 +119,8 @@ class ModelShape:
         """How many of ``layers`` attend over the last ``sliding_window`` tokens only."""
         if not self.sliding_window:
             return 0
+        if self.full_attention_layers:
+            return max(0, layers - self.full_attention_layers)
         if not self.sliding_window_pattern:
             return layers
         return layers - layers // self.sliding_window_pattern

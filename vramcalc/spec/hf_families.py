@@ -20,13 +20,16 @@ Converter = Callable[[Reader], Imported]
 def _sliding(r: Reader, default: int | None = None, pattern: int = 0) -> Imported:
     """Sliding-window attention as spec keys (none without a window): ``layer_types`` (transformers 5) where
     given, else ``sliding_window`` on every layer, or every layer but each ``pattern``-th (Gemma 2: 2,
-    Gemma 3: 6)."""
+    Gemma 3: 6); layers that slide only after the first few are ``full_attention_layers`` (Qwen2)."""
     window = r.count("sliding_window", default=default, minimum=0) or None  # 0: none (Qwen2-MoE)
     types = r.names("layer_types")
     if types:
         sliding = [kind == "sliding_attention" for kind in types]
         if window is None or not any(sliding):
             return {}, []
+        full = sliding.index(True)
+        if full and sliding == [False] * full + [True] * (len(sliding) - full):  # Qwen2: max_window_layers
+            return {"sliding_window": window, "full_attention_layers": full}, []
         pattern = 0 if all(sliding) else sliding.index(False) + 1
         if pattern and sliding != [(i + 1) % pattern != 0 for i in range(len(sliding))]:
             return {}, ["layer_types: irregular sliding layers; KV cache counted in full"]
@@ -40,9 +43,14 @@ def _qwen_window(r: Reader) -> Imported:
     if r.names("layer_types"):
         return _sliding(r)
     if r.flag("use_sliding_window", False) and r.count("sliding_window", default=None, minimum=0):
-        if r.count("max_window_layers", default=0, minimum=0) == 0:
+        full = r.count("max_window_layers", default=0, minimum=0) or 0
+        if full == 0:
             return _sliding(r)
-        return {}, ["use_sliding_window: per-layer window not modelled; KV cache in full"]
+        layers = r.count("num_hidden_layers", default=None, minimum=1)
+        if layers is not None and full >= layers:  # every layer index is below it: none slides
+            return {}, []
+        fields, notes = _sliding(r)
+        return fields | {"full_attention_layers": full}, notes
     return {}, []
 
 

@@ -157,6 +157,7 @@ class ModelSpec(SpecSection):
     # Sliding-window attention (Mistral, Gemma 2/3, StarCoder2):
     sliding_window: PositiveInt | None = None
     sliding_window_pattern: PositiveInt | None = None
+    full_attention_layers: NonNegativeInt | None = None  # the first N layers attend in full (Qwen2's max_window_layers)
     # Multi-head latent attention (DeepSeek V2/V3):
     kv_lora_rank: PositiveInt | None = None
     q_lora_rank: PositiveInt | None = None
@@ -172,6 +173,15 @@ class ModelSpec(SpecSection):
     def _detail_rules(self) -> "ModelSpec":
         if self.sliding_window_pattern is not None and self.sliding_window is None:
             raise ValueError("sliding_window_pattern: only valid with sliding_window")
+        if self.full_attention_layers is not None:
+            if self.sliding_window is None:
+                raise ValueError("full_attention_layers: only valid with sliding_window")
+            if self.sliding_window_pattern is not None:
+                raise ValueError("full_attention_layers: give it or sliding_window_pattern, not both")
+            if self.layers is not None and self.full_attention_layers > self.layers:
+                raise ValueError(
+                    f"full_attention_layers: {self.full_attention_layers:,} is more than the {self.layers:,} layers"
+                )
         if self.kv_lora_rank is None:
             given = [key for key in MLA_KEYS if getattr(self, key) is not None]
             if given:
