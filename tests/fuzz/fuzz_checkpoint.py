@@ -71,7 +71,8 @@ class Raw(str):
 #: Hostile values of a config field, a dimension, an offset.
 HOSTILE: list[Any] = [
     0, -1, 1, 3, 2**31, 2**32 + 1, 2**53 + 1, 2**63, 2**64, 10**30, -(10**30), 0.5, 64.0, 1e308, -1e-308,
-    True, False, None, "64", "", "x" * 3000, "\u202e\x1b[31m", [], [64], [1, 2, 3], {}, {"a": {"b": [1]}},
+    True, False, None, "64", "", "x" * 3000, "\u202e\x1b[31m", "::error::pwn", "##[group]x", "[/]", [], [64],
+    [1, 2, 3], {}, {"a": {"b": [1]}},
     Raw("1" + "0" * 5000), Raw("1e999"), Raw("-1e999"), Raw("NaN"), Raw("Infinity"), Raw("-0"), Raw("1E400"),
 ]  # fmt: skip
 #: Fields of a transformers config the importers read (vramcalc/spec/hf_*.py, from_checkpoint.py).
@@ -99,6 +100,7 @@ BAD_NAMES = [
     "missing.safetensors", "../model.safetensors", "../../../../etc/passwd", "/etc/passwd", "/dev/zero",
     "/proc/self/mem", "a" * 300 + ".safetensors", "a\x00b.safetensors", "", ".", "..", "sub/model.safetensors",
     "model.safetensors\\..", "config.json", "link-loop", "fifo.safetensors", "zero.safetensors", 7, None, [],
+    "::error::x.safetensors", "##[group]x.safetensors",
 ]  # fmt: skip
 SEEDS = ("llama", "sharded", "diffusers", "awq", "unmodelled")
 COMMANDS = ("estimate", "import", "spec")
@@ -510,6 +512,11 @@ def checkpoint_cases(draw: st.DrawFn) -> CheckpointCase:
 # --------------------------------------------------------------------------------------------------
 
 
+def workflow_lines(text: str) -> list[str]:
+    """Lines a GitHub Actions log would read as workflow commands: starting with ``::`` or holding ``##[``."""
+    return [line for line in text.splitlines() if line.lstrip().startswith("::") or "##[" in line]
+
+
 def build(case: CheckpointCase) -> Path:
     """The folder of ``case`` (the workspace's ``checkpoint`` folder, emptied first)."""
     root = workspace().root / "checkpoint"
@@ -562,6 +569,9 @@ def check_checkpoint_case(case: CheckpointCase) -> None:
         raise Tolerated("a known issue")
     if result.exit_code not in (0, 2):
         fail(f"exit {result.exit_code}: estimate and import exit 0 or 2")
+    commanding = workflow_lines(result.stdout + "\n" + result.stderr)
+    if commanding:
+        fail(f"an output line a CI log would read as a command: {commanding[0][:120]!r}")
     lines = result.stderr.splitlines()
     errors = [line for line in lines if line.startswith("error: ")]
     # a note is wrapped at the terminal's width, its continuation lines indented by two spaces

@@ -26,7 +26,7 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-from fuzz_checkpoint import STAGES, checkpoint_cases
+from fuzz_checkpoint import STAGES, checkpoint_cases, workflow_lines
 from fuzz_support import FuzzFailure, Tolerated, check_result, describe, invoke, tolerating_known_issues, workspace
 from hubserver import HubServer
 from hypothesis import strategies as st
@@ -179,6 +179,9 @@ def check_hub_case(case: HubCase) -> None:
         raise Tolerated("a known issue")
     if result.exit_code not in (0, 2):
         fail(f"exit {result.exit_code}: estimate and import exit 0 or 2")
+    commanding = workflow_lines(result.stdout + "\n" + result.stderr)
+    if commanding:
+        fail(f"an output line a CI log would read as a command: {commanding[0][:120]!r}")
     lines = result.stderr.splitlines()
     errors = [line for line in lines if line.startswith("error: ")]
     noted = [line.startswith("note: ") or (line.startswith("  ") and lines[at - 1].startswith(("note: ", "  ")))
