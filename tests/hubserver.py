@@ -30,12 +30,32 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+#: The names a test may resolve: the stand-in's.
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def local_resolver(real: Callable[..., Any]) -> Callable[..., Any]:
+    """``socket.getaddrinfo`` that resolves :data:`LOCAL_HOSTS` only: a request to any other host fails at
+    once, so nothing a test runs can reach huggingface.co."""
+
+    def local_only(host: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host.decode() if isinstance(host, bytes) else host
+        if name not in LOCAL_HOSTS:
+            raise socket.gaierror(socket.EAI_NONAME, f"tests resolve local names only, not {name!r}")
+        return real(host, *args, **kwargs)
+
+    return local_only
+
 
 #: Files served as LFS objects (redirected to the CDN, with a SHA-256), as the Hub stores weights.
 LFS_SUFFIXES = (".safetensors", ".gguf", ".bin")

@@ -512,6 +512,27 @@ def checkpoint_cases(draw: st.DrawFn) -> CheckpointCase:
 # --------------------------------------------------------------------------------------------------
 
 
+def model_command_errors(args: list[str], result: Any, fail: Any) -> list[str]:
+    """The rules every command reading a model follows (this target's and ``hub``'s): those of
+    :func:`fuzz_support.check_result`, exit 0 or 2, no line a CI log reads as a workflow command, and on
+    stderr only ``error:`` and ``note:`` lines; the error lines."""
+    if not check_result(args, result):
+        raise Tolerated("a known issue")
+    if result.exit_code not in (0, 2):
+        fail(f"exit {result.exit_code}: estimate and import exit 0 or 2")
+    commanding = workflow_lines(result.stdout + "\n" + result.stderr)
+    if commanding:
+        fail(f"an output line a CI log would read as a command: {commanding[0][:120]!r}")
+    lines = result.stderr.splitlines()
+    # a note is wrapped at the terminal's width, its continuation lines indented by two spaces
+    noted = [line.startswith("note: ") or (line.startswith("  ") and lines[at - 1].startswith(("note: ", "  ")))
+             for at, line in enumerate(lines)]  # fmt: skip
+    others = [line for line, ok in zip(lines, noted, strict=True) if not ok and not line.startswith("error: ")]
+    if others:
+        fail(f"stderr holds a line that is neither an error nor a note: {others[0][:200]!r}")
+    return [line for line in lines if line.startswith("error: ")]
+
+
 def workflow_lines(text: str) -> list[str]:
     """Lines a GitHub Actions log would read as workflow commands: starting with ``::`` or holding ``##[``."""
     return [line for line in text.splitlines() if line.lstrip().startswith("::") or "##[" in line]
@@ -565,21 +586,7 @@ def check_checkpoint_case(case: CheckpointCase) -> None:
     def fail(why: str) -> None:
         raise FuzzFailure(f"{why}\ninput: {case!r}\n" + describe(args, result))
 
-    if not check_result(args, result):
-        raise Tolerated("a known issue")
-    if result.exit_code not in (0, 2):
-        fail(f"exit {result.exit_code}: estimate and import exit 0 or 2")
-    commanding = workflow_lines(result.stdout + "\n" + result.stderr)
-    if commanding:
-        fail(f"an output line a CI log would read as a command: {commanding[0][:120]!r}")
-    lines = result.stderr.splitlines()
-    errors = [line for line in lines if line.startswith("error: ")]
-    # a note is wrapped at the terminal's width, its continuation lines indented by two spaces
-    noted = [line.startswith("note: ") or (line.startswith("  ") and lines[at - 1].startswith(("note: ", "  ")))
-             for at, line in enumerate(lines)]  # fmt: skip
-    others = [line for line, ok in zip(lines, noted, strict=True) if not ok and not line.startswith("error: ")]
-    if others:
-        fail(f"stderr holds a line that is neither an error nor a note: {others[0][:200]!r}")
+    errors = model_command_errors(args, result, fail)
     if result.exit_code == 2:
         _check_refusal(case, args, result.stdout, errors, folder, fail)
     else:

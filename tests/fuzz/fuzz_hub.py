@@ -26,9 +26,9 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-from fuzz_checkpoint import STAGES, checkpoint_cases, workflow_lines
-from fuzz_support import FuzzFailure, Tolerated, check_result, describe, invoke, tolerating_known_issues, workspace
-from hubserver import HubServer
+from fuzz_checkpoint import STAGES, checkpoint_cases, model_command_errors
+from fuzz_support import FuzzFailure, describe, invoke, tolerating_known_issues, workspace
+from hubserver import HubServer, local_resolver
 from hypothesis import strategies as st
 
 #: Seconds a request may take (VRAMCALC_HUB_TIMEOUT) and a command: a few requests, each at most that.
@@ -39,7 +39,6 @@ FAULTS = [None] * 6 + ["status", "path", "path", "short", "no-range"]
 STATUSES = [401, 403, 404, 429, 500, 502, 503]
 PATHS = ["/api/models/", "/tree/", "/resolve/", "/cdn/", ".safetensors", "config.json", ".index.json"]
 REVISIONS = ["", "", "", "@main", "@0123456789abcdef0123456789abcdef01234567", "@v1.0", "@refs%2Fpr%2F1", "@"]
-_LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 _counter = itertools.count()
 
 
@@ -100,14 +99,7 @@ def hub_environment(hub: HubServer) -> Iterator[None]:
     os.environ["VRAMCALC_HUB_TIMEOUT"] = str(REQUEST_TIMEOUT_S)
     os.environ.pop("HF_HUB_OFFLINE", None)
     real = socket.getaddrinfo
-
-    def local_only(host: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else host
-        if name not in _LOCAL_HOSTS:
-            raise socket.gaierror(socket.EAI_NONAME, f"the fuzz run resolves local names only, not {name!r}")
-        return real(host, *args, **kwargs)
-
-    socket.getaddrinfo = local_only  # type: ignore[assignment]
+    socket.getaddrinfo = local_resolver(real)  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -175,20 +167,7 @@ def check_hub_case(case: HubCase) -> None:
     def fail(why: str) -> None:
         raise FuzzFailure(f"{why}\ninput: {case!r}\n" + describe(args, result))
 
-    if not check_result(args, result):
-        raise Tolerated("a known issue")
-    if result.exit_code not in (0, 2):
-        fail(f"exit {result.exit_code}: estimate and import exit 0 or 2")
-    commanding = workflow_lines(result.stdout + "\n" + result.stderr)
-    if commanding:
-        fail(f"an output line a CI log would read as a command: {commanding[0][:120]!r}")
-    lines = result.stderr.splitlines()
-    errors = [line for line in lines if line.startswith("error: ")]
-    noted = [line.startswith("note: ") or (line.startswith("  ") and lines[at - 1].startswith(("note: ", "  ")))
-             for at, line in enumerate(lines)]  # fmt: skip
-    others = [line for line, ok in zip(lines, noted, strict=True) if not ok and not line.startswith("error: ")]
-    if others:
-        fail(f"stderr holds a line that is neither an error nor a note: {others[0][:200]!r}")
+    errors = model_command_errors(args, result, fail)
     if result.exit_code == 0:
         if errors:
             fail("exit 0 with an error line")

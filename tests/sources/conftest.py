@@ -7,26 +7,15 @@ from __future__ import annotations
 import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from hubserver import HubServer
-
-_LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+from hubserver import HubServer, local_resolver
 
 
 @pytest.fixture
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only local names resolve: a request to any other host fails at once, in every thread."""
-    real = socket.getaddrinfo
-
-    def local_only(host: Any, *args: Any, **kwargs: Any) -> Any:
-        name = host.decode() if isinstance(host, bytes) else host
-        if name not in _LOCAL_HOSTS:
-            raise socket.gaierror(socket.EAI_NONAME, f"tests resolve local names only, not {name!r}")
-        return real(host, *args, **kwargs)
-
-    monkeypatch.setattr(socket, "getaddrinfo", local_only)
+    monkeypatch.setattr(socket, "getaddrinfo", local_resolver(socket.getaddrinfo))
 
 
 @pytest.fixture
