@@ -512,3 +512,17 @@ def test_a_directory_named_several_ways_is_checked_once(tmp_path: Path, monkeypa
     code, rows = check_json("specs", "specs/", "./specs/../specs", "specs/a.yaml", "link.yaml")
     assert code == 0
     assert [row["spec"] for row in rows] == [str(Path("specs", "a.yaml")), str(Path("specs", "b.yaml"))]
+
+
+@pytest.mark.parametrize("columns", ["80", "120"])
+def test_the_verdict_is_never_split_by_a_long_path(tmp_path: Path, columns: str) -> None:
+    """A checkout at a long path makes the table put the GPU under the spec and wrap the spec's path; the
+    verdict a CI log is searched for stays whole on its line."""
+    deep = tmp_path / ("a-rather-long-folder-name-" * 3) / "and-another-level-of-folders"
+    deep.mkdir(parents=True)
+    fits, too_big = deep / "gpt2-a100.yaml", deep / "bert-large-v100.yaml"
+    shutil.copy(FITS, fits)
+    shutil.copy(TOO_BIG, too_big)
+    result = runner.invoke(app, ["check", str(fits), str(too_big)], env={"COLUMNS": columns})
+    assert result.exit_code == 1, result.output
+    assert "DOES NOT FIT" in result.stdout and "spec on GPU" in result.stdout

@@ -59,8 +59,12 @@ def gib(n_bytes: int) -> str:
     return f"{n_bytes / GiB:,.2f}"
 
 
+#: The verdict of a row that does not fit, as CI logs are searched for it.
+DOES_NOT_FIT = "DOES NOT FIT"
+
+
 def verdict(row: CheckRow) -> str:
-    return "fits" if row.fit.fits else "DOES NOT FIT"
+    return "fits" if row.fit.fits else DOES_NOT_FIT
 
 
 def _count(n: int, word: str) -> str:
@@ -282,6 +286,9 @@ def format_table(report: CheckReport, *, color: bool = False, width: int | None 
     if table_width(_check_table(_widest_rows(rows), stacked=False), console, natural=True) > width:
         table = _check_table(_table_rows(report, stacked=True), stacked=True)
         narrow_table(table, flexible=0, wrapping=(4,))
+        if any(not row.fit.fits for row in report.rows):  # never split: a log is searched for DOES_NOT_FIT
+            verdict_column = table.columns[4]
+            verdict_column.width = max(verdict_column.width or 0, len(DOES_NOT_FIT))
     else:
         table = _check_table(rows, stacked=False)
     console.print(table)
