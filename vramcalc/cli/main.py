@@ -170,13 +170,19 @@ def _without_workload(spec: Path, gpu: str | None) -> "tuple[Spec, str | None, l
     """A spec file that names a model and no workload: the spec the rows of what the model can run start
     from, the model's name for their specs, and notes (see :func:`vramcalc.spec.model_flag.spec_without_workload`);
     None for any other file, or one that cannot be read (the estimate's own reading then says why)."""
-    from vramcalc.files import read_yaml
-    from vramcalc.spec.model_flag import spec_without_workload
+    import re
+
+    from vramcalc.files import MAX_SPEC_BYTES, parse_yaml, read_regular_file
 
     try:
-        data = read_yaml(spec)
-    except (VramcalcError, OSError):
+        text = read_regular_file(spec, MAX_SPEC_BYTES, "spec files").decode("utf-8")
+        if re.search(r"^workload\s*:", text, re.MULTILINE):  # a workload section: the estimate reads the file
+            return None
+        data = parse_yaml(text, str(spec))
+    except (VramcalcError, OSError, UnicodeDecodeError):
         return None
+    from vramcalc.spec.model_flag import spec_without_workload
+
     with user_errors(str(spec)):
         found = spec_without_workload(data, str(spec))
         if found is not None and gpu is None and (found[0].target is None or found[0].target.gpu is None):
