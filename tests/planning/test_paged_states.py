@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_errors import estimate_error_line
 from typer.testing import CliRunner
 
 from vramcalc.choices import Optimizer
@@ -134,11 +135,6 @@ def test_text_shows_them_on_their_own_line(tmp_path: Path) -> None:
     ],
 )
 def test_bad_paged_states_is_one_line_exit_2(tmp_path: Path, workload: str, message: str) -> None:
-    path = tmp_path / "bad.yaml"
     body = "name: b\nmodel: {preset: llama-2-7b}\nworkload:\n  batch_size: 1\n  seq_len: 64\n" + workload
-    path.write_text(body, encoding="utf-8")
-    out = CliRunner().invoke(app, ["estimate", str(path)])
-    assert out.exit_code == 2
-    assert out.stdout == ""
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "bad.yaml" in lines[0] and "paged_states" in lines[0] and message in lines[0]
+    line = estimate_error_line(tmp_path / "bad.yaml", body)
+    assert "paged_states" in line and message in line

@@ -47,6 +47,7 @@ from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache, moe
+from vramcalc.spec.llamacpp import OTHER_RUNTIME_KEYS
 from vramcalc.spec.models import Workload
 from vramcalc.units import FP32, allocation_bytes
 
@@ -98,6 +99,18 @@ class Generation:
     prefill_per_token: int = 0
     #: a cache set up in full before the prefill (None: the runtime's own, dynamic for ``hf``)
     static: StaticCache | None = None
+
+
+#: vLLM's paging and scheduler keys: no setting of a generate loop that sets up a static cache.
+PAGED_SERVING_KEYS = tuple(key for key in OTHER_RUNTIME_KEYS if key != "kv_cache_dtype")
+
+
+def refuse_paged_serving_keys(wl: Workload, runtime: str) -> None:
+    """:data:`PAGED_SERVING_KEYS` given to ``runtime``'s generate loop (gpt-fast, torchtune) are refused,
+    naming the key."""
+    for key in PAGED_SERVING_KEYS:
+        if getattr(wl, key) is not None:
+            raise SpecError(f"workload.{key}: not a setting of {runtime}'s generate (runtime: {runtime})")
 
 
 def check_cache_len(wl: Workload) -> None:

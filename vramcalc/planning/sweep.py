@@ -18,8 +18,8 @@ from vramcalc.units import parse_count
 #: Most grid points one sweep computes on the symbolic path (batch sizes evaluated from one estimate per
 #: sequence length): 1,000,000 take about 6 s as CSV (benchmarks/search_budget.py).
 MAX_SWEEP_POINTS = 1_000_000
-#: Most grid points of a spec off that path, each a full estimate (about 0.45 ms for a QLoRA spec):
-#: about 2-4 s of CPU.
+#: Most grid points of a spec off that path, each a full estimate (2,518 a second for a QLoRA spec in
+#: benchmarks/planning_speed.py): about 2 s of CPU.
 MAX_ESTIMATED_POINTS = 5_000
 
 

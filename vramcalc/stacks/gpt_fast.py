@@ -26,15 +26,13 @@ from vramcalc.choices import Architecture, Attention, KvCacheDtype
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.workload import DTYPES
 from vramcalc.errors import SpecError
-from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context
+from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context, refuse_paged_serving_keys
 from vramcalc.spec.models import Spec
 from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import allocation_bytes, ceil_div
 
 #: ``setup_caches`` rounds ``max_seq_length`` up to a multiple of this (``find_multiple(max_seq_length, 8)``).
 SEQ_MULTIPLE = 8
-#: Workload keys of other runtimes that gpt-fast's ``generate`` has no setting for.
-NOT_ITS_KEYS = ("kv_block_size", "memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
 
 
 def check_keys(spec: Spec) -> None:
@@ -44,9 +42,7 @@ def check_keys(spec: Spec) -> None:
     reason = one_gpu_only(wl)
     if spec.parallel is not None and reason is not None:
         raise SpecError(reason)
-    for key in NOT_ITS_KEYS:
-        if getattr(wl, key) is not None:
-            raise SpecError(f"workload.{key}: not a setting of gpt-fast's generate (runtime: gpt-fast)")
+    refuse_paged_serving_keys(wl, "gpt-fast")
     if wl.kv_cache_dtype not in (None, KvCacheDtype.auto):
         raise SpecError("workload.kv_cache_dtype: gpt-fast's KV cache has the model's dtype (runtime: gpt-fast)")
     if wl.quantization is not None:

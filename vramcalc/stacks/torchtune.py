@@ -40,7 +40,7 @@ from __future__ import annotations
 from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context
+from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context, refuse_paged_serving_keys
 from vramcalc.llm.kvcache import self_attention_layers
 from vramcalc.spec.models import Spec
 from vramcalc.stacks.techniques import one_gpu_only
@@ -48,8 +48,6 @@ from vramcalc.units import FP32, allocation_bytes
 
 #: ``cache_pos``, ``input_pos``: ``torch.arange`` of int64 positions.
 POSITION_BYTES = 8
-#: Workload keys of other runtimes that torchtune's ``generate`` has no setting for.
-NOT_ITS_KEYS = ("kv_block_size", "memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
 
 
 def check_keys(spec: Spec) -> None:
@@ -60,9 +58,7 @@ def check_keys(spec: Spec) -> None:
     reason = one_gpu_only(wl)
     if spec.parallel is not None and reason is not None:
         raise SpecError(reason)
-    for key in NOT_ITS_KEYS:
-        if getattr(wl, key) is not None:
-            raise SpecError(f"workload.{key}: not a setting of torchtune's generate (runtime: torchtune)")
+    refuse_paged_serving_keys(wl, "torchtune")
     if wl.kv_cache_dtype not in (None, KvCacheDtype.auto):
         raise SpecError("workload.kv_cache_dtype: torchtune's KV cache has the recipe's dtype (runtime: torchtune)")
     if wl.quantization is not None:
