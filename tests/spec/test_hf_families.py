@@ -113,12 +113,15 @@ def test_flan_t5_with_an_untied_head_counts_it() -> None:
     assert any("separate LM head" in note for note in notes)
 
 
-def test_gemma3_multimodal_counts_the_text_model_with_a_note() -> None:
+def test_gemma3_multimodal_reads_the_text_model_and_the_default_tower() -> None:
     text = json.loads((CONFIGS / "gemma-3-1b-pt.json").read_text(encoding="utf-8"))
     wrapper = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"], "text_config": text}
     model, notes = model_from_config(wrapper, "gemma3.json")
+    vision = model.pop("vision")
     assert model == model_of("gemma-3-1b-pt.json")[0] | {"head": "lm"}
-    assert any("vision tower" in note for note in notes)
+    # no vision_config: transformers builds SiglipVisionConfig()'s tower (tests/spec/test_hf_vision.py)
+    assert vision["params"] == 93_769_728
+    assert any("vision_config not given" in note for note in notes)
 
 
 @pytest.mark.parametrize(

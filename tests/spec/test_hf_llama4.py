@@ -111,9 +111,17 @@ def test_null_chunk_size_has_no_note() -> None:
     assert notes == []
 
 
-def test_multimodal_wrapper_counts_the_text_model_with_a_note() -> None:
+def test_multimodal_wrapper_reads_the_text_model_and_the_vision_model() -> None:
     text = json.loads(SCOUT.read_text(encoding="utf-8"))
     wrapper = {"model_type": "llama4", "architectures": ["Llama4ForConditionalGeneration"], "text_config": text}
     model, notes = model_from_config(wrapper, "llama4.json")
+    vision = model.pop("vision")
     assert model == model_from_config(text, "scout.json")[0]
-    assert notes[0] == "llama4: text model only; vision tower and projector not counted"
+    assert notes[0] == "llama4: vision_config not given: the default vision tower transformers builds for it"
+    # Llama4VisionConfig()'s defaults: width 768, MLP 5632, 34 layers, 448-pixel images in 14-pixel patches
+    # (1,024 and a class token), vision_output_dim 7680; by hand: unfold linear 3 x 14 x 14 x 768 = 451,584,
+    # class 768, positions 1,025 x 768 = 787,200, pre/post LayerNorms 3,072; a layer 4 x (768^2 + 768)
+    # + (768 x 5632 + 5632) + (5632 x 768 + 768) + 4 x 768 = 11,022,592, 34 of them 374,768,128; the pixel
+    # shuffle MLP 5632 x 4096 + 4096 x 4096 = 39,845,888 (the tower: 415,856,640, as transformers 5.25.0's
+    # Llama4VisionModel(Llama4VisionConfig()) counts on the meta device); the projector 7680 x 5120 = 39,321,600
+    assert vision["params"] == 451_584 + 768 + 787_200 + 3_072 + 374_768_128 + 39_845_888 + 39_321_600

@@ -94,6 +94,15 @@ OPTIONS: dict[str, Any] = {
     "target_len": _count("target_len"),
     "image_size": _count("image_size"),
     "channels": _count("channels"),
+    "images": Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar=N,
+            help="workload.images: images per sequence of a multimodal model; their tokens join the prompt.",
+            rich_help_panel=LLM,
+        ),
+    ],
     "prompt_len": _count("prompt_len", LLM),
     "max_new_tokens": _count("max_new_tokens", LLM, low=0),
     "use_cache": Annotated[bool | None, typer.Option(help="workload.use_cache.", rich_help_panel=LLM)],
@@ -204,6 +213,7 @@ def workload_flags(values: dict[str, Any], refused: Mapping[str, str]) -> "Workl
         "attention": values["attention"],
         "image_size": values["image_size"],
         "channels": values["channels"],
+        "images": values["images"],
         "prompt_len": values["prompt_len"],
         "max_new_tokens": values["max_new_tokens"],
         "use_cache": values["use_cache"],

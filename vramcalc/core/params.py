@@ -156,7 +156,12 @@ def count_params(shape: ModelShape) -> int:
     else:
         body = shape.layers * layer_params(shape)
     total = embedding_params(shape) + body + head_params(shape) + relative_bias_params(shape)
-    return total + _moe_delta(shape)
+    return total + _moe_delta(shape) + vision_params(shape)
+
+
+def vision_params(shape: ModelShape) -> int:
+    """A multimodal model's vision tower and projector (0 without one)."""
+    return shape.vision.params if shape.vision is not None else 0
 
 
 def _moe_delta(shape: ModelShape) -> int:
@@ -213,6 +218,8 @@ def param_tensors(shape: ModelShape) -> tuple[tuple[int, int, int], ...]:
         tensors.append((1, shape.type_vocab, h))
     if not shape.tie_embeddings and has_vocab_head(shape):
         tensors.append((1, shape.vocab, shape.embed_width))
+    if shape.vision is not None:
+        tensors += shape.vision.tensors()
     rest = count_params(shape) - sum(n * r * c for n, r, c in tensors)
     if rest > 0:  # norms, biases and heads outside the blocks: small, counted as vectors of width h
         tensors.append((rest // h, h, 1))
@@ -254,6 +261,8 @@ def load_order(shape: ModelShape) -> tuple[tuple[tuple[int, ...], int], ...]:
     groups = [(tuple(first), 1)]
     groups += [(tuple(r * c for n, r, c in layer for _ in range(n)), count) for layer, count in layers]
     groups.append((tuple(last), 1))
+    if shape.vision is not None:  # loaded before the language model (the tower comes first in the files)
+        groups.insert(0, (tuple(r * c for n, r, c in shape.vision.tensors() for _ in range(n)), 1))
     rest = count_params(shape) - sum(sum(tensors) * count for tensors, count in groups)
     groups += [((h,), max(rest, 0) // h), ((max(rest, 0) % h,), 1)]
     return tuple((t, count) for tensors, count in groups if count and (t := tuple(n for n in tensors if n)))

@@ -23,6 +23,7 @@ from vramcalc.core.shape import (
     DEFAULT_TYPE_VOCAB,
     ModelShape,
     MoeShape,
+    VisionTower,
     vit_tokens,
 )
 from vramcalc.errors import SpecError
@@ -73,6 +74,24 @@ def workload_notes(wl: Workload, pinned: tuple[str, ...] = ()) -> list[str]:
             + (" and Adam states (8 B/param)" if adam else " and optimizer states")
             + f", no fp32 master weights; Hugging Face Trainer's {pure}=True is precision: amp-{pure} "
             f"(precision: pure-{pure} says pure {pure} is meant)"
+        )
+    return notes
+
+
+def vision_notes(spec: ModelSpec, wl: Workload) -> list[str]:
+    """What a multimodal model's vision tower adds: its parameters with the weights, the image tokens in the
+    sequence, and what is not counted."""
+    vision = spec.vision
+    if vision is None:
+        return []
+    what = f" ({vision.encoder}, {vision.layers} layers)" if vision.encoder else f" ({vision.layers} layers)"
+    notes = [f"vision tower and projector{what}: {vision.params:,} parameters, counted with the weights"]
+    if wl.quantization is not None:
+        notes.append("the vision tower is counted at the unquantized dtype (the quantization is the language model's)")
+    if wl.image_tokens:
+        notes.append(
+            f"seq_len {wl.seq_len or 0:,} includes {wl.image_tokens:,} image tokens; the vision tower's own "
+            "activations while it encodes the images are not counted"
         )
     return notes
 
@@ -218,12 +237,18 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
         patch_size=(spec.patch_size or DEFAULT_PATCH) if vit else 0,
         channels=(workload.channels or DEFAULT_CHANNELS) if vit else 0,
         moe=moe,
+        vision=_vision(spec),
         **details,
     )
     if vit:
         return shape, notes
     shape, said = _with_vocab(shape, spec)
     return shape, notes + said
+
+
+def _vision(spec: ModelSpec) -> VisionTower | None:
+    v = spec.vision
+    return None if v is None else VisionTower(v.params, v.hidden_size, v.layers, v.image_tokens)
 
 
 def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:

@@ -76,6 +76,7 @@ class ModelShape:
     sliding_window_pattern: int = 0  # N: layers N, 2N, ... are global; 0: every layer slides
     full_attention_layers: int = 0  # N: the first N layers are global, the rest slide (Qwen2's max_window_layers)
     mla: MlaShape | None = None  # multi-head latent attention (DeepSeek V2/V3)
+    vision: VisionTower | None = None  # a multimodal model's vision tower and projector
     #: How the code that runs the model allocates beyond its shape (a library release's facts; vramcalc/stacks/)
     code: ModelCode = TODAY
 
@@ -150,6 +151,28 @@ class MlaShape:
     def latent(self) -> int:
         """What one token caches per layer: the compressed KV latent plus the shared rotary key."""
         return self.kv_lora_rank + self.rope_dim
+
+
+@dataclass(frozen=True)
+class VisionTower:
+    """A multimodal model's vision tower and projector, as its weights: ``params`` (exact, from the family's
+    ``vision_config``: vramcalc/spec/hf_vision.py), listed as ``hidden`` x ``hidden`` matrices for the
+    per-tensor rules (8-bit optimizer blocks, ZeRO-3's persistence threshold, the largest tensor), and the
+    language-model tokens one image becomes."""
+
+    params: int
+    hidden: int
+    layers: int
+    image_tokens: int
+
+    def tensors(self) -> list[tuple[int, int, int]]:
+        """(how many, rows, columns): the largest square matrices the parameters fill, then vectors."""
+        square = self.hidden * self.hidden
+        matrices, rest = divmod(self.params, square)
+        vectors, last = divmod(rest, self.hidden)
+        return [
+            t for t in ((matrices, self.hidden, self.hidden), (vectors, self.hidden, 1), (1, last, 1)) if t[0] and t[1]
+        ]
 
 
 def vit_tokens(image_size: int, patch_size: int) -> int:

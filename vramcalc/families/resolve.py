@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from vramcalc.core.resolve import resolve_shape, workload_notes
+from vramcalc.core.resolve import resolve_shape, vision_notes, workload_notes
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload, build_workload
@@ -28,7 +28,7 @@ def resolve_model(spec: ModelSpec, workload: Workload, stack: Stack | None = Non
     shape, notes = resolve_shape(spec, workload)
     shape, said = model_code(spec, workload, shape)
     shape, read = checkpoint_shape(spec, workload, shape)
-    return shape, notes + read + said + workload_notes(workload, stack.workload_notes)
+    return shape, notes + read + said + workload_notes(workload, stack.workload_notes) + vision_notes(spec, workload)
 
 
 def resolve_workload(spec: Spec, stack: Stack | None = None) -> ResolvedWorkload:

@@ -35,6 +35,7 @@ class WorkloadFlags(TypedDict):
     attention: Attention | None
     image_size: int | None
     channels: int | None
+    images: int | None
     prompt_len: int | None
     max_new_tokens: int | None
     use_cache: bool | None

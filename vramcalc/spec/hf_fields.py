@@ -177,6 +177,10 @@ QUIET_FAMILY: dict[str, tuple[str, frozenset[str]]] = {
         "the vision tower and image tokens of a multimodal checkpoint (noted, not counted)",
         _names("vision_config boi_token_index eoi_token_index image_token_index mm_tokens_per_image"),
     ),
+    "image_ids": (
+        "the ids of the image tokens in the vocabulary (no parameters)",
+        _names("boi_token_index eoi_token_index image_token_index"),
+    ),
 }
 
 
@@ -257,9 +261,10 @@ FIELDS: dict[str, Fields] = {
         ("vit_masked",),
         {"head_dim": _HEAD_DIM},
     ),
-    # multimodal wrappers: the text model's own config (text_config) is read under its own type
-    "gemma3": _table("text_config", ("multimodal",)),
-    "llama4": _table("text_config", ("multimodal",)),
+    # multimodal wrappers: the text model's own config (text_config) is read under its own type, the vision
+    # tower's (vision_config) by vramcalc/spec/hf_vision.py
+    "gemma3": _table("text_config vision_config mm_tokens_per_image", ("image_ids",)),
+    "llama4": _table("text_config vision_config", ("image_ids",)),
 }
 
 

@@ -67,7 +67,8 @@ FAMILIES: dict[str, Callable[[Reader], Imported]] = {
     "t5": enc.t5,
     "vit": enc.vit,
 }
-#: Multimodal wrappers whose text model is counted (the vision tower is noted, not counted).
+#: Multimodal wrappers: the text model's config under its own type, and the vision tower counted from
+#: ``vision_config`` (vramcalc/spec/hf_vision.py).
 TEXT_CONFIGS = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
 
 
@@ -86,12 +87,18 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     """The ``model`` mapping of a spec for a transformers config, and notes on what it leaves out."""
     model_type = config.get("model_type")
     notes: list[str] = []
+    vision = None
     if isinstance(model_type, str) and model_type in TEXT_CONFIGS:
         text = config.get("text_config")
         if not isinstance(text, dict):
             raise SpecError(f"{source}: text_config: expected the text model's config (a JSON object)")
         hf_fields.refuse(Reader(config, source), model_type)
-        notes.append(f"{model_type}: text model only; vision tower and projector not counted")
+        from vramcalc.spec.hf_vision import vision_of
+
+        vision, said = vision_of(config, model_type, source)
+        notes += said
+        if vision is None:
+            notes.append(f"{model_type}: text model only; vision tower and projector not counted")
         config = {"model_type": TEXT_CONFIGS[model_type], **text, "architectures": [], "_name_or_path": ""}
         model_type = config["model_type"]
     converter = FAMILIES.get(model_type) if isinstance(model_type, str) else None
@@ -101,6 +108,8 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     reader = Reader(config, source)
     hf_fields.refuse(reader, str(model_type))  # fields that change the count and are not modelled
     model, said = converter(reader)
+    if vision is not None:
+        model = {**model, "vision": vision}
     return model, notes + said
 
 

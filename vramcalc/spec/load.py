@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from vramcalc.errors import SpecError
 from vramcalc.files import parse_yaml, read_yaml
-from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.models import Spec, Workload, with_image_tokens
 from vramcalc.spec.validate import _format_validation_error, validate_spec
 
 if TYPE_CHECKING:
@@ -214,7 +214,14 @@ def override_workload(spec: Spec, source: str, **changes: Any) -> Spec:
         workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_format_validation_error(f"{source}: workload", exc, Workload)) from None
-    return spec.model_copy(update={"workload": workload})
+    changed = spec.model_copy(update={"workload": workload})
+    if workload.images is None:
+        return changed
+    try:  # the image rules concern the model too (model.vision)
+        checked = Spec.model_validate(dict(changed))
+    except ValidationError as exc:
+        raise SpecError(_format_validation_error(source, exc, Spec)) from None
+    return with_image_tokens(checked)
 
 
 def json_schema() -> dict[str, Any]:

@@ -128,14 +128,7 @@ def resolve_name(name: object, where: str) -> NamedModel:
     found = find_named(name) if hub_id is None or hub_id["revision"] is None else None
     if found is not None:
         entry, notes = found
-        if not entry.text_only:
-            return NamedModel(entry, None, tuple(notes))
-        cached = _cached(hub_id, where, name) if hub_id is not None else None
-        if cached is not None:  # the files count the vision tower the catalog's text model leaves out
-            return cached
-        tip = f" ({hub_id['repo']}@main reads the repository's files, the tower included)" if hub_id else ""
-        note = f"{entry.id}: the language model of a multimodal model; its vision tower is not counted{tip}"
-        return NamedModel(entry, None, (*notes, note))
+        return NamedModel(entry, None, tuple(notes))
     if hub_id is not None:
         return _from_hub(hub_id, where, name)
     raise unknown_model(name, where)

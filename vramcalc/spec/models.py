@@ -100,6 +100,20 @@ class CheckpointFacts(SpecSection):
     sha256: dict[Annotated[str, Field(max_length=500)], Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = None
 
 
+class VisionSpec(SpecSection):
+    """The vision tower and projector of a multimodal model (docs/models.md "Multimodal models"): their
+    parameters, counted with the weights in every path (frozen or trained as the rest of the model), and the
+    tokens one image adds to a sequence (``workload.images``). Read from a config's ``vision_config``."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec is first read
+
+    params: PositiveCount
+    hidden_size: PositiveInt  # the encoder's width: its matrices are listed as hidden_size x hidden_size
+    layers: PositiveInt
+    image_tokens: PositiveInt  # the language model's tokens for one image (Gemma 3: mm_tokens_per_image)
+    encoder: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[\w. -]+$")] | None = None
+
+
 class ModelSpec(SpecSection):
     """Shape of the network. Omitted keys are filled by :func:`vramcalc.core.shape.resolve_model`."""
 
@@ -166,6 +180,8 @@ class ModelSpec(SpecSection):
     v_head_dim: PositiveInt | None = None
     # The transformers model_type of the config.json a model came from (release-specific behaviour):
     model_type: Annotated[str, Field(min_length=1, max_length=40)] | None = None
+    # A multimodal model's vision tower and projector (counted with the weights):
+    vision: Annotated[VisionSpec, BuiltOnUse()] | None = None
     # What the model's files hold, when it was read from them (vramcalc/sources/):
     checkpoint: Annotated[CheckpointFacts, BuiltOnUse()] | None = None
 
@@ -193,6 +209,8 @@ class ModelSpec(SpecSection):
                 raise ValueError("kv_heads: not used with kv_lora_rank (every head reads the shared latent)")
             if self.fused_qkv:
                 raise ValueError("fused_qkv: not used with kv_lora_rank (latent attention has its own projections)")
+        if self.vision is not None and self.architecture not in (None, Architecture.decoder):
+            raise ValueError("vision: a vision tower is only modelled beside a decoder (a multimodal language model)")
         if self.position_offset is not None and self.position not in (None, Position.learned):
             raise ValueError("position_offset: only valid with position: learned")
         if self.architecture is Architecture.vit:
@@ -281,6 +299,10 @@ class Workload(SpecSection):
     attention: Attention = Attention.sdpa
     image_size: PositiveInt | None = None
     channels: PositiveInt | None = None
+    # A multimodal model's images per sequence (model.vision): their tokens join seq_len and prompt_len,
+    # and image_tokens records how many of seq_len's tokens they are
+    images: Annotated[int, Field(strict=True, ge=1, le=10**4)] | None = None
+    image_tokens: PositiveCount | None = None
     # LLM inference, quantization and adapters (README "LLM inference, quantization and adapters"):
     prompt_len: PositiveCount | None = None
     max_new_tokens: Annotated[ParamCount, Field(ge=0, le=10**12)] | None = None
@@ -463,6 +485,17 @@ class Spec(SpecSection):
             patch = self.model.patch_size or 16
             if wl.image_size is not None and wl.image_size % patch:
                 raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
+        if wl.images is not None or wl.image_tokens is not None:
+            key = "images" if wl.images is not None else "image_tokens"
+            if self.model.vision is None:
+                raise ValueError(f"workload.{key}: the model has no vision tower (model.vision)")
+            if wl.mode is Mode.train:
+                raise ValueError(
+                    f"workload.{key}: training on images is not modelled (the vision tower's activations while "
+                    "it encodes them); a text-only step is"
+                )
+            if wl.image_tokens is not None and wl.seq_len is not None and wl.image_tokens > wl.seq_len:
+                raise ValueError(f"workload.image_tokens: {wl.image_tokens:,} is more than seq_len {wl.seq_len:,}")
         checkpoint = self.model.checkpoint
         if checkpoint is not None and not checkpoint.layers_modelled and wl.mode is Mode.train:
             raise ValueError(
@@ -470,6 +503,24 @@ class Spec(SpecSection):
                 "files (weights, KV cache, first-order activations), for inference and serving only"
             )
         return self
+
+
+def with_image_tokens(spec: Spec) -> Spec:
+    """``spec`` with its images' tokens (``workload.images`` x ``model.vision.image_tokens``) added to
+    ``seq_len`` and ``prompt_len`` and recorded as ``workload.image_tokens``; written out and read again,
+    the spec keeps its lengths (``images`` is spent)."""
+    wl, vision = spec.workload, spec.model.vision
+    if wl.images is None or vision is None or wl.seq_len is None:
+        return spec
+    added = wl.images * vision.image_tokens
+    update: dict[str, Any] = {
+        "images": None,
+        "image_tokens": (wl.image_tokens or 0) + added,
+        "seq_len": wl.seq_len + added,
+    }
+    if wl.prompt_len is not None:
+        update["prompt_len"] = wl.prompt_len + added
+    return spec.model_copy(update={"workload": wl.model_copy(update=update)})
 
 
 #: Workload keys of a generation run (prefill + decode with a KV cache; vramcalc/llm/generation.py).

@@ -55,21 +55,20 @@ class ModelEntry:
         return ({**model, "model_type": model_type} if isinstance(model_type, str) else model), notes
 
     @property
-    def text_only(self) -> bool:
-        """Whether the entry is the language model of a multimodal model (its vision tower not counted)."""
-        return self.name.endswith("(text)")
-
-    @property
     def source_label(self) -> str:
         """How errors name this entry: ``model catalog entry llama-3.1-8b``."""
         return f"model catalog entry {self.id}"
 
     def config_value(self, *names: str) -> Any:
-        """The first of the config's ``names`` that is set (None when none is)."""
-        for name in names:
-            value = (self.config or {}).get(name)
-            if value is not None:
-                return value
+        """The first of the config's ``names`` that is set (None when none is); a multimodal config's
+        language-model fields are its ``text_config``'s."""
+        config = self.config or {}
+        text = config.get("text_config")
+        for fields in (config, text if isinstance(text, dict) else {}):
+            for name in names:
+                value = fields.get(name)
+                if value is not None:
+                    return value
         return None
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from vramcalc.errors import SpecError
-from vramcalc.spec.models import Spec
+from vramcalc.spec.models import Spec, with_image_tokens
 
 #: How pydantic tags a union member in an error's location ("list[str]", "literal['all-linear']").
 _UNION_MEMBER = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\])$")
@@ -122,6 +122,7 @@ def _format_validation_error(source: str, exc: ValidationError, root: Any = None
 def validate_spec(data: dict[str, Any], source: str) -> Spec:
     """Validate a spec mapping; problems become one line each, naming ``source``."""
     try:
-        return Spec.model_validate(data)
+        spec = Spec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(_format_validation_error(source, exc, Spec)) from None
+    return with_image_tokens(spec)
