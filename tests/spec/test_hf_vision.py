@@ -187,3 +187,70 @@ def test_the_images_flag_on_a_model_without_a_tower_is_one_error(args: list[str]
     assert result.exit_code == 2
     assert result.stderr.strip().endswith("workload.images: the model has no vision tower (model.vision)")
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+MULTIMODAL = json.loads((Path(__file__).resolve().parents[1] / "data" / "multimodal_configs.json").read_text("utf-8"))
+
+
+@pytest.mark.parametrize("case", MULTIMODAL["models"], ids=lambda case: case["repo"])
+def test_multimodal_configs_count_as_their_checkpoints(case: dict[str, Any]) -> None:
+    """Gemma 3, Llama 4, LLaVA 1.5 and NeXT, Qwen2-VL, Qwen2.5-VL and Mistral Small 3.1: the language model,
+    the vision tower and the projector, against transformers 5.25's classes on the meta device and the
+    checkpoints' published totals (tests/data/multimodal_configs.json names the sources)."""
+    model, _ = model_from_config(case["config"], case["repo"])
+    assert model["vision"]["params"] == case["vision_and_projector"]
+    assert _count(model) == case["checkpoint_params"]
+    if case["published_params"] is not None:
+        assert case["checkpoint_params"] == case["published_params"]
+
+
+def test_mistral3_keeps_its_separate_lm_head() -> None:
+    # transformers 5.25's Mistral3Config ties the LM head when the config does not say (its meta count is
+    # 23,340,272,640); the checkpoint stores lm_head.weight, 131,072 x 5,120 = 671,088,640 more parameters
+    case = next(case for case in MULTIMODAL["models"] if case["repo"].startswith("mistralai/"))
+    assert case["checkpoint_params"] - case["meta_params"] == 131_072 * 5_120
+    model, _ = model_from_config(case["config"], case["repo"])
+    assert model["tie_embeddings"] is False
+
+
+@pytest.mark.parametrize(
+    ("repo", "tokens"),
+    [
+        ("google/gemma-3-4b-it", 256),  # mm_tokens_per_image
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", 144),  # (336 / 14)^2 x 0.5^2 per tile
+        ("llava-hf/llava-1.5-7b-hf", 576),  # (336 / 14)^2
+        ("llava-hf/llava-v1.6-mistral-7b-hf", 2928),  # 576 + 48^2 + 48 newlines, a 672 x 672 image
+        ("Qwen/Qwen2-VL-7B-Instruct", 1369),  # 1,024 px resized to 1,036 = 37 x 28
+        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", 3025),  # (1540 / 28)^2
+    ],
+)
+def test_image_tokens_by_hand(repo: str, tokens: int) -> None:
+    case = next(case for case in MULTIMODAL["models"] if case["repo"] == repo)
+    assert model_from_config(case["config"], repo)[0]["vision"]["image_tokens"] == tokens
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"vision_feature_layer": "last"},
+            "vision_feature_layer: expected a layer index or a list of them, got 'last'",
+        ),
+        ({"vision_config": {"mlp_ratio": -1}}, "vision_config: mlp_ratio: expected a number from 0 to 1,000, got -1"),
+        ({"text_config": [1]}, "text_config: expected the text model's config (a JSON object)"),
+    ],
+)
+def test_bad_multimodal_fields_are_one_line(change: dict[str, Any], message: str) -> None:
+    repo = "Qwen/Qwen2-VL-7B-Instruct" if "vision_config" in change else "llava-hf/llava-1.5-7b-hf"
+    case = next(case for case in MULTIMODAL["models"] if case["repo"] == repo)
+    with pytest.raises(SpecError) as raised:
+        model_from_config({**case["config"], **change}, "c.json")
+    assert str(raised.value) == f"c.json: {message}"
+
+
+def test_a_list_of_feature_layers_widens_the_projector() -> None:
+    # LlavaMultiModalProjector's linear_1 takes the concatenation: five layers of 1,024 add 4 x 1024 x 4096
+    case = next(case for case in MULTIMODAL["models"] if case["repo"] == "llava-hf/llava-1.5-7b-hf")
+    one, _ = model_from_config(case["config"], "c.json")
+    five, _ = model_from_config({**case["config"], "vision_feature_layer": [-2, -5, -8, -11, 6]}, "c.json")
+    assert five["vision"]["params"] - one["vision"]["params"] == 4 * 1024 * 4096

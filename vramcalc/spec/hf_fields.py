@@ -179,7 +179,11 @@ QUIET_FAMILY: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "image_ids": (
         "the ids of the image tokens in the vocabulary (no parameters)",
-        _names("boi_token_index eoi_token_index image_token_index"),
+        _names(
+            "boi_token_index eoi_token_index image_token_index image_token_id video_token_id vision_start_token_id "
+            "vision_end_token_id vision_token_id image_seq_length projector_hidden_act image_grid_pinpoints "
+            "use_image_newline_parameter"
+        ),
     ),
 }
 
@@ -265,6 +269,20 @@ FIELDS: dict[str, Fields] = {
     # tower's (vision_config) by vramcalc/spec/hf_vision.py
     "gemma3": _table("text_config vision_config mm_tokens_per_image", ("image_ids",)),
     "llama4": _table("text_config vision_config", ("image_ids",)),
+    "llava": _table(
+        "text_config vision_config vision_feature_layer vision_feature_select_strategy multimodal_projector_bias",
+        ("image_ids",),
+    ),
+    "llava_next": _table(
+        "text_config vision_config vision_feature_layer vision_feature_select_strategy multimodal_projector_bias",
+        ("image_ids",),
+    ),
+    "mistral3": _table(
+        "text_config vision_config vision_feature_layer spatial_merge_size multimodal_projector_bias", ("image_ids",)
+    ),
+    # Qwen2-VL's Hub configs hold the language model's fields at the top level: read under qwen2
+    "qwen2_vl": _table("text_config vision_config", ("image_ids",)),
+    "qwen2_5_vl": _table("text_config vision_config", ("image_ids",)),
 }
 
 

@@ -22,6 +22,7 @@ from vramcalc.spec import hf_fields
 from vramcalc.spec import hf_gpt as gpt
 from vramcalc.spec import hf_moe as moe
 from vramcalc.spec.hf_reader import Config, Imported, Model, Reader
+from vramcalc.spec.hf_vision import WRAPPERS, text_config, vision_of
 from vramcalc.units import quoted
 
 if TYPE_CHECKING:
@@ -67,9 +68,9 @@ FAMILIES: dict[str, Callable[[Reader], Imported]] = {
     "t5": enc.t5,
     "vit": enc.vit,
 }
-#: Multimodal wrappers: the text model's config under its own type, and the vision tower counted from
-#: ``vision_config`` (vramcalc/spec/hf_vision.py).
-TEXT_CONFIGS = {"gemma3": "gemma3_text", "llama4": "llama4_text"}
+#: Multimodal wrappers and their language model's model_type: the text model's config under its own type,
+#: and the vision tower counted from ``vision_config`` (vramcalc/spec/hf_vision.py).
+TEXT_CONFIGS = {name: wrapper.text_type for name, wrapper in WRAPPERS.items()}
 
 
 def read_config(path: str | Path) -> Config:
@@ -89,18 +90,11 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     notes: list[str] = []
     vision = None
     if isinstance(model_type, str) and model_type in TEXT_CONFIGS:
-        text = config.get("text_config")
-        if not isinstance(text, dict):
-            raise SpecError(f"{source}: text_config: expected the text model's config (a JSON object)")
         hf_fields.refuse(Reader(config, source), model_type)
-        from vramcalc.spec.hf_vision import vision_of
-
-        vision, said = vision_of(config, model_type, source)
+        text = text_config(config, model_type, source)
+        vision, said = vision_of(config, model_type, text, source)
         notes += said
-        if vision is None:
-            notes.append(f"{model_type}: text model only; vision tower and projector not counted")
-        config = {"model_type": TEXT_CONFIGS[model_type], **text, "architectures": [], "_name_or_path": ""}
-        model_type = config["model_type"]
+        config, model_type = text, text["model_type"]
     converter = FAMILIES.get(model_type) if isinstance(model_type, str) else None
     if converter is None:
         known = ", ".join(sorted([*FAMILIES, *TEXT_CONFIGS]))

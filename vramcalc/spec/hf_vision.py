@@ -4,19 +4,26 @@ and the tokens one image becomes in the language model's sequence).
 
 Each count is the sum of the modules' parameters in transformers' modeling files (cited per family),
 checked in tests against the same classes instantiated on PyTorch's meta device with the real configs and
-against the checkpoints' published totals. A ``vision_config`` field that changes the count and is not read
-here is refused by name, never ignored.
+against the checkpoints' published totals (tests/data/multimodal_configs.json). Every field that changes a
+count is read here: each family's fields were changed one at a time and recounted with transformers; the
+others (heads, window sizes, ``mm_tokens_per_image``, Pixtral's ``image_size``) change none.
+
+The language model is read by its own family's importer, from ``text_config`` with that class's defaults
+filled in (:func:`text_config`), or from the top-level fields of Qwen2-VL's flat configs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from vramcalc.errors import SpecError
 from vramcalc.spec.hf_reader import Config, Model, Reader
+from vramcalc.units import quoted
 
-#: A family's counter: the vision mapping of a whole multimodal config (its ``vision_config`` and the
-#: language model's width, which the projector ends in).
-Counter = Callable[[Config, str], Model]
+#: A family's counter: the vision mapping of a whole multimodal config, given its language model's config
+#: (whose width the projector ends in).
+Counter = Callable[[Config, Config, str], Model]
 
 
 def _vision_reader(config: Config, source: str) -> Reader:
@@ -29,10 +36,12 @@ def _vision_reader(config: Config, source: str) -> Reader:
     return Reader(vision, f"{source}: vision_config")
 
 
-def _text_width(config: Config, source: str) -> int:
-    text = config.get("text_config")
-    assert isinstance(text, dict)  # model_from_config checked it
+def _text_width(text: Config, source: str) -> int:
     return Reader(text, f"{source}: text_config").need("hidden_size")
+
+
+def _given(config: Config) -> bool:
+    return config.get("vision_config") is not None
 
 
 def _linear(n_in: int, n_out: int, bias: bool = True) -> int:
@@ -78,7 +87,7 @@ def siglip_params(r: Reader) -> tuple[int, int, int, int]:
     return total, hidden, layers, patches
 
 
-def gemma3(config: Config, source: str) -> Model:
+def gemma3(config: Config, text: Config, source: str) -> Model:
     """Gemma 3 (transformers ``models/gemma3/modeling_gemma3.py``): a SigLIP tower without its head, and
     ``Gemma3MultiModalProjector``: ``mm_soft_emb_norm`` (an RMSNorm of the tower's width) and
     ``mm_input_projection_weight`` (tower width x the language model's width), after an average pool to
@@ -86,11 +95,11 @@ def gemma3(config: Config, source: str) -> Model:
     r = _vision_reader(config, source)
     tower, hidden, layers, _ = siglip_params(r)
     tokens = Reader(config, source).count("mm_tokens_per_image", default=256) or 256
-    projector = hidden + hidden * _text_width(config, source)
+    projector = hidden + hidden * _text_width(text, source)
     return _mapping(tower + projector, hidden, layers, tokens, "SigLIP")
 
 
-def llama4(config: Config, source: str) -> Model:
+def llama4(config: Config, text: Config, source: str) -> Model:
     """Llama 4 (transformers ``models/llama4/modeling_llama4.py``): ``Llama4VisionModel``: the patches
     unfolded into a bias-free linear (``Llama4UnfoldConvolution``), a class embedding and a learned position
     per patch and for it, LayerNorms before and after the blocks, the blocks (``Llama4VisionEncoderLayer``:
@@ -111,28 +120,248 @@ def llama4(config: Config, source: str) -> Model:
     patches = (image // patch) ** 2
     total = channels * patch * patch * hidden + hidden + (patches + 1) * hidden + 2 * 2 * hidden
     total += _vit_layers(layers, hidden, ffn) + ffn * shuffle_in + shuffle_out * shuffle_out
-    projector = output * _text_width(config, source)
+    projector = output * _text_width(text, source)
     tokens = max(1, int(patches * ratio * ratio))
     return _mapping(total + projector, hidden, layers, tokens, "Llama 4 vision")
+
+
+def _feature_layers(r: Reader) -> int:
+    """How many of the tower's layers feed the projector: one for an index, n for a list of n
+    (``vision_feature_layer``; the projector's input is their concatenation)."""
+    value = r.config.get("vision_feature_layer")
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return 1
+    if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if len(value) > 1000:
+            raise r.fail("vision_feature_layer", f"{len(value):,} layers is more than 1,000")
+        return len(value)
+    raise r.fail("vision_feature_layer", f"expected a layer index or a list of them, got {quoted(value)}")
+
+
+def _llava_projector(config: Config, text: Config, source: str, vision_width: int) -> int:
+    """``LlavaMultiModalProjector`` (``models/llava/modeling_llava.py``): ``linear_1`` from the tower's
+    width times the feature layers to the language model's, GELU, ``linear_2``; biases with
+    ``multimodal_projector_bias`` (default true)."""
+    r = Reader(config, source)
+    width, bias = _text_width(text, source), r.flag("multimodal_projector_bias", True)
+    return _linear(vision_width * _feature_layers(r), width, bias) + _linear(width, width, bias)
+
+
+#: LlavaConfig's tower when ``vision_config`` is absent (``sub_configs_defaults``: CLIP ViT-L/14 at 336
+#: pixels); a ``vision_config`` that is given takes ``CLIPVisionConfig``'s own defaults instead.
+LLAVA_TOWER = (1024, 4096, 24, 3, 336, 14)
+CLIP_DEFAULTS = (768, 3072, 12, 3, 224, 32)
+
+
+def clip_params(config: Config, source: str) -> tuple[int, int, int, int]:
+    """A CLIP vision tower (``models/clip/modeling_clip.py``, ``CLIPVisionModel``): a class embedding, a
+    bias-free patch convolution, a learned position per patch and for the class token, the pre and post
+    LayerNorms and the blocks. Every layer is built, whichever ``vision_feature_layer`` the projector reads
+    (transformers runs them all and takes that layer's hidden states). Returns the parameters, the width,
+    the depth and the patch grid's side."""
+    r = _vision_reader(config, source)
+    fields = _vit_fields(r, CLIP_DEFAULTS if _given(config) else LLAVA_TOWER)
+    hidden, ffn, layers, channels, image, patch = fields
+    side = image // patch
+    total = hidden + channels * patch * patch * hidden + (side * side + 1) * hidden + 2 * hidden
+    return total + _vit_layers(layers, hidden, ffn) + 2 * hidden, hidden, layers, side
+
+
+def _llava_tokens(config: Config, side: int) -> int:
+    """One image's tokens: a token per patch, and the class token's with ``vision_feature_select_strategy:
+    full``."""
+    return side * side + (Reader(config, "").text("vision_feature_select_strategy", "default") == "full")
+
+
+def llava(config: Config, text: Config, source: str) -> Model:
+    """LLaVA (``models/llava/modeling_llava.py``): a CLIP tower and ``LlavaMultiModalProjector``; one
+    image is a token per patch (576 at 336 pixels in 14-pixel patches)."""
+    tower, hidden, layers, side = clip_params(config, source)
+    projector = _llava_projector(config, text, source, hidden)
+    return _mapping(tower + projector, hidden, layers, _llava_tokens(config, side), "CLIP")
+
+
+def llava_next(config: Config, text: Config, source: str) -> Model:
+    """LLaVA-NeXT (``models/llava_next/modeling_llava_next.py``): LLaVA's tower and projector and
+    ``image_newline``, a parameter of the language model's width. An image is cut into tiles of the
+    tower's size on a grid of ``image_grid_pinpoints``; a 672 x 672 image (a 2 x 2 grid at 336 pixels) is
+    the base view's 576 tokens and the grid's 48 x 48, with a newline token closing each of its 48 rows:
+    2,928 tokens, which ``image_tokens`` holds (2 x 2 tiles of the tower's side)."""
+    tower, hidden, layers, side = clip_params(config, source)
+    projector = _llava_projector(config, text, source, hidden) + _text_width(text, source)
+    tokens = _llava_tokens(config, side) + (2 * side) ** 2 + 2 * side
+    return _mapping(tower + projector, hidden, layers, tokens, "CLIP")
+
+
+#: Mistral3Config's Pixtral tower when ``vision_config`` is absent; a given one takes PixtralVisionConfig's
+#: defaults (1024-pixel images in 16-pixel patches).
+MISTRAL3_TOWER = (1024, 4096, 24, 3, 1540, 14)
+PIXTRAL_DEFAULTS = (1024, 4096, 24, 3, 1024, 16)
+
+
+def mistral3(config: Config, text: Config, source: str) -> Model:
+    """Mistral 3 (``models/mistral3/modeling_mistral3.py``) with a Pixtral tower
+    (``models/pixtral/modeling_pixtral.py``, ``PixtralVisionModel``): a bias-free patch convolution, an
+    RMSNorm before the blocks, bias-free attention and gated MLP blocks with two RMSNorms, no learned
+    positions (2-D rotary); then ``Mistral3MultiModalProjector``: an RMSNorm, the patch merger (a bias-free
+    linear from ``spatial_merge_size``^2 patches to one) and LLaVA's two linears. An image at the tower's
+    ``image_size`` is (image / (patch x merge))^2 tokens (3,025 at 1540 pixels), the largest one."""
+    r = _vision_reader(config, source)
+    hidden, ffn, layers, channels, image, patch = _vit_fields(r, PIXTRAL_DEFAULTS if _given(config) else MISTRAL3_TOWER)
+    top = Reader(config, source)
+    merge = top.count("spatial_merge_size", default=2) or 2
+    tower = channels * patch * patch * hidden + hidden + layers * (4 * hidden * hidden + 3 * hidden * ffn + 2 * hidden)
+    width, bias = _text_width(text, source), top.flag("multimodal_projector_bias", False)
+    projector = hidden + merge * merge * hidden * hidden + _linear(hidden * _feature_layers(top), width, bias)
+    projector += _linear(width, width, bias)
+    tokens = max(1, image // (patch * merge)) ** 2
+    return _mapping(tower + projector, hidden, layers, tokens, "Pixtral")
+
+
+#: The image Qwen2-VL's ``image_tokens`` is for: 1,024 x 1,024 pixels, resized by the processor's
+#: ``smart_resize`` to multiples of 28 (1,036 x 1,036), one token per 28 x 28 pixels: 37^2 = 1,369.
+QWEN_IMAGE = 1024
+
+
+def _qwen_fields(r: Reader, hidden_name: str, hidden_default: int) -> tuple[int, ...]:
+    """Width, depth, channels, patch, temporal patch and merge size of a Qwen2-VL / Qwen2.5-VL tower
+    (``in_channels``: the spelling ``in_chans`` of the Hub's configs is not read by transformers)."""
+    names = [(hidden_name, hidden_default), ("depth", 32), ("in_channels", 3), ("patch_size", 14)]
+    names += [("temporal_patch_size", 2), ("spatial_merge_size", 2)]
+    return tuple(r.count(name, default=default) or default for name, default in names)
+
+
+def _qwen_tokens(patch: int, merge: int) -> int:
+    factor = patch * merge
+    side = max(1, round(QWEN_IMAGE / factor))
+    return side * side
+
+
+def _qwen_merger(embed: int, merge: int, out: int, norm: int) -> int:
+    """The patch merger (``PatchMerger``): a norm of the tower's width (``norm`` parameters), then
+    ``merge``^2 patches' features through a square linear, GELU and a linear to the language model's width,
+    both with biases."""
+    wide = embed * merge * merge
+    return norm + _linear(wide, wide) + _linear(wide, out)
+
+
+def qwen2_vl(config: Config, text: Config, source: str) -> Model:
+    """Qwen2-VL (``models/qwen2_vl/modeling_qwen2_vl.py``, ``Qwen2VisionTransformerPretrainedModel``): a
+    bias-free 3-D patch convolution (``temporal_patch_size`` frames), blocks with two LayerNorms, a fused
+    biased qkv and output projection and an MLP of ``mlp_ratio`` x the width, then ``PatchMerger`` (a
+    LayerNorm) to ``vision_config.hidden_size``. No learned positions (rotary)."""
+    r = _vision_reader(config, source)
+    embed, depth, channels, patch, temporal, merge = _qwen_fields(r, "embed_dim", 1280)
+    ratio = r.config.get("mlp_ratio", 4)
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1000:
+        raise r.fail("mlp_ratio", f"expected a number from 0 to 1,000, got {quoted(ratio)}")
+    ffn = int(embed * ratio)
+    out = r.count("hidden_size", default=3584) or 3584
+    tower = channels * temporal * patch * patch * embed + _vit_layers(depth, embed, ffn)
+    merger = _qwen_merger(embed, merge, out, 2 * embed)
+    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2-VL ViT")
+
+
+def qwen2_5_vl(config: Config, text: Config, source: str) -> Model:
+    """Qwen2.5-VL (``models/qwen2_5_vl/modeling_qwen2_5_vl.py``): Qwen2-VL's tower with RMSNorms and a
+    biased gated MLP of ``intermediate_size`` (``Qwen2_5_VLMLP``), and a merger whose norm is an RMSNorm, to
+    ``out_hidden_size``. Windowed attention in most blocks changes no parameter."""
+    r = _vision_reader(config, source)
+    embed, depth, channels, patch, temporal, merge = _qwen_fields(r, "hidden_size", 3584)
+    ffn = r.count("intermediate_size", default=3420) or 3420
+    out = r.count("out_hidden_size", default=3584) or 3584
+    block = 4 * embed * embed + 4 * embed + 3 * _linear(embed, ffn) - ffn + embed + 2 * embed
+    # q/k/v/o with biases; gate and up (embed -> ffn) and down (ffn -> embed) with biases; two RMSNorms
+    tower = channels * temporal * patch * patch * embed + depth * block
+    merger = _qwen_merger(embed, merge, out, embed)
+    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2.5-VL ViT")
 
 
 def _mapping(params: int, hidden: int, layers: int, image_tokens: int, encoder: str) -> Model:
     return {"params": params, "hidden_size": hidden, "layers": layers, "image_tokens": image_tokens, "encoder": encoder}
 
 
-#: The multimodal model types whose vision tower is counted, by the wrapper's model_type.
-VISION: dict[str, Counter] = {"gemma3": gemma3, "llama4": llama4}
+@dataclass(frozen=True)
+class Wrapper:
+    """A multimodal config type: the model_type of its language model when its ``text_config`` does not
+    say, the counter of its vision tower, and whether its language model's fields may sit at the top level
+    (Qwen2-VL's Hub configs)."""
+
+    text_type: str
+    counter: Counter
+    flat: bool = False
 
 
-def vision_of(config: Config, model_type: str, source: str) -> tuple[Model | None, list[str]]:
+#: The multimodal model types vramcalc counts, by the wrapper's model_type.
+WRAPPERS: dict[str, Wrapper] = {
+    "gemma3": Wrapper("gemma3_text", gemma3),
+    "llama4": Wrapper("llama4_text", llama4),
+    "llava": Wrapper("llama", llava),
+    "llava_next": Wrapper("llama", llava_next),
+    "mistral3": Wrapper("mistral", mistral3),
+    "qwen2_vl": Wrapper("qwen2_vl_text", qwen2_vl, flat=True),
+    "qwen2_5_vl": Wrapper("qwen2_5_vl_text", qwen2_5_vl, flat=True),
+}
+
+#: The class defaults of the language models' configs (transformers 5.25, ``AutoConfig.for_model(type)``)
+#: for the fields vramcalc reads: ``save_pretrained`` writes a nested ``text_config`` as its difference
+#: from them (Gemma 3's holds six fields), and transformers fills the rest from them. ``head_dim`` only
+#: where it is a default of its own (elsewhere it follows hidden_size / heads).
+TEXT_DEFAULTS: dict[str, Config] = {
+    "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
+              "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
+    "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 131072,
+                "sliding_window": 4096},
+    "gemma3_text": {"hidden_size": 2304, "intermediate_size": 9216, "num_hidden_layers": 26, "num_attention_heads": 8,
+                    "num_key_value_heads": 4, "head_dim": 256, "vocab_size": 262208,
+                    "max_position_embeddings": 131072, "sliding_window": 4096, "_sliding_window_pattern": 6},
+    "llama4_text": {"hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+                    "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                    "vocab_size": 202048, "max_position_embeddings": 131072, "num_local_experts": 16,
+                    "num_experts_per_tok": 1, "interleave_moe_layer_step": 1, "attention_chunk_size": 8192,
+                    "use_qk_norm": True},
+    "qwen2_vl_text": {"hidden_size": 8192, "intermediate_size": 29568, "num_hidden_layers": 80,
+                      "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 152064,
+                      "max_position_embeddings": 32768, "use_sliding_window": False},
+}  # fmt: skip
+TEXT_DEFAULTS["qwen2_5_vl_text"] = TEXT_DEFAULTS["qwen2_vl_text"]
+#: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary).
+TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
+#: Top-level fields of a flat config that are the wrapper's, not the language model's.
+WRAPPER_FIELDS = ("vision_config", "text_config", "model_type", "architectures", "_name_or_path")
+
+
+def text_config(config: Config, model_type: str, source: str) -> Config:
+    """The language model's config of a multimodal ``config``, under the model_type vramcalc reads it as:
+    a nested ``text_config`` with its class's defaults filled in, or a flat config's own fields. The
+    wrapper's ``tie_word_embeddings`` holds where the text config does not state one."""
+    wrapper = WRAPPERS[model_type]
+    text = config.get("text_config")
+    if text is None and wrapper.flat:
+        return {key: value for key, value in config.items() if key not in WRAPPER_FIELDS} | {
+            "model_type": TEXT_ALIASES.get(wrapper.text_type, wrapper.text_type),
+            "architectures": [],
+        }
+    if not isinstance(text, dict):
+        raise SpecError(f"{source}: text_config: expected the text model's config (a JSON object)")
+    text_type = text.get("model_type") or wrapper.text_type
+    defaults = TEXT_DEFAULTS.get(text_type, {}) if isinstance(text_type, str) else {}
+    tie = {} if config.get("tie_word_embeddings") is None else {"tie_word_embeddings": config["tie_word_embeddings"]}
+    text = {**defaults, **tie, **text}
+    named = TEXT_ALIASES.get(text_type, text_type) if isinstance(text_type, str) else text_type
+    return {**text, "model_type": named, "architectures": [], "_name_or_path": ""}
+
+
+def vision_of(config: Config, model_type: str, text: Config, source: str) -> tuple[Model | None, list[str]]:
     """The ``model.vision`` mapping of a multimodal config (None for a type without a vision tower) and the
-    note on a ``vision_config`` left out (transformers then builds its class's default tower)."""
-    counter = VISION.get(model_type)
-    if counter is None:
+    note on a ``vision_config`` left out (transformers then builds its default tower)."""
+    wrapper = WRAPPERS.get(model_type)
+    if wrapper is None:
         return None, []
     notes = (
         []
-        if config.get("vision_config") is not None
+        if _given(config)
         else [f"{model_type}: vision_config not given: the default vision tower transformers builds for it"]
     )
-    return counter(config, source), notes
+    return wrapper.counter(config, text, source), notes
