@@ -1,6 +1,7 @@
 """The cases of ``benchmarks/data/tracer_flash.json``: each a ``benchmarks/tracer_flash.py`` command and the
 vramcalc workload that describes the same step. ``--flash`` runs transformers' flash_attention_2 path; the
-cases without it are the same steps under SDPA, for comparison.
+cases without it are the same steps under SDPA, for comparison. At 512 tokens the QLoRA step peaks in the MLP's
+backward under SDPA too (its math kernel's scores are still small there).
 
 Regenerate (a few seconds per case, CPU only; needs bitsandbytes 0.50.2 and peft 0.21.2 beside the tracer's
 venv)::
@@ -37,6 +38,10 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
      _train(8192, "flash", quantization=NF4_DQ, adapter=ALL, versions=BNB)),
     ("qlora-nf4-prepare-sdpa-s8192", f"{TRAIN} --seq 8192 {QLORA}",
      _train(8192, "sdpa", quantization=NF4_DQ, adapter=ALL, versions=BNB)),
+    ("qlora-nf4-prepare-flash-s512", f"--flash {TRAIN} --seq 512 {QLORA}",
+     _train(512, "flash", quantization=NF4_DQ, adapter=ALL, versions=BNB)),
+    ("qlora-nf4-prepare-sdpa-s512", f"{TRAIN} --seq 512 {QLORA}",
+     _train(512, "sdpa", quantization=NF4_DQ, adapter=ALL, versions=BNB)),
     ("full-bf16-flash-s2048", f"--flash {TRAIN} --seq 2048", _train(2048, "flash")),
     ("full-amp-bf16-flash-s2048", f"--flash {TRAIN} --amp --seq 2048",
      {**_train(2048, "flash"), "precision": "amp-bf16"}),

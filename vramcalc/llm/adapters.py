@@ -326,13 +326,21 @@ def mlp_lora_bytes(
 
 
 def backward_block_bytes(
-    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, dequant: int, mlp_lora: int = 0
+    shape: ModelShape,
+    tk: act.Tokens,
+    dt: act.Dtypes,
+    attention: Attention,
+    dequant: int,
+    mlp_lora: int = 0,
+    mlp_freed: int = 0,
 ) -> int:
-    """The block's backward peak beyond everything saved: the MLP's transients with the whole block saved,
-    or the attention's once the MLP half's saved tensors (the frozen MLP's and its adapters', ``mlp_lora``)
-    are freed: backward runs the MLP first (measured with benchmarks/tracer_bnb.py)."""
+    """The block's backward peak beyond everything saved: the MLP's transients with the whole block saved
+    but ``mlp_freed`` (what the down projection's adapter saved and its own backward frees before the MLP's
+    peak: :func:`vramcalc.stacks.peft_lora.down_adapter_freed_bytes`), or the attention's once the MLP
+    half's saved tensors (the frozen MLP's and its adapters', ``mlp_lora``) are freed: backward runs the MLP
+    first (measured with benchmarks/tracer_bnb.py)."""
     mlp, attn = backward_transients(shape, tk, dt, attention, dequant)
-    return max(mlp, attn - frozen_mlp_bytes(shape, tk.encoder, dt) - mlp_lora)
+    return max(mlp - mlp_freed, attn - frozen_mlp_bytes(shape, tk.encoder, dt) - mlp_lora)
 
 
 def forward_block_bytes(

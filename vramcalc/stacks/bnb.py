@@ -271,6 +271,16 @@ def kept_bytes_per_token(
     return total
 
 
+def holds_own_input(method: QuantMethod, release: Release, input_bytes: int, compute: int) -> bool:
+    """Whether a bitsandbytes linear's autograd context keeps the very tensor it was given (not a cast copy)
+    at least until its own backward has run (``ctx.tensors``, :func:`kept_bytes_per_token`): ``MatMul8bitLt``
+    its input ``A`` in every release; ``MatMul4Bit`` up to 0.43.1 when the input needs no cast to the compute
+    dtype."""
+    if method is QuantMethod.int8:
+        return True
+    return method in BNB_4BIT and release.four_bit_keeps_input and input_bytes == compute
+
+
 def kept_layer_bytes(
     shape: ModelShape,
     method: QuantMethod,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import Checkpointing
+from vramcalc.choices import AdapterType, Checkpointing
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 from vramcalc.llm import adapters, moe, quantization
@@ -48,12 +48,70 @@ def step_bytes(
     mlp_lora = adapters.mlp_lora_bytes(
         matrices, adapter.rank or 0, a, adt, adapter.dropout, tk.encoder, shape.layers, adapters.freezes_a(adapter)
     )
-    through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora)
+    freed = down_adapter_freed_bytes(spec, shape, tk.encoder, kbit, matrices, a)
+    through = adapters.backward_block_bytes(shape, tk, adt, wl.attention, back, mlp_lora, freed)
     no_grad = bnb.forward_dequant(method, dequant, shape, tk.encoder, adt.compute)
     inside = adapters.forward_block_bytes(shape, tk, adt, wl.attention, dequant, kbit.checkpointing, no_grad)
     if adapters.freezes_a(adapter) and not kbit.checkpointing:
         inside += _lora_fa_down_bytes(matrices, adapter.dropout, a, adt, tk.encoder)
     return saved, recompute_layer, through, inside
+
+
+def reads_activation(spec: Spec, a: int, dt: act.Dtypes) -> bool:
+    """Whether each ``lora_A`` reads the activation itself: ``_cast_input_dtype`` (peft/tuners/tuners_utils.py)
+    returns its input unchanged when it already has the adapter dtype ``a`` (no autocast), and with no dropout
+    ``lora_dropout`` is ``nn.Identity``; LoRA-FA's frozen ``lora_A`` saves no input at all."""
+    adapter = spec.workload.adapter
+    assert adapter is not None
+    return adapter.dropout == 0 and a == dt.compute and not dt.amp and not adapters.freezes_a(adapter)
+
+
+def down_adapter_freed_bytes(
+    spec: Spec, shape: ModelShape, t: int, kbit: Kbit, matrices: list[adapters.LoraMatrix], a: int
+) -> int:
+    """What the ``down_proj`` adapter of the block in backward saved (its input and lora_A's output) and no
+    longer holds at a gated MLP's backward peak, for :func:`vramcalc.llm.adapters.backward_block_bytes`.
+
+    PEFT's LoRA layer (peft/tuners/lora/layer.py ``Linear.forward``, peft/tuners/lora/bnb.py
+    ``Linear4bit.forward``) runs ``result = self.base_layer(x)`` first and adds ``lora_B(lora_A(dropout(x)))
+    * scaling`` after, so the adapter's autograd nodes are younger than the base layer's. PyTorch's engine
+    runs the ready node with the highest sequence number first (torch/csrc/autograd/engine.h
+    ``CompareNodeTaskTime``) and releases a node's saved tensors once it has run (torch/csrc/autograd/
+    engine.cpp ``evaluate_function``, ``fn.release_variables()`` without ``retain_graph``): the down
+    projection's ``lora_B`` and ``lora_A`` backwards run before its base layer's and drop lora_A's output and
+    lora_A's input. Where ``lora_A`` reads the activation itself (:func:`reads_activation`), that input is the
+    MLP product ``act(gate) * up``, which nothing else keeps (the product's backward saves its two factors, a
+    frozen linear saves no input, nor does bitsandbytes' ``MatMul4Bit`` from 0.43.2), so it is freed there.
+    From then on a gated MLP holds its three saved ffn-wide tensors (gate, activation, up) and three ffn-wide
+    gradients: the product's gradient from the adapter, the base layer's and their sum, then the product's
+    gradient and the two factors' gradients it makes; those are the three transients of
+    :func:`vramcalc.llm.adapters.backward_transients`, which are counted beside the whole block saved, so the
+    adapter's input and lora_A output are taken off. Traced (benchmarks/tracer_flash.py, QLoRA all-linear
+    after ``prepare_model_for_kbit_training``: fp32 activations, fp32 adapters): the recomputed block peaks in
+    ``down_proj``'s backward after its adapter's, with no product alive: at that sum (six fp32 ffn-wide
+    tensors) under flash, at the base layer's matmul beside its dequantized weight under SDPA at 512 tokens
+    (where the math kernel's scores are still smaller).
+
+    0 where not modelled this way, keeping the adapter's saved tensors in the count (an upper bound): an MLP
+    without a gate (its product's backward makes one gradient fewer, and the down projection's sum, three
+    gradients beside the one saved tensor, is what the count with the adapter's input gives); a cast copy
+    (16-bit activations, fp32 adapters) or dropout in front of ``lora_A`` (its own input and that input's
+    gradient meet in its backward); a base that keeps the product itself (:func:`vramcalc.stacks.bnb.holds_own_input`)
+    or is quantized by another library; DoRA (its own ``forward`` through the weight norm); litgpt; MoE
+    layers."""
+    wl, dt = spec.workload, kbit.dtypes
+    adapter, q = wl.adapter, wl.quantization
+    assert adapter is not None
+    gated_dense = shape.gated and shape.moe is None
+    plain = adapter.type is AdapterType.lora and not adapters.is_litgpt(adapter)
+    if not (gated_dense and plain and reads_activation(spec, a, dt)):
+        return 0
+    if q is not None and (
+        kbit.release is None or bnb.holds_own_input(q.method, kbit.release, kbit.norm_out, kbit.bnb_compute)
+    ):
+        return 0
+    down = [m for m in matrices if m.name == "down"]
+    return adapters.mlp_lora_bytes(down, adapter.rank or 0, a, dt, adapter.dropout, t, shape.layers)
 
 
 def _lora_fa_down_bytes(matrices: list[adapters.LoraMatrix], dropout: float, a: int, dt: act.Dtypes, t: int) -> int:
@@ -142,7 +200,7 @@ def _adapter_activations(
     bnb_layer = 0
     q = wl.quantization
     if kbit.release is not None and q is not None:
-        shares = adapter.dropout == 0 and a == dt.compute and not dt.amp and not frozen_a
+        shares = reads_activation(spec, a, dt)
         lora_shares = bnb.lora_reads({m.name for m in matrices}, shares)
         bnb_dt = replace(dt, compute=kbit.bnb_compute)
         bnb_layer = bnb.kept_layer_bytes(
