@@ -113,3 +113,21 @@ def test_a_failed_download_is_one_error_line_at_once(
     if fault != "a short body":
         assert "the Hub answered 502 (a server error)" in lines[0]
         assert hub.count("HEAD", "config.json") == 1  # not retried
+
+
+@pytest.mark.parametrize("cache", ["hf-cache-is-a-file", "vramcalc-cache-is-a-file"])
+def test_a_cache_that_cannot_be_written_still_answers(
+    hub: HubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: str
+) -> None:
+    """A read-only or misconfigured cache (here a path under a plain file, which not even root can create)
+    costs the cache, not the answer: the files are read into a temporary folder for this run."""
+    expected = _llama(tmp_path / "repo")
+    hub.add_repo("acme/widget-model", tmp_path / "repo")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where a cache folder should be\n")
+    variable = "HF_HUB_CACHE" if cache.startswith("hf") else "VRAMCALC_CACHE"
+    monkeypatch.setenv(variable, str(blocker / "cache"))
+    result = CliRunner().invoke(app, ["import", "acme/widget-model"])
+    assert result.exit_code == 0, result.output
+    assert f"weight_bytes: {expected}" in result.output
+    assert "Traceback" not in result.output and "corrupted" not in result.output  # nor huggingface_hub's warnings

@@ -219,12 +219,33 @@ def _in_daemon_threads(call: Callable[[str], Any], names: list[str], seconds: fl
     return outcome
 
 
+def _download_folder() -> str:
+    """Where downloads go: the Hugging Face cache where it can be written, else (a read-only shared cache,
+    a path through a file) a temporary folder for this run, removed when the command ends. A cache that
+    cannot be written costs the cache, not the answer."""
+    folder = hf_cache.hub_cache_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if os.access(folder, os.W_OK):
+            return str(folder)
+    except OSError:
+        pass
+    import atexit
+    import shutil
+    import tempfile
+
+    temporary = tempfile.mkdtemp(prefix="vramcalc-hf-")
+    atexit.register(shutil.rmtree, temporary, ignore_errors=True)
+    return temporary
+
+
 def _download_json(hub: _Hub, commit: str, names: list[str]) -> dict[str, Any]:
-    """Download small JSON files with ``hf_hub_download`` (into the Hugging Face cache), in parallel, and
-    parse them; the whole batch is bounded by a few request timeouts."""
+    """Download small JSON files with ``hf_hub_download`` (into the Hugging Face cache, or a temporary
+    folder where it cannot be written), in parallel, and parse them; the whole batch is bounded by a few
+    request timeouts."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
 
-    cache_dir = str(hf_cache.hub_cache_dir())
+    cache_dir = _download_folder()
 
     def one(name: str) -> str:
         # One HEAD without retries first: where it fails, hf_hub_download retries with backoff for half
