@@ -66,14 +66,25 @@ def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
 
     LayerNorm saves its input (the residual sum) and fp32 mean/rstd. HF's RMSNorm computes in fp32: it saves
     an fp32 copy of its input, the normalised tensor cast back (``e``), and rstd; under autocast the normalised
-    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there)."""
+    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there). On a
+    PyTorch whose ``mean`` keeps its input (:func:`rmsnorm_square_bytes`), the squared input too."""
     h = shape.hidden
     if shape.norm is Norm.layernorm:
         per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
     else:
         per_token = h * FP32 + RMSNORM_STATS + (h * FP32 if dt.amp else 2 * h * dt.compute)
-        per_token += t5.norm_input_bytes(shape, dt.residual)
+        per_token += t5.norm_input_bytes(shape, dt.residual) + rmsnorm_square_bytes(shape, dt)
     return n_tokens * per_token
+
+
+def rmsnorm_square_bytes(shape: ModelShape, dt: Dtypes) -> int:
+    """Per token, the squared input an RMSNorm's ``mean`` keeps for backward where the model's code says so
+    (``ModelCode.rmsnorm_square_saved``: PyTorch before 2.2): fp32 for transformers, which squares its fp32
+    copy, else at the residual dtype."""
+    code = shape.code
+    if shape.norm is not Norm.rmsnorm or not code.rmsnorm_square_saved:
+        return 0
+    return shape.hidden * (FP32 if code.rmsnorm_square_fp32 else dt.residual)
 
 
 def input_copy_bytes(n_tokens: int, width: int, n_linears: int, dt: Dtypes) -> int:

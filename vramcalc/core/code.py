@@ -68,8 +68,10 @@ class ModelCode:
     masked_lm_generates: bool = False
     #: Every expert is a module of its own (one weight per expert and projection), not one 3-D tensor.
     experts_per_module: bool = False
-    #: RMSNorm's ``mean`` keeps its input, the squared residual (``x * x``, at the residual dtype), for backward.
+    #: RMSNorm's ``mean`` keeps its input, the squared residual, for backward: at the residual dtype (litgpt's
+    #: ``x * x``), or in fp32 with ``rmsnorm_square_fp32`` (transformers squares its fp32 copy of the input).
     rmsnorm_square_saved: bool = False
+    rmsnorm_square_fp32: bool = False
     #: The fused kernel of ``attention: flash`` (None: that attention is not asked for).
     flash: FusedAttention | None = None
 

@@ -240,8 +240,7 @@ def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
     says so, ``ModelCode.rmsnorm_square_saved``)."""
     if shape.norm.value == "layernorm":
         return n_tokens * (shape.hidden * dt.residual + act.LAYERNORM_STATS)
-    square = shape.hidden * dt.residual if shape.code.rmsnorm_square_saved else 0
-    return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS + square)
+    return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS + act.rmsnorm_square_bytes(shape, dt))
 
 
 def frozen_mlp_bytes(shape: ModelShape, t: int, dt: act.Dtypes) -> int:

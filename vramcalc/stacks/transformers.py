@@ -66,14 +66,16 @@ taken as the release it became).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Norm, Precision, Runtime
+from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Mode, Norm, Precision, Runtime
 from vramcalc.core.code import TODAY, ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import ModelSpec, Spec, Workload, runs_llamacpp
 from vramcalc.spec.versions import release_key
+from vramcalc.stacks import torch as torch_stack
 from vramcalc.units import allocation_bytes
 
 if TYPE_CHECKING:
@@ -199,7 +201,15 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
     fp16 = workload.precision in (Precision.fp16, Precision.amp_fp16, Precision.mixed_fp16)
     positions = spec.max_position_embeddings or 0
     code = resolve(given, model_type, shape.layers, positions, fp16, shape.norm is Norm.rmsnorm)
-    return code, notes(code, model_type)
+    said = notes(code, model_type)
+    if shape.norm is Norm.rmsnorm and workload.mode is Mode.train and torch_stack.mean_saves_input(workload):
+        # LlamaRMSNorm and its kin: variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        code = replace(code, rmsnorm_square_saved=True, rmsnorm_square_fp32=True)
+        said.append(
+            f"torch {(workload.versions or {})['torch']}'s mean keeps its input for backward (fixed in 2.2), so "
+            "each RMSNorm also keeps its fp32 squared input"
+        )
+    return code, said
 
 
 def notes(code: ModelCode, model_type: str) -> list[str]:
