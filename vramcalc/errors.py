@@ -24,6 +24,16 @@ class ModelSourceError(SpecError):
         self.stage = stage
 
 
+class PipelineModel(SpecError):
+    """A Diffusers pipeline named as a model: no transformer step to estimate (the one line says what its
+    weights take), but ``vramcalc estimate`` answers with its weights. ``checkpoint``: its files
+    (a :class:`vramcalc.sources.checkpoint.Checkpoint`)."""
+
+    def __init__(self, message: str, checkpoint: object) -> None:
+        super().__init__(message)
+        self.checkpoint = checkpoint
+
+
 class UnitError(VramcalcError):
     """A size, count, rate or percentage could not be parsed."""
 

@@ -145,7 +145,7 @@ def _header_only(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> 
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
 
 
-def test_a_diffusers_pipeline_is_refused_with_what_its_weights_take(tmp_path: Path) -> None:
+def test_a_diffusers_pipeline_is_its_weights_and_refused_where_a_step_is_asked(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from vramcalc.cli import app
@@ -157,10 +157,17 @@ def test_a_diffusers_pipeline_is_refused_with_what_its_weights_take(tmp_path: Pa
         tmp_path / "transformer" / "diffusion_pytorch_model.safetensors", {"w": ("BF16", [6, 2**30], 12 * 2**30)}
     )
     _header_only(tmp_path / "vae" / "diffusion_pytorch_model.safetensors", {"w": ("F32", [2**27], 2**29)})
-    result = CliRunner().invoke(app, ["estimate", "--model", str(tmp_path)])
-    assert result.exit_code == 2
-    assert "weights transformer 12.00 GiB, vae 0.50 GiB; all resident (pipe.to('cuda')) 12.50 GiB" in result.stderr
-    assert "one at a time (enable_model_cpu_offload) 12.00 GiB (transformer)" in result.stderr
+    answered = CliRunner().invoke(app, ["estimate", "--model", str(tmp_path), "--json"])
+    assert answered.exit_code == 0, answered.output
+    doc = json.loads(answered.stdout)
+    assert (doc["resident_bytes"], doc["offload_bytes"]) == (12 * 2**30 + 2**29, 12 * 2**30)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(f"model: {tmp_path}\nworkload: {{mode: inference, batch_size: 1, seq_len: 64}}\n")
+    for args in (["estimate", str(spec)], ["max-batch", "--model", str(tmp_path), "--gpu", "h100-sxm"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2
+        assert "weights transformer 12.00 GiB, vae 0.50 GiB; all resident (pipe.to('cuda')) 12.50 GiB" in result.stderr
+        assert "one at a time (enable_model_cpu_offload) 12.00 GiB (transformer)" in result.stderr
 
 
 def test_a_name_too_long_for_the_file_system_is_missing_not_an_os_error(tmp_path: Path) -> None:

@@ -44,14 +44,17 @@ def error_lines(message: str, source: str | None = None, *, prefix: bool = False
 
 
 @contextmanager
-def user_errors(source: str | None = None) -> Iterator[None]:
+def user_errors(source: str | None = None, passing: tuple[type[Exception], ...] = ()) -> Iterator[None]:
     """Turn vramcalc errors into ``error:`` lines on stderr and exit code 2 (never a traceback).
 
-    Lines that do not name ``source`` (the spec file) yet are prefixed with it.
+    Lines that do not name ``source`` (the spec file) yet are prefixed with it. Errors of the ``passing``
+    types are the caller's to answer.
     """
     try:
         yield
     except VramcalcError as exc:
+        if isinstance(exc, passing):
+            raise
         lines = error_lines(str(exc), source, prefix=isinstance(exc, SpecError))
         for line in lines:
             echo_err(f"error: {line}")

@@ -23,7 +23,7 @@ from vramcalc.cli._common import (
     verdict_budget,
 )
 from vramcalc.cli.workload import WorkloadArgs, workload_options
-from vramcalc.errors import SpecError, VramcalcError
+from vramcalc.errors import PipelineModel, SpecError, VramcalcError
 from vramcalc.version import VERSION as __version__
 
 if TYPE_CHECKING:
@@ -109,41 +109,48 @@ def estimate(
     from vramcalc.render.estimate import render_estimate
 
     source = str(spec or hf_config or (f"--model {model}" if model else "estimate"))
-    menu = spec is None and hf_config is None and model is not None and gpu is not None
-    menu = menu and set(workload.named) <= {"--runtime"}  # the serving rows' runtime may be named
-    runtime = str(workload.flags.get("runtime") or "vllm")
-    found, menu_spec = None, None
-    if spec is not None and hf_config is None and model is None and set(workload.named) <= {"--runtime"}:
-        menu_spec = _without_workload(spec, gpu)  # a spec naming a model and no workload: the same rows
-    if menu_spec is not None and not timeline:
-        found = _what_runs(*menu_spec, gpu, reserve, json_out, emit_spec, source, runtime)
-        if found is None:
-            return
-    elif menu and not timeline:
-        assert model is not None and gpu is not None
-        with user_errors(source):
-            from vramcalc.spec.model_flag import spec_with_model
+    # a Diffusers pipeline named by --model alone is answered with its weights; a spec's workload is refused
+    passing: tuple[type[Exception], ...] = (PipelineModel,) if spec is None and hf_config is None else ()
+    try:
+        menu = spec is None and hf_config is None and model is not None and gpu is not None
+        menu = menu and set(workload.named) <= {"--runtime"}  # the serving rows' runtime may be named
+        runtime = str(workload.flags.get("runtime") or "vllm")
+        found, menu_spec = None, None
+        if spec is not None and hf_config is None and model is None and set(workload.named) <= {"--runtime"}:
+            menu_spec = _without_workload(spec, gpu)  # a spec naming a model and no workload: the same rows
+        if menu_spec is not None and not timeline:
+            found = _what_runs(*menu_spec, gpu, reserve, json_out, emit_spec, source, runtime)
+            if found is None:
+                return
+        elif menu and not timeline:
+            assert model is not None and gpu is not None
+            with user_errors(source, passing=passing):
+                from vramcalc.spec.model_flag import spec_with_model
 
-            base, notes = spec_with_model(None, model, {"mode": "inference"})
-        name = base.name if base.model.checkpoint is None else None  # a model read from files: its keys
-        found = _what_runs(base, name, notes, gpu, reserve, json_out, emit_spec, source, runtime)
-        if found is None:  # shown: the table, or one row's spec
-            return
-    with user_errors(source):
-        if emit_spec is not None:
-            raise SpecError(
-                "--emit-spec: give --model NAME and --gpu CARD alone, or a spec with a model and no workload "
-                "(the rows of what the model can run)"
-            )
-        if spec is None and hf_config is None and model is None and not workload.named:
-            raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
-        if menu_spec is not None:
-            loaded = menu_spec[0]
-        else:
-            loaded, _ = load_workload_spec(spec, model, workload, hf_config)
-        budget = verdict_budget(loaded, source, gpu, reserve)
-        outcome = estimate_outcome(loaded, budget)
-        result, fit = outcome.estimate, outcome.fit
+                base, notes = spec_with_model(None, model, {"mode": "inference"})
+            name = base.name if base.model.checkpoint is None else None  # a model read from files: its keys
+            found = _what_runs(base, name, notes, gpu, reserve, json_out, emit_spec, source, runtime)
+            if found is None:  # shown: the table, or one row's spec
+                return
+        with user_errors(source, passing=passing):
+            if emit_spec is not None:
+                raise SpecError(
+                    "--emit-spec: give --model NAME and --gpu CARD alone, or a spec with a model and no workload "
+                    "(the rows of what the model can run)"
+                )
+            if spec is None and hf_config is None and model is None and not workload.named:
+                raise SpecError("give a SPEC file or --hf-config config.json or --model NAME (one of them)")
+            if menu_spec is not None:
+                loaded = menu_spec[0]
+            else:
+                loaded, _ = load_workload_spec(spec, model, workload, hf_config)
+            budget = verdict_budget(loaded, source, gpu, reserve)
+            outcome = estimate_outcome(loaded, budget)
+            result, fit = outcome.estimate, outcome.fit
+    except PipelineModel as pipeline:
+        with user_errors(source):
+            _pipeline_answer(pipeline, source, gpu, reserve, workload, json_out)
+        return
     if json_out:
         from vramcalc.results.estimate import EstimateResult
 
@@ -164,6 +171,45 @@ def estimate(
             from vramcalc.cli.report import print_timeline
 
             print_timeline(loaded, result, budget)
+
+
+def _pipeline_answer(
+    pipeline: PipelineModel, source: str, gpu: str | None, reserve: str | None, workload: WorkloadArgs, json_out: bool
+) -> None:
+    """A Diffusers pipeline named as the model: its weights by component, all resident and one at a time,
+    and with a card the verdict on the weights alone (vramcalc/planning/pipeline.py)."""
+    from vramcalc.cli._common import notes_to_stderr, reserve_flag
+    from vramcalc.planning.check import TargetFlags, card_budget, resolve_flag_gpus
+    from vramcalc.planning.pipeline import pipeline_weights
+    from vramcalc.results.pipeline import PipelineResult
+    from vramcalc.sources.checkpoint import Checkpoint
+    from vramcalc.spec.from_checkpoint import source_of
+    from vramcalc.spec.target import NO_RESERVE
+
+    checkpoint = pipeline.checkpoint
+    assert isinstance(checkpoint, Checkpoint)
+    other = sorted(set(workload.named) - {"--precision"})
+    if other:
+        raise SpecError(
+            f"{other[0]}: a Diffusers pipeline's weights take only --precision (its steps are not modelled)"
+        )
+    precision = workload.flags.get("precision")
+    chosen = None if precision is None else str(getattr(precision, "value", precision)).removeprefix("pure-")
+    if chosen is not None and chosen not in ("fp32", "fp16", "bf16"):
+        raise SpecError(f"--precision: {chosen}: a pipeline's weights are cast to fp32, fp16 or bf16")
+    budget = None
+    if gpu is not None:
+        cards, notes = resolve_flag_gpus(TargetFlags((gpu,), None, None))
+        notes_to_stderr(notes)
+        budget = card_budget(cards[0], reserve_flag(reserve) or NO_RESERVE)
+    name = checkpoint.origin.label
+    found = PipelineResult.of(name, source_of(checkpoint), pipeline_weights(checkpoint, chosen), budget)
+    if json_out:
+        print_json(found.to_dict())
+        return
+    from vramcalc.render.pipeline import render_pipeline
+
+    render_pipeline(found, stdout())
 
 
 def _without_workload(spec: Path, gpu: str | None) -> "tuple[Spec, str | None, list[str]] | None":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vramcalc.errors import ModelSourceError, SpecError
+from vramcalc.errors import ModelSourceError, PipelineModel, SpecError
 from vramcalc.sources.checkpoint import Checkpoint
 from vramcalc.spec.hf_reader import MAX_FIELD, MAX_POSITIONS
 from vramcalc.units import quoted
@@ -222,7 +222,7 @@ def checkpoint_model(checkpoint: Checkpoint, where: str) -> tuple[dict[str, Any]
             "header",
         )
     if checkpoint.pipeline is not None:
-        raise SpecError(f"{where}: {pipeline_weights(checkpoint)}")
+        raise PipelineModel(f"{where}: {pipeline_weights(checkpoint)}", checkpoint)
     config = checkpoint.config
     if config is None:
         raise SpecError(
