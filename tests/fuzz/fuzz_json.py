@@ -58,9 +58,26 @@ HOSTILE_JSON = [
 ]  # fmt: skip
 
 
+#: Multimodal checkpoints' configs (their language model and vision tower nested).
+MULTIMODAL = ROOT / "tests" / "data" / "multimodal_configs.json"
+#: Nested keys a mutation of a multimodal config may set (``vision_config.hidden_size``).
+NESTED_KEYS = [
+    "vision_config.hidden_size", "vision_config.intermediate_size", "vision_config.num_hidden_layers",
+    "vision_config.image_size", "vision_config.patch_size", "vision_config.num_channels",
+    "vision_config.vision_use_head", "vision_config.mlp_ratio", "vision_config.embed_dim", "vision_config.depth",
+    "vision_config.spatial_merge_size", "vision_config.out_hidden_size", "vision_config.pixel_shuffle_ratio",
+    "vision_config.projector_input_dim", "vision_config.vision_output_dim", "text_config.hidden_size",
+    "text_config.model_type", "text_config.num_hidden_layers", "vision_feature_layer", "mm_tokens_per_image",
+    "multimodal_projector_bias", "vision_config", "text_config",
+]  # fmt: skip
+
+
 @functools.cache
 def base_configs() -> dict[str, dict[str, Any]]:
-    return {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(HF_CONFIGS.glob("*.json"))}
+    found = {path.stem: json.loads(path.read_text(encoding="utf-8")) for path in sorted(HF_CONFIGS.glob("*.json"))}
+    for case in json.loads(MULTIMODAL.read_text(encoding="utf-8"))["models"]:
+        found["multimodal-" + case["repo"].replace("/", "--")] = case["config"]
+    return found
 
 
 @st.composite
@@ -108,8 +125,8 @@ def json_inputs(draw: st.DrawFn, kinds: tuple[str, ...] = ("config", "config", "
     kind = draw(st.sampled_from(kinds))
     if kind == "config":
         base = draw(st.sampled_from(sorted(base_configs())))
-        doc = dict(base_configs()[base])
-        keys = sorted(set(doc) | set(HF_KEYS))
+        doc = json.loads(json.dumps(base_configs()[base]))  # a deep copy: nested sections are mutated too
+        keys = sorted(set(doc) | set(HF_KEYS) | (set(NESTED_KEYS) if base.startswith("multimodal-") else set()))
     else:
         base, doc, keys = "memory_stats", dict(STATS), STATS_KEYS
     raw: dict[str, str] = {}
@@ -117,14 +134,19 @@ def json_inputs(draw: st.DrawFn, kinds: tuple[str, ...] = ("config", "config", "
     for i in range(draw(st.integers(1, 3))):
         key = draw(st.sampled_from(keys))
         op = draw(st.sampled_from(["set", "set", "set", "drop", "heads0"]))
+        section, _, field = key.rpartition(".")
+        target = doc.get(section) if section else doc
+        if not isinstance(target, dict):
+            target = doc
+            field = key
         if op == "drop":
-            doc.pop(key, None)
+            target.pop(field, None)
         elif op == "heads0" and kind == "config":
             doc.update({"num_attention_heads": 0, "head_dim": draw(st.sampled_from([64, 0, -1]))})
             key = "num_attention_heads"
         else:
             placeholder = f"__RAW_{i}__"
-            doc[key] = placeholder
+            target[field] = placeholder
             raw[placeholder] = draw(hostile_json())
             op = f"set {raw[placeholder][:40]}"
         mutations.append(f"{op} {key}")
