@@ -254,3 +254,21 @@ def test_a_list_of_feature_layers_widens_the_projector() -> None:
     one, _ = model_from_config(case["config"], "c.json")
     five, _ = model_from_config({**case["config"], "vision_feature_layer": [-2, -5, -8, -11, 6]}, "c.json")
     assert five["vision"]["params"] - one["vision"]["params"] == 4 * 1024 * 4096
+
+
+def test_a_bad_select_strategy_names_the_file_and_field() -> None:
+    case = next(case for case in MULTIMODAL["models"] if case["repo"] == "llava-hf/llava-1.5-7b-hf")
+    with pytest.raises(SpecError) as raised:
+        model_from_config({**case["config"], "vision_feature_select_strategy": 3}, "c.json")
+    assert str(raised.value) == "c.json: vision_feature_select_strategy: expected a string, got 3"
+    full, _ = model_from_config({**case["config"], "vision_feature_select_strategy": "full"}, "c.json")
+    assert full["vision"]["image_tokens"] == 577  # the class token's too
+
+
+def test_a_llava_text_config_without_kv_heads_attends_with_every_head() -> None:
+    # LlamaConfig's num_key_value_heads defaults to num_attention_heads (None in the class): 40 heads, 40 KV heads
+    case = next(case for case in MULTIMODAL["models"] if case["repo"] == "llava-hf/llava-1.5-13b-hf")
+    text = {key: value for key, value in case["config"]["text_config"].items() if key != "num_key_value_heads"}
+    model, _ = model_from_config({**case["config"], "text_config": text}, "c.json")
+    assert model["heads"] == 40 and model.get("kv_heads", 40) == 40
+    assert _count(model) == case["checkpoint_params"]

@@ -167,10 +167,10 @@ def clip_params(config: Config, source: str) -> tuple[int, int, int, int]:
     return total + _vit_layers(layers, hidden, ffn) + 2 * hidden, hidden, layers, side
 
 
-def _llava_tokens(config: Config, side: int) -> int:
+def _llava_tokens(config: Config, source: str, side: int) -> int:
     """One image's tokens: a token per patch, and the class token's with ``vision_feature_select_strategy:
     full``."""
-    return side * side + (Reader(config, "").text("vision_feature_select_strategy", "default") == "full")
+    return side * side + (Reader(config, source).text("vision_feature_select_strategy", "default") == "full")
 
 
 def llava(config: Config, text: Config, source: str) -> Model:
@@ -178,7 +178,7 @@ def llava(config: Config, text: Config, source: str) -> Model:
     image is a token per patch (576 at 336 pixels in 14-pixel patches)."""
     tower, hidden, layers, side = clip_params(config, source)
     projector = _llava_projector(config, text, source, hidden)
-    return _mapping(tower + projector, hidden, layers, _llava_tokens(config, side), "CLIP")
+    return _mapping(tower + projector, hidden, layers, _llava_tokens(config, source, side), "CLIP")
 
 
 def llava_next(config: Config, text: Config, source: str) -> Model:
@@ -189,7 +189,7 @@ def llava_next(config: Config, text: Config, source: str) -> Model:
     2,928 tokens, which ``image_tokens`` holds (2 x 2 tiles of the tower's side)."""
     tower, hidden, layers, side = clip_params(config, source)
     projector = _llava_projector(config, text, source, hidden) + _text_width(text, source)
-    tokens = _llava_tokens(config, side) + (2 * side) ** 2 + 2 * side
+    tokens = _llava_tokens(config, source, side) + (2 * side) ** 2 + 2 * side
     return _mapping(tower + projector, hidden, layers, tokens, "CLIP")
 
 
@@ -305,11 +305,11 @@ WRAPPERS: dict[str, Wrapper] = {
 
 #: The class defaults of the language models' configs (transformers 5.25, ``AutoConfig.for_model(type)``)
 #: for the fields vramcalc reads: ``save_pretrained`` writes a nested ``text_config`` as its difference
-#: from them (Gemma 3's holds six fields), and transformers fills the rest from them. ``head_dim`` only
-#: where it is a default of its own (elsewhere it follows hidden_size / heads).
+#: from them (Gemma 3's holds six fields), and transformers fills the rest from them. ``head_dim`` and
+#: ``num_key_value_heads`` only where they are defaults of their own (LlamaConfig's follow the heads).
 TEXT_DEFAULTS: dict[str, Config] = {
     "llama": {"hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32, "num_attention_heads": 32,
-              "num_key_value_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
+              "vocab_size": 32000, "max_position_embeddings": 2048},
     "mistral": {"hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
                 "num_key_value_heads": 8, "vocab_size": 32000, "max_position_embeddings": 131072,
                 "sliding_window": 4096},
