@@ -272,3 +272,20 @@ def test_a_llava_text_config_without_kv_heads_attends_with_every_head() -> None:
     model, _ = model_from_config({**case["config"], "text_config": text}, "c.json")
     assert model["heads"] == 40 and model.get("kv_heads", 40) == 40
     assert _count(model) == case["checkpoint_params"]
+
+
+def test_a_narrow_tower_is_listed_by_counts_not_one_entry_per_matrix() -> None:
+    """A tower of width 1 fills tens of millions of 1 x 1 "matrices": the load order and the tensor list hold
+    them as counts (a hostile vision_config once made the load order a 60-million-entry tuple)."""
+    from vramcalc.core.params import load_order, param_tensors
+
+    case = next(case for case in MULTIMODAL["models"] if "Maverick" in case["repo"])
+    config = json.loads(json.dumps(case["config"]))
+    config["vision_config"]["hidden_size"] = 1
+    model, _ = model_from_config(config, "c.json")
+    spec = parse_spec({"model": model, "workload": WORKLOAD})
+    shape = resolve_model(spec.model, spec.workload)[0]
+    groups = load_order(shape)
+    assert len(groups) < 100 and all(len(tensors) < 100_000 for tensors, _ in groups)
+    assert sum(sum(tensors) * count for tensors, count in groups) == count_params(shape)
+    assert sum(n * r * c for n, r, c in param_tensors(shape)) == count_params(shape)

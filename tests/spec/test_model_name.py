@@ -185,3 +185,11 @@ def test_a_relative_path_in_a_spec_is_beside_the_spec(tmp_path: Path, monkeypatc
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)[0]["fits"] is True
     assert _json(["estimate", str(spec)])["components"]["parameters"] == expected
+
+
+def test_a_home_that_cannot_be_found_is_no_such_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``~user`` for a user the system does not know: pathlib's expanduser raises RuntimeError; the name stays
+    as written, and is a path that is not there (found by the python-api fuzz target)."""
+    monkeypatch.delenv("HOME", raising=False)
+    with pytest.raises(SpecError, match=r"~\(: no such file or folder"):
+        resolve_name("~(", "--model ~(")

@@ -262,7 +262,7 @@ def load_order(shape: ModelShape) -> tuple[tuple[tuple[int, ...], int], ...]:
     groups += [(tuple(r * c for n, r, c in layer for _ in range(n)), count) for layer, count in layers]
     groups.append((tuple(last), 1))
     if shape.vision is not None:  # loaded before the language model (the tower comes first in the files)
-        groups.insert(0, (tuple(r * c for n, r, c in shape.vision.tensors() for _ in range(n)), 1))
+        groups[:0] = [((r * c,), n) for n, r, c in shape.vision.tensors()]
     rest = count_params(shape) - sum(sum(tensors) * count for tensors, count in groups)
     groups += [((h,), max(rest, 0) // h), ((max(rest, 0) % h,), 1)]
     return tuple((t, count) for tensors, count in groups if count and (t := tuple(n for n in tensors if n)))

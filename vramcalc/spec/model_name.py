@@ -86,7 +86,7 @@ def is_config_file(name: str) -> bool:
 def _from_path(name: str, where: str) -> NamedModel:
     from vramcalc.sources.local import read_local
 
-    path = Path(name).expanduser()
+    path = Path(os.path.expanduser(name))  # pathlib's raises where no home is known (``~nobody``); this keeps it
     return NamedModel(None, read_local(path, _label(name, where)))
 
 
