@@ -93,10 +93,10 @@ def load_spec(spec: str | os.PathLike[str] | Mapping[str, Any]) -> Spec:
 
 def _load(spec: SpecInput) -> tuple[Spec, str, str]:
     """(the spec, the source results name it by, its name): a file's path and stem, or ``<spec>``."""
-    from vramcalc.spec.models import Spec
+    from vramcalc.spec.models import Spec, with_image_tokens
 
-    if isinstance(spec, Spec):
-        return spec, NOT_A_FILE, spec.name or "unnamed"
+    if isinstance(spec, Spec):  # built by the caller: its images' tokens join the lengths as a file's do
+        return with_image_tokens(spec), NOT_A_FILE, spec.name or "unnamed"
     if isinstance(spec, str | os.PathLike):
         from vramcalc.spec.load import load_spec as load_file
 

@@ -289,3 +289,17 @@ def test_a_narrow_tower_is_listed_by_counts_not_one_entry_per_matrix() -> None:
     assert len(groups) < 100 and all(len(tensors) < 100_000 for tensors, _ in groups)
     assert sum(sum(tensors) * count for tensors, count in groups) == count_params(shape)
     assert sum(n * r * c for n, r, c in param_tensors(shape)) == count_params(shape)
+
+
+def test_a_spec_built_by_the_caller_counts_its_images_as_a_file_does() -> None:
+    from vramcalc.api import estimate
+    from vramcalc.spec.models import Spec
+
+    found = find_named("gemma-3-4b")
+    assert found is not None
+    model, _ = found[0].model_mapping()
+    workload = {"mode": "inference", "batch_size": 1, "prompt_len": 1000, "max_new_tokens": 10, "images": 1}
+    document = {"model": model, "workload": workload}
+    built, parsed = estimate(Spec.model_validate(document)), estimate(document)
+    assert built.context_tokens == parsed.context_tokens == 1266  # 1,010 text tokens and 256 of the image
+    assert built.peak_allocated_bytes == parsed.peak_allocated_bytes
