@@ -131,8 +131,10 @@ def test_v0_default_batched_tokens_floor(tmp_path: Path) -> None:
 
 
 def test_larger_profile_leaves_fewer_blocks(tmp_path: Path) -> None:
-    small = _json(tmp_path, {"batch_size": 1, "seq_len": 4096, "precision": "fp16", "max_num_batched_tokens": 2048})
-    large = _json(tmp_path, {"batch_size": 1, "seq_len": 4096, "precision": "fp16", "max_num_batched_tokens": 16384})
+    # 8 requests: their sampling step (8 x 151,936 logits) stays below either forward's peak
+    common = {"batch_size": 1, "seq_len": 4096, "precision": "fp16", "max_num_seqs": 8}
+    small = _json(tmp_path, {**common, "max_num_batched_tokens": 2048})
+    large = _json(tmp_path, {**common, "max_num_batched_tokens": 16384})
     assert large["vllm"]["activation_peak_bytes"] > small["vllm"]["activation_peak_bytes"]
     assert large["kv_cache_blocks"] < small["kv_cache_blocks"]
 

@@ -17,6 +17,7 @@ from vramcalc.choices import (
     AdapterType,
     Architecture,
     Checkpointing,
+    Head,
     Mode,
     Optimizer,
     OptimizerImpl,
@@ -28,6 +29,7 @@ from vramcalc.core import training
 from vramcalc.core.dense import host_bytes, paged_bytes, training_phases
 from vramcalc.core.optimizer import DEFAULT_OPTIMIZER_NOTE
 from vramcalc.core.params import active_params
+from vramcalc.core.reserve import DEFAULT_CUDA_CONTEXT
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Device, Stack
 from vramcalc.core.workload import ResolvedWorkload, default_optimizer
@@ -213,7 +215,7 @@ def inference_phases(
     non_kv = max(sum(p.values()) - p["kv_cache"] for p in phases.values())
     pool = None
     if gen.runtime is Runtime.vllm:
-        non_kv, profile, activations, said = profile_non_kv_bytes(spec, shape, gen, dt, base, card)
+        non_kv, profile, activations, non_torch, said = profile_non_kv_bytes(spec, shape, gen, dt, base, card)
         notes += said
         per_sequence = decode["kv_cache"] // gen.batch
         layer = kvcache.layer_bytes(shape, gen.kv_dtype, dt.compute)
@@ -238,7 +240,7 @@ def inference_phases(
                 profile.max_num_batched_tokens,
                 profile.max_num_seqs,
                 activations,
-                vllm.NON_TORCH_BYTES,
+                non_torch,
             ),
             layout=layout,
             max_model_len=profile.max_model_len,
@@ -283,24 +285,32 @@ def profile_non_kv_bytes(
     dt: act.Dtypes,
     base: dict[str, int],
     card: Device | None = None,
-) -> tuple[int, vllm.Profile, int, list[str]]:
+) -> tuple[int, vllm.Profile, int, int, list[str]]:
     """The non-KV peak of vLLM's profiling step, from which it sizes the KV pool (:mod:`vramcalc.stacks.vllm`):
     weights plus one forward of ``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` dummy
     requests (logits for each request's last token) plus memory outside PyTorch, whatever the number of
-    requests the spec serves. Returns the bytes, the engine settings, the profile's activation peak and its notes."""
+    requests the spec serves; the activation peak is the larger of that forward and the sampling step after it
+    (:func:`vllm.sampler_bytes`). Returns the bytes, the engine settings, the profile's activation peak, the
+    memory outside PyTorch it counts and its notes."""
     profile, notes = vllm.resolve(spec.workload, gen.context, card)
     tokens, rows = profile.max_num_batched_tokens, profile.requests
     flat = act.Tokens(batch=1, seq=tokens, target=tokens)  # varlen attention: no S x S scores
     head = generation.head_bytes(shape, rows, rows, dt, fp32_copy=True)
-    activations = generation.prefill_transient(shape, flat, dt, spec.workload.attention, head)
+    forward = generation.prefill_transient(shape, flat, dt, spec.workload.attention, head)
+    sampler = vllm.sampler_bytes(profile, shape.vocab, shape.hidden, dt.compute) if shape.head is Head.lm else 0
+    activations = max(forward, sampler)
     peak = {**base, "activations": activations, "inputs": generation.ids_bytes(tokens)}
     peak["temporaries"] = _dequant(spec, shape, tokens, dt)
+    step = "its sampling step (top-k/top-p sort of the logits)" if sampler > forward else "the forward"
     notes.append(
-        f"vLLM KV pool: sized after a profiling forward of {tokens:,} tokens over {rows:,} requests "
-        f"(vLLM {profile.version}, {profile.engine}; independent of batch_size); CUDA graphs are captured "
-        "after the KV cache, outside its budget"
+        f"vLLM KV pool: sized after a profiling forward of {tokens:,} tokens over {rows:,} requests and their "
+        f"sampling (vLLM {profile.version}, {profile.engine}; independent of batch_size); peak in {step}; "
+        "CUDA graphs are captured after the KV cache, outside its budget"
     )
-    return sum(peak.values()) + vllm.NON_TORCH_BYTES, profile, activations, notes
+    context = spec.overhead.cuda_context if spec.overhead.cuda_context is not None else DEFAULT_CUDA_CONTEXT
+    non_torch, said = vllm.non_torch_bytes(profile, context)
+    notes += [said] if said else []
+    return sum(peak.values()) + non_torch, profile, activations, non_torch, notes
 
 
 def moe_training_phases(work: ResolvedWorkload, base: dict[str, int]) -> tuple[Phases, list[str]]:

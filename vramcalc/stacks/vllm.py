@@ -32,8 +32,42 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   Where the card is known (``estimate --gpu``, ``check``, ``fit``) its defaults apply: :class:`Card`,
   its memory being what PyTorch reports (the driver total less :data:`UNSEEN_BYTES`); else 2048 and 256.
   The offline ``LLM`` class (8192/256, 16384/1024 on large cards) is not modelled: give the keys for it.
-* **non-torch memory**: on one GPU the published breakdown prints 0.01 GiB (the T4 log above); modelled
-  as :data:`NON_TORCH_BYTES` = 0. NCCL buffers and custom all-reduce appear with tensor parallelism.
+* **sampling step** (:func:`sampler_bytes`): the profile also samples one token per dummy request, with
+  top-k (``vocab - 1``) and top-p on, "to reflect the accurate memory usage": V0 ``GPUModelRunnerBase.profile_run``
+  (vllm/worker/model_runner.py: ``SamplingParams(top_p=0.99, top_k=vocab_size - 1)``), V1
+  ``GPUModelRunner._dummy_sampler_run`` (vllm/v1/worker/gpu_model_runner.py: ``top_p`` 0.9, ``top_k``
+  ``vocab - 1``; read at 0.8.2, 0.8.5, 0.9.2 and 0.10.1). Both sort the fp32 logits of the whole vocabulary
+  (V0 ``_apply_top_k_top_p`` in vllm/model_executor/layers/sampler.py; V1 ``apply_top_k_top_p`` in
+  vllm/v1/sample/ops/topk_topp_sampler.py, the PyTorch path ``forward_native``: FlashInfer's sampler is
+  used instead only where FlashInfer is installed, from 0.9, or before 0.2.3 in 0.8.x; it is not a
+  dependency of the pip wheel). At the sort, per logit: the logits at the compute dtype (held by the
+  caller), their fp32 copy (``logits.to(torch.float)``), the sorted values (fp32) and indices (int64), and
+  PyTorch's sort scratch (``launch_stable_sort_kernel`` in aten/src/ATen/native/cuda/SortStable.cu, with
+  ``at::cuda::cub`` in ATen/cuda/cub.cuh): from 128 rows ``segmented_sort_pairs`` allocates int64 start
+  indices and cub's ``DeviceSegmentedRadixSort::SortPairs`` its alternate keys (fp32) and values (int64):
+  20 bytes; 2 to 127 rows ``segmented_sort_pairs_by_full_sort`` allocates two int2 index/segment buffers,
+  the unused sorted keys (fp32) and cub's alternate keys and int2 values: 32 bytes; one row, int64 start
+  indices and cub's alternates: 20 bytes. Llama-3-8B at 256 rows: 256 x 128,256 x (2 + 4 + 12 + 20) B =
+  1,190 MiB, with V0's 8,192 hidden states held (64 MiB) and the 32 MiB cuBLAS workspace: 1.26 GiB, the
+  "PyTorch activation peak memory" vLLM logs for it on an H100 (vllm-project/vllm#10511), above the
+  forward's own. The profile's activation peak is the larger of the forward and this step.
+* **non-torch memory** (:func:`non_torch_bytes`), by release:
+
+  - **V0 from 0.7.0** (``memory_profiling`` in vllm/utils.py after vllm-project/vllm#11809 and #12126; V1
+    from 0.9.2, vllm-project/vllm#19312): the growth of ``cudaMemGetInfo``'s used memory less
+    ``torch.cuda.memory_reserved()`` since the worker started (its CUDA context already made). On one GPU
+    the published breakdown prints 0.01 GiB (the T4 log above): :data:`NON_TORCH_BYTES` = 0. NCCL buffers
+    and custom all-reduce appear with tensor parallelism.
+  - **V1 0.8.0 to 0.9.1** (``Worker.determine_available_memory`` in vllm/v1/worker/gpu_worker.py, read at
+    0.8.2 and 0.8.5): everything ``cudaMemGetInfo`` counts as used after ``empty_cache`` less
+    ``torch.cuda.memory_stats()["allocated_bytes.all.current"]``, with no baseline: the whole CUDA context
+    (the stack's, 512 MiB by default: ``overhead.cuda_context``), NCCL's buffers, other processes on the
+    card, and the caching allocator's reserved-but-unallocated segments (not modelled: said in a note).
+  - **V0 0.6.5 to 0.6.6** (``memory_profiling`` from vllm-project/vllm#10511): the growth of used memory
+    since the worker started less the growth of ``allocated_bytes.all.current``, so the allocator's
+    reserved-but-unallocated segments and the CUDA context's growth during profiling (lazily loaded
+    kernels) count too. Neither is a vLLM fact that can be derived: not modelled, said in a note with the
+    published figure (non_torch_memory 1.79 GiB for Llama-3-8B on one H100, 3.58 GiB at TP 2: #10511).
 * **CUDA graphs**: captured after the KV cache is allocated (``compile_or_warm_up_model`` runs after
   ``initialize_from_config`` in V1, ``capture_model`` after ``initialize_cache`` in V0), so they come out
   of the ``1 - gpu_memory_utilization`` share, not the KV budget (the T4 log prints "CUDA graph capture"
@@ -99,6 +133,19 @@ V1_FROM = (0, 8)
 UNSEEN_BYTES = 440 * MiB
 #: Memory outside PyTorch's allocator that appears during profiling on one GPU (non_torch_increase).
 NON_TORCH_BYTES = 0
+#: V0 releases from this one measure non-torch memory against torch.cuda.memory_reserved() (#11809).
+RESERVED_BASELINE_FROM = (0, 7)
+#: V1 releases from this one profile with ``memory_profiling`` and a start-up baseline (#19312).
+V1_BASELINE_FROM = (0, 9, 1)
+#: Bytes per logit at the sampling step's sort, beside the logits at the compute dtype (see the docstring):
+#: their fp32 copy, the sorted fp32 values and their int64 indices.
+SORT_HELD_BYTES = 4 + 4 + 8
+#: PyTorch's sort scratch per logit: from 128 rows int64 start indices + cub's fp32 keys and int64 values.
+SEGMENTED_SORT_SCRATCH = 8 + 4 + 8
+#: ... 2 to 127 rows: two int2 index/segment buffers, the sorted keys, cub's fp32 keys and int2 values.
+FULL_SORT_SCRATCH = 8 + 8 + 4 + 4 + 8
+#: The row count from which PyTorch sorts each row as one segment of a segmented sort.
+SEGMENTED_SORT_ROWS = 128
 #: V0 ``SchedulerConfig``: max_num_batched_tokens floor without chunked prefill (_DEFAULT_MAX_NUM_BATCHED_TOKENS).
 V0_MIN_BATCHED_TOKENS = 2048
 #: V1 ``EngineArgs.get_batch_defaults``, OPENAI_API_SERVER on cards under 70 GiB (and A100s).
@@ -166,6 +213,11 @@ class Profile:
 def parse_version(text: str) -> tuple[int, int]:
     """``"0.6.4"`` -> (0, 6); raises SpecError naming ``workload.versions.vllm``."""
     return release_key(text, "vllm", "0.6.4")[:2]
+
+
+def parse_release(text: str) -> tuple[int, ...]:
+    """``"0.9.2"`` -> (0, 9, 2): the patch release too, where behaviour changed inside a minor release."""
+    return release_key(text, "vllm", "0.6.4")
 
 
 def check_keys(spec: Spec) -> None:
@@ -282,3 +334,38 @@ def layout(
 def padding_layers(pool: PagedLayout, layers: int) -> int:
     """The layer slots the groups hold beyond the model's ``layers`` (vLLM warns "Add N padding layers")."""
     return pool.groups * pool.group_size - layers
+
+
+def sort_scratch_per_logit(rows: int) -> int:
+    """PyTorch's scratch per element when ``torch.sort`` sorts ``rows`` rows of a CUDA tensor along the last
+    dimension (``launch_stable_sort_kernel``: one row and 128 rows or more take 20 bytes, 2 to 127 rows 32)."""
+    return FULL_SORT_SCRATCH if 1 < rows < SEGMENTED_SORT_ROWS else SEGMENTED_SORT_SCRATCH
+
+
+def sampler_bytes(profile: Profile, vocab: int, hidden: int, compute_bytes: int) -> int:
+    """The profile's sampling step at its peak, the sort of top-k/top-p: the logits of ``profile.requests``
+    rows over ``vocab`` at the compute dtype with what :data:`SORT_HELD_BYTES` and the sort's scratch add,
+    plus the hidden states held meanwhile (V0: the forward's output for every token; V1: the rows sampled)."""
+    rows = profile.requests
+    held_rows = profile.max_num_batched_tokens if profile.engine == "V0" else 0
+    held = (held_rows + rows) * hidden * compute_bytes
+    return held + rows * vocab * (compute_bytes + SORT_HELD_BYTES + sort_scratch_per_logit(rows))
+
+
+def non_torch_bytes(profile: Profile, cuda_context_bytes: int) -> tuple[int, str]:
+    """Memory outside PyTorch that ``profile``'s release charges against the KV budget on one GPU, and a
+    note on what it charges beyond the model (see the module docstring)."""
+    release = parse_release(profile.version)
+    if profile.engine == "V1" and release < V1_BASELINE_FROM:
+        return NON_TORCH_BYTES + cuda_context_bytes, (
+            f"vLLM {profile.version} (V1 before 0.9.2) counts all memory outside PyTorch's allocator against "
+            f"the KV cache: the CUDA context ({cuda_context_bytes // MiB} MiB) is subtracted; it also counts the "
+            "allocator's reserved but unallocated segments and other processes on the card, which are not"
+        )
+    if profile.engine == "V0" and release[:2] < RESERVED_BASELINE_FROM:
+        return NON_TORCH_BYTES, (
+            f"vLLM {profile.version} (before 0.7.0) also subtracts the allocator's reserved but unallocated "
+            "segments and the CUDA context's growth during profiling as non_torch_memory, not modelled "
+            "(published: 1.79 GiB for Llama-3-8B on one H100, vllm-project/vllm#10511)"
+        )
+    return NON_TORCH_BYTES, ""
