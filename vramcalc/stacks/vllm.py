@@ -36,7 +36,7 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   top-k (``vocab - 1``) and top-p on, "to reflect the accurate memory usage": V0 ``GPUModelRunnerBase.profile_run``
   (vllm/worker/model_runner.py: ``SamplingParams(top_p=0.99, top_k=vocab_size - 1)``), V1
   ``GPUModelRunner._dummy_sampler_run`` (vllm/v1/worker/gpu_model_runner.py: ``top_p`` 0.9, ``top_k``
-  ``vocab - 1``; read at 0.8.2, 0.8.5, 0.9.2 and 0.10.1). Both sort the fp32 logits of the whole vocabulary
+  ``vocab - 1``; read at 0.8.2, 0.8.5, 0.9.2, 0.10.1 and 0.11.0). Both sort the fp32 logits of the whole vocabulary
   (V0 ``_apply_top_k_top_p`` in vllm/model_executor/layers/sampler.py; V1 ``apply_top_k_top_p`` in
   vllm/v1/sample/ops/topk_topp_sampler.py, the PyTorch path ``forward_native``: FlashInfer's sampler is
   used instead only where FlashInfer is installed, from 0.9, or before 0.2.3 in 0.8.x; it is not a
@@ -54,12 +54,12 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
 * **non-torch memory** (:func:`non_torch_bytes`), by release:
 
   - **V0 from 0.7.0** (``memory_profiling`` in vllm/utils.py after vllm-project/vllm#11809 and #12126; V1
-    from 0.9.2, vllm-project/vllm#19312): the growth of ``cudaMemGetInfo``'s used memory less
+    from 0.9.1, vllm-project/vllm#19312): the growth of ``cudaMemGetInfo``'s used memory less
     ``torch.cuda.memory_reserved()`` since the worker started (its CUDA context already made). On one GPU
     the published breakdown prints 0.01 GiB (the T4 log above): :data:`NON_TORCH_BYTES` = 0. NCCL buffers
     and custom all-reduce appear with tensor parallelism.
-  - **V1 0.8.0 to 0.9.1** (``Worker.determine_available_memory`` in vllm/v1/worker/gpu_worker.py, read at
-    0.8.2 and 0.8.5): everything ``cudaMemGetInfo`` counts as used after ``empty_cache`` less
+  - **V1 0.8.0 to 0.9.0** (``Worker.determine_available_memory`` in vllm/v1/worker/gpu_worker.py, read at
+    0.8.2, 0.8.5 and 0.9.0): everything ``cudaMemGetInfo`` counts as used after ``empty_cache`` less
     ``torch.cuda.memory_stats()["allocated_bytes.all.current"]``, with no baseline: the whole CUDA context
     (the stack's, 512 MiB by default: ``overhead.cuda_context``), NCCL's buffers, other processes on the
     card, and the caching allocator's reserved-but-unallocated segments (not modelled: said in a note).
@@ -358,7 +358,7 @@ def non_torch_bytes(profile: Profile, cuda_context_bytes: int) -> tuple[int, str
     release = parse_release(profile.version)
     if profile.engine == "V1" and release < V1_BASELINE_FROM:
         return NON_TORCH_BYTES + cuda_context_bytes, (
-            f"vLLM {profile.version} (V1 before 0.9.2) counts all memory outside PyTorch's allocator against "
+            f"vLLM {profile.version} (V1 before 0.9.1) counts all memory outside PyTorch's allocator against "
             f"the KV cache: the CUDA context ({cuda_context_bytes // MiB} MiB) is subtracted; it also counts the "
             "allocator's reserved but unallocated segments and other processes on the card, which are not"
         )
