@@ -216,8 +216,10 @@ def test_fit_states_the_rule_its_serving_rows_follow() -> None:
 def test_one_concurrency_figure_with_sliding_windows(tmp_path: Path) -> None:
     """Gemma-2-9B at 32k on an H100: half its layers keep a 4,096-token window, so a sequence holds less
     than 32k tokens in the cache. The concurrency vLLM prints and the sequences that fit are one figure
-    (it used to print 5.00x next to "at most 8 concurrent sequences")."""
-    path = _write(tmp_path, "gemma", _served("gemma-2-9b", 16384, 16384))
+    (it used to print 5.00x next to "at most 8 concurrent sequences"). 256 sequences, not the H100's default
+    1,024: vLLM's profile sorts every sequence's logits over Gemma's 256,000-word vocabulary, which at 1,024
+    rows leaves room for about one 32k context."""
+    path = _write(tmp_path, "gemma", _served("gemma-2-9b", 16384, 16384, max_num_seqs=256))
     doc = _json(["estimate", str(path), "--gpu", "h100-sxm", "--json"])
     sequences = doc["max_concurrent_sequences"]
     assert sequences > doc["kv_cache_tokens"] // 32768  # the windows leave room for more than full contexts
