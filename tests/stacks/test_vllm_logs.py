@@ -147,6 +147,8 @@ def test_larger_profile_leaves_fewer_blocks(tmp_path: Path) -> None:
         ({"seq_len": 512, "versions": {"vllm": "latest"}}, "workload.versions.vllm"),
         ({"seq_len": 512, "versions": {"tensorrt": "1.0"}}, "versions"),
         ({"seq_len": 512, "versions": {"vllm": "0.6.4"}, "max_num_batched_tokens": 256}, "max_num_batched_tokens"),
+        ({"seq_len": 512, "runtime": "hf", "versions": {"flashinfer": "0.3.1"}}, "workload.versions.flashinfer"),
+        ({"seq_len": 512, "versions": {"flashinfer": "newest"}}, "versions.flashinfer"),
     ],
 )
 def test_bad_vllm_keys_exit_2(tmp_path: Path, workload: dict[str, Any], message: str) -> None:
@@ -233,6 +235,48 @@ def test_v1_sampler_holds_only_the_sampled_rows() -> None:
     256 x 5,120 x 2 + 256 x 152,064 x 38 = 2,621,440 + 1,479,278,592 B."""
     profile = vllm.Profile("0.8.2", "V1", 32768, 2048, 256)
     assert vllm.sampler_bytes(profile, 152064, 5120, 2) == 2_621_440 + 1_479_278_592
+
+
+@pytest.mark.parametrize(
+    ("engine", "release", "flashinfer", "sampler"),
+    [
+        ("V1", (0, 11), None, "torch"),  # FlashInfer is an optional extra of the pip wheel
+        ("V1", (0, 11), "0.3.1", "flashinfer"),  # 0.9 on: FlashInfer 0.2.3 or later
+        ("V1", (0, 9), "0.2.2", "torch"),  # "FlashInfer version >= 0.2.3 required"
+        ("V1", (0, 8), "0.2.2", "flashinfer"),  # 0.8: only below 0.2.3 ...
+        ("V1", (0, 8), "0.3.1", "torch"),  # ... "not backward compatible. Falling back"
+        ("V0", (0, 7), "0.3.1", "torch"),  # V0's sampler sorts
+    ],
+)
+def test_sampler_by_release(engine: str, release: tuple[int, int], flashinfer: str | None, sampler: str) -> None:
+    """``TopKTopPSampler.__init__`` in vllm/v1/sample/ops/topk_topp_sampler.py: 0.8.2 and 0.8.5 fall back to
+    PyTorch when ``flashinfer.__version__ >= "0.2.3"``, 0.9.0 to 0.11.0 when it is below."""
+    assert vllm.sampler_of(engine, release, flashinfer)[0] == sampler
+
+
+def test_flashinfer_sampler_holds_no_sort() -> None:
+    """FlashInfer's sampler instead of the sort, Qwen2.5-32B at 256 requests (hidden 5,120, vocabulary 152,064;
+    256 x 152,064 = 38,928,384 logits). From 0.9 (``flashinfer_sample`` -> flashinfer/sampling.py 0.3.1
+    ``top_k_top_p_sampling_from_logits``, ``top_k_first``: ``top_k_mask_logits`` then ``torch.softmax``) per
+    logit: the bf16 logits 2, the sampler's fp32 copy 4, the masked logits 4, the probabilities 4 = 14 B;
+    in 0.8 (``forward_cuda`` computes ``probs`` and passes them) 2 + 4 + 4 = 10 B. The sampled hidden rows:
+    256 x 5,120 x 2 = 2,621,440 B."""
+    new = vllm.Profile("0.11.0", "V1", 32768, 2048, 256, "flashinfer")
+    assert vllm.sampler_bytes(new, 152064, 5120, 2) == 2_621_440 + 38_928_384 * 14
+    old = vllm.Profile("0.8.2", "V1", 32768, 2048, 256, "flashinfer")
+    assert vllm.sampler_bytes(old, 152064, 5120, 2) == 2_621_440 + 38_928_384 * 10
+
+
+def test_flashinfer_leaves_more_kv(tmp_path: Path) -> None:
+    """The same spec with FlashInfer pinned holds more KV blocks: the profile's peak drops by the sort's
+    38 - 14 = 24 B per logit (Qwen2.5-1.5B: 256 x 151,936 logits on a T4 = 933,543,936 B), which the pool
+    gains, less what the forward alone needs where it is then the larger."""
+    base = {"batch_size": 1, "seq_len": 4096, "precision": "fp16", "runtime": "vllm"}
+    torch_sort = _json(tmp_path, base)
+    flashinfer = _json(tmp_path, base | {"versions": {"flashinfer": "0.3.1"}})
+    drop = torch_sort["vllm"]["activation_peak_bytes"] - flashinfer["vllm"]["activation_peak_bytes"]
+    assert 0 < drop <= 256 * 151_936 * 24
+    assert flashinfer["max_concurrent_sequences"] >= torch_sort["max_concurrent_sequences"]
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
 """Release numbers of the libraries a workload pins in ``versions:`` (bitsandbytes, vLLM, transformers, PEFT,
-PyTorch, DeepSpeed, NCCL), and what a pinned PyTorch release changes in the spec's defaults and rules."""
+PyTorch, DeepSpeed, NCCL, FlashInfer), and what a pinned PyTorch release changes in the spec's defaults and rules."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def release_key(text: str, library: str, example: str) -> tuple[int, int, int]:
 
 
 #: Libraries whose release a workload may pin in ``versions:`` (where their allocations changed over time).
-VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch", "deepspeed", "nccl")
+VERSIONED_LIBRARIES = ("vllm", "bitsandbytes", "transformers", "peft", "torch", "deepspeed", "nccl", "flashinfer")
 
 #: PyTorch 2.0 made ``zero_grad()`` free the gradients (``set_to_none=True``), made the optimizers default to
 #: their ``foreach`` implementation on CUDA and added ``scaled_dot_product_attention``.
@@ -43,7 +43,7 @@ def known_libraries(value: Any) -> Any:
 
 
 #: A release of each library, for error messages.
-RELEASE_EXAMPLES = {"torch": "1.13.1", "deepspeed": "0.8.3", "peft": "0.19.1", "nccl": "2.21.5"}
+RELEASE_EXAMPLES = {"torch": "1.13.1", "deepspeed": "0.8.3", "peft": "0.19.1", "nccl": "2.21.5", "flashinfer": "0.3.1"}
 
 
 def pinned_release(versions: dict[str, str] | None, library: str) -> tuple[int, int, int] | None:
@@ -101,7 +101,7 @@ def release_rules(versions: dict[str, str] | None, peft_adapter: bool) -> None:
     adapter to apply to (``peft_adapter``); raises ValueError("versions.LIBRARY: ...") naming the key. What a
     pinned release cannot run is refused by the library's module in vramcalc/stacks/."""
     try:
-        for library in ("torch", "nccl", "peft"):
+        for library in ("torch", "nccl", "peft", "flashinfer"):
             pinned_release(versions, library)
     except SpecError as exc:
         raise ValueError(str(exc).removeprefix("workload.")) from None

@@ -177,10 +177,10 @@ LIBRARIES: tuple[Library, ...] = (
     Library(
         "vLLM",
         "vramcalc.stacks.vllm",
-        (*VLLM_KEYS, "versions.vllm"),
+        (*VLLM_KEYS, "versions.vllm", "versions.flashinfer"),
         _serves(Runtime.vllm),
         refines=True,
-        keys_checked=lambda wl: any(getattr(wl, key) is not None for key in VLLM_KEYS),
+        keys_checked=lambda wl: any(getattr(wl, key) is not None for key in VLLM_KEYS) or _pins("flashinfer")(wl),
     ),
     Library(
         "llama.cpp",

@@ -40,7 +40,7 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   (V0 ``_apply_top_k_top_p`` in vllm/model_executor/layers/sampler.py; V1 ``apply_top_k_top_p`` in
   vllm/v1/sample/ops/topk_topp_sampler.py, the PyTorch path ``forward_native``: FlashInfer's sampler is
   used instead only where FlashInfer is installed, from 0.9, or before 0.2.3 in 0.8.x; it is not a
-  dependency of the pip wheel). At the sort, per logit: the logits at the compute dtype (held by the
+  dependency of the pip wheel: ``versions: {flashinfer: ...}`` says it is installed, :func:`sampler_of`). At the sort, per logit: the logits at the compute dtype (held by the
   caller), their fp32 copy (``logits.to(torch.float)``), the sorted values (fp32) and indices (int64), and
   PyTorch's sort scratch (``launch_stable_sort_kernel`` in aten/src/ATen/native/cuda/SortStable.cu, with
   ``at::cuda::cub`` in ATen/cuda/cub.cuh): from 128 rows ``segmented_sort_pairs`` allocates int64 start
@@ -146,6 +146,15 @@ SEGMENTED_SORT_SCRATCH = 8 + 4 + 8
 FULL_SORT_SCRATCH = 8 + 8 + 4 + 4 + 8
 #: The row count from which PyTorch sorts each row as one segment of a segmented sort.
 SEGMENTED_SORT_ROWS = 128
+#: FlashInfer's sampler, per logit beside the logits at the compute dtype, from vLLM 0.9: the fp32 copy, the
+#: top-k masked logits and their probabilities (``top_k_top_p_sampling_from_logits``, ``top_k_first``).
+FLASHINFER_HELD_BYTES = 4 + 4 + 4
+#: ... in vLLM 0.8 (``forward_cuda`` passes probabilities): the fp32 copy and the probabilities.
+FLASHINFER_PROBS_HELD_BYTES = 4 + 4
+#: The FlashInfer release from which its sampler's API changed (vLLM 0.8 uses it only below, 0.9 only from).
+FLASHINFER_NEW_API = (0, 2, 3)
+#: The first vLLM release that uses FlashInfer's sampler from :data:`FLASHINFER_NEW_API` on.
+FLASHINFER_NEW_API_FROM = (0, 9)
 #: V0 ``SchedulerConfig``: max_num_batched_tokens floor without chunked prefill (_DEFAULT_MAX_NUM_BATCHED_TOKENS).
 V0_MIN_BATCHED_TOKENS = 2048
 #: V1 ``EngineArgs.get_batch_defaults``, OPENAI_API_SERVER on cards under 70 GiB (and A100s).
@@ -203,6 +212,8 @@ class Profile:
     max_model_len: int
     max_num_batched_tokens: int
     max_num_seqs: int
+    #: The profile's top-k/top-p sampler: "torch" (a sort) or "flashinfer" (see :func:`sampler_of`).
+    sampler: str = "torch"
 
     @property
     def requests(self) -> int:
@@ -220,12 +231,31 @@ def parse_release(text: str) -> tuple[int, ...]:
     return release_key(text, "vllm", "0.6.4")
 
 
+def sampler_of(engine: str, release: tuple[int, int], flashinfer: str | None) -> tuple[str, str]:
+    """The sampler vLLM's profile runs, and a note: V1's ``TopKTopPSampler`` (vllm/v1/sample/ops/
+    topk_topp_sampler.py) uses FlashInfer's where FlashInfer is installed (``workload.versions.flashinfer``) and
+    ``VLLM_USE_FLASHINFER_SAMPLER`` is unset, from 0.9 for FlashInfer 0.2.3 and later, in 0.8 for earlier ones
+    (the API changed); PyTorch's sort otherwise, and always in V0. FlashInfer is an optional extra of the pip
+    wheel (``vllm[flashinfer]``) and part of vLLM's Docker image."""
+    if flashinfer is None:
+        why = "V0's sampler" if engine == "V0" else "FlashInfer not given (versions: {flashinfer: ...})"
+        return "torch", f"vLLM's profile samples with PyTorch's sort ({why})"
+    new_api = release_key(flashinfer, "flashinfer", "0.3.1") >= FLASHINFER_NEW_API
+    if engine == "V1" and new_api == (release >= FLASHINFER_NEW_API_FROM):
+        return "flashinfer", f"vLLM's profile samples with FlashInfer {flashinfer} (no sort)"
+    release_text = ".".join(map(str, release))
+    why = "V0's sampler" if engine == "V0" else f"vLLM {release_text} does not use FlashInfer {flashinfer}"
+    return "torch", f"vLLM's profile samples with PyTorch's sort ({why})"
+
+
 def check_keys(spec: Spec) -> None:
     """vLLM's scheduler keys apply to the vllm runtime only (a spec that runs in llama.cpp is refused by
     llama.cpp's rules, which name its own keys)."""
     wl = spec.workload
     if (wl.runtime or Runtime.vllm) is Runtime.vllm or runs_llamacpp(wl):
         return
+    if (wl.versions or {}).get("flashinfer") is not None:
+        raise SpecError("workload.versions.flashinfer: FlashInfer's sampler is modelled for runtime: vllm only")
     for key in VLLM_KEYS:
         if getattr(wl, key, None) is not None:
             raise SpecError(f"workload.{key}: only valid with runtime: vllm")
@@ -239,6 +269,8 @@ def resolve(wl: Workload, context: int, device: Device | None = None) -> tuple[P
     version = versions.get("vllm") or DEFAULT_VERSION
     release = parse_version(version)
     engine = "V1" if release >= V1_FROM else "V0"
+    sampler, said = sampler_of(engine, release, versions.get("flashinfer"))
+    notes.append(said)
     if "vllm" not in versions:
         notes.append(f"vLLM version not given (versions: {{vllm: ...}}): {version} assumed ({engine} engine)")
     max_len = wl.max_model_len if wl.max_model_len is not None else context
@@ -258,7 +290,8 @@ def resolve(wl: Workload, context: int, device: Device | None = None) -> tuple[P
             notes.append(
                 f"max_num_batched_tokens not given: {tokens:,} (V0 without chunked prefill: max(max_model_len, 2048))"
             )
-        return Profile(version, engine, max_len, tokens, seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS), notes
+        seqs = seqs if seqs is not None else DEFAULT_MAX_NUM_SEQS
+        return Profile(version, engine, max_len, tokens, seqs, sampler), notes
     card = None if device is None else card_of(device.name, device.total_bytes)
     default_tokens, default_seqs, rule = batch_defaults(release, card)
     missing = [
@@ -273,7 +306,7 @@ def resolve(wl: Workload, context: int, device: Device | None = None) -> tuple[P
         notes.append(f"{', '.join(missing)} ({rule})")
     tokens = tokens if tokens is not None else default_tokens
     seqs = seqs if seqs is not None else default_seqs
-    return Profile(version, engine, max_len, tokens, seqs), notes
+    return Profile(version, engine, max_len, tokens, seqs, sampler), notes
 
 
 #: vLLM allocates its whole KV pool once, at start-up, at a size that does not change: it adds no reserve.
@@ -344,11 +377,16 @@ def sort_scratch_per_logit(rows: int) -> int:
 
 def sampler_bytes(profile: Profile, vocab: int, hidden: int, compute_bytes: int) -> int:
     """The profile's sampling step at its peak, the sort of top-k/top-p: the logits of ``profile.requests``
-    rows over ``vocab`` at the compute dtype with what :data:`SORT_HELD_BYTES` and the sort's scratch add,
+    rows over ``vocab`` at the compute dtype with what :data:`SORT_HELD_BYTES` and the sort's scratch add
+    (FlashInfer's sampler: :data:`FLASHINFER_HELD_BYTES`, in vLLM 0.8 :data:`FLASHINFER_PROBS_HELD_BYTES`),
     plus the hidden states held meanwhile (V0: the forward's output for every token; V1: the rows sampled)."""
     rows = profile.requests
     held_rows = profile.max_num_batched_tokens if profile.engine == "V0" else 0
     held = (held_rows + rows) * hidden * compute_bytes
+    if profile.sampler == "flashinfer":
+        new_api = parse_version(profile.version) >= FLASHINFER_NEW_API_FROM
+        kept = FLASHINFER_HELD_BYTES if new_api else FLASHINFER_PROBS_HELD_BYTES
+        return held + rows * vocab * (compute_bytes + kept)
     return held + rows * vocab * (compute_bytes + SORT_HELD_BYTES + sort_scratch_per_logit(rows))
 
 
