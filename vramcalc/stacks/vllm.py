@@ -40,8 +40,9 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   (V0 ``_apply_top_k_top_p`` in vllm/model_executor/layers/sampler.py; V1 ``apply_top_k_top_p`` in
   vllm/v1/sample/ops/topk_topp_sampler.py, the PyTorch path ``forward_native``: FlashInfer's sampler is
   used instead only where FlashInfer is installed, from 0.9, or before 0.2.3 in 0.8.x; it is not a
-  dependency of the pip wheel: ``versions: {flashinfer: ...}`` says it is installed, :func:`sampler_of`). At the sort, per logit: the logits at the compute dtype (held by the
-  caller), their fp32 copy (``logits.to(torch.float)``), the sorted values (fp32) and indices (int64), and
+  dependency of the pip wheel: ``versions: {flashinfer: ...}`` says it is installed, :func:`sampler_of`).
+  At the sort, per logit: the logits at the compute dtype (held by the caller), their fp32 copy
+  (``logits.to(torch.float)``), the sorted values (fp32) and indices (int64), and
   PyTorch's sort scratch (``launch_stable_sort_kernel`` in aten/src/ATen/native/cuda/SortStable.cu, with
   ``at::cuda::cub`` in ATen/cuda/cub.cuh): from 128 rows ``segmented_sort_pairs`` allocates int64 start
   indices and cub's ``DeviceSegmentedRadixSort::SortPairs`` its alternate keys (fp32) and values (int64):
