@@ -277,6 +277,73 @@ def qwen2_5_vl(config: Config, text: Config, source: str) -> Model:
     return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2.5-VL ViT")
 
 
+#: MllamaVisionConfig's tower when ``vision_config`` is absent (448-pixel tiles); its aspect ratios.
+MLLAMA_TOWER = (1280, 5120, 32, 3, 448, 14)
+MLLAMA_ASPECT_RATIOS = 8
+#: MllamaTextModel's embedding has 8 rows beyond ``vocab_size`` (the ``<|image|>`` token is row 128,256).
+MLLAMA_EXTRA_EMBEDDINGS = 8
+#: MllamaTextConfig's cross-attention layers when ``text_config`` does not list them (the 11B model's).
+MLLAMA_CROSS_LAYERS = [3, 8, 13, 18, 23, 28, 33, 38]
+
+
+def _cross_layers(text: Config, source: str) -> int:
+    """How many of the language model's layers are cross-attention layers (``cross_attention_layers``:
+    distinct layer indices below ``num_hidden_layers``)."""
+    r = Reader(text, f"{source}: text_config")
+    value = text.get("cross_attention_layers")
+    value = MLLAMA_CROSS_LAYERS if value is None else value
+    layers = r.need("num_hidden_layers")
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise r.fail("cross_attention_layers", f"expected a list of layer indices, got {quoted(value)}")
+    if any(not 0 <= v < layers for v in value) or len(set(value)) != len(value):
+        raise r.fail("cross_attention_layers", f"expected distinct layer indices below num_hidden_layers {layers:,}")
+    if len(value) >= layers:
+        raise r.fail("cross_attention_layers", "leaves no self-attention layer")
+    return len(value)
+
+
+def mllama(config: Config, text: Config, source: str) -> Model:
+    """Llama 3.2 Vision (transformers ``models/mllama/modeling_mllama.py``). ``MllamaVisionModel``: a
+    bias-free patch convolution, a class embedding, ``MllamaPrecomputedPositionEmbedding`` (a gate, a learned
+    position per patch and for the class token, and a tile embedding of every position in every tile for each
+    aspect ratio and none: (ratios + 1) x ``max_num_tiles`` x positions x width), the pre- and post-tile
+    ``MllamaPrecomputedAspectRatioEmbedding`` ((ratios + 1) x ``max_num_tiles`` x width and a gate each),
+    ``layernorm_pre`` and ``layernorm_post``, ``num_hidden_layers`` local blocks and ``num_global_layers``
+    gated global blocks (``MllamaVisionEncoderLayer``: bias-free q/k/v/o, biased fc1/fc2, two LayerNorms; a
+    global block adds two scalar gates); then ``multi_modal_projector``, a biased linear from
+    ``vision_output_dim`` to the language model's width.
+
+    The language model (``MllamaTextModel``) is a Llama whose ``cross_attention_layers`` are
+    ``MllamaCrossAttentionDecoderLayer``: the same q/k/v/o and MLP shapes, no self-attention, and beyond a
+    Llama layer a q and a k RMSNorm of ``head_dim`` and two scalar gates; its embedding has
+    ``vocab_size + 8`` rows (the LM head ``vocab_size``). Those image parameters of the language model (the 8
+    rows and the cross-attention layers' norms and gates) are counted here with the tower, so the language
+    model reads as a Llama. One image is one ``<|image|>`` token in the text; the cross-attention layers attend
+    to (and cache) ``max_num_tiles`` x (patches + 1) vision states per image, every tile padded in
+    (``MllamaImageProcessor`` pads to ``max_image_tiles``): 4 x 1,601 = 6,404 at 560 pixels."""
+    r = _vision_reader(config, source)
+    hidden, ffn, layers, channels, image, patch = _vit_fields(r, MLLAMA_TOWER)
+    global_layers = r.count("num_global_layers", default=8) or 8
+    tiles = r.count("max_num_tiles", default=4) or 4
+    output = r.count("vision_output_dim", default=7680) or 7680
+    ratios = r.config.get("supported_aspect_ratios")
+    if ratios is not None and (not isinstance(ratios, list) or not ratios or len(ratios) > 1000):
+        raise r.fail("supported_aspect_ratios", f"expected a list of [width, height] tile grids, got {quoted(ratios)}")
+    aspect_ids = (len(ratios) if ratios is not None else MLLAMA_ASPECT_RATIOS) + 1
+    positions = (image // patch) ** 2 + 1
+    embeddings = channels * patch * patch * hidden + hidden + 1 + positions * hidden
+    embeddings += aspect_ids * tiles * positions * hidden + 2 * (aspect_ids * tiles * hidden + 1) + 2 * 2 * hidden
+    attention_free = _vit_layers(1, hidden, ffn) - 4 * hidden  # the bias-free q/k/v/o
+    blocks = layers * attention_free + global_layers * (attention_free + 2)
+    width = _text_width(text, source)
+    cross = _cross_layers(text, source)
+    heads = Reader(text, f"{source}: text_config").need("num_attention_heads")
+    language = MLLAMA_EXTRA_EMBEDDINGS * width + cross * (2 * (width // heads) + 2)
+    params = embeddings + blocks + _linear(output, width) + language
+    mapping = _mapping(params, hidden, layers + global_layers, 1, "Mllama vision")
+    return mapping | {"cross_attention_layers": cross, "cross_attention_tokens": tiles * positions}
+
+
 def _mapping(params: int, hidden: int, layers: int, image_tokens: int, encoder: str) -> Model:
     return {"params": params, "hidden_size": hidden, "layers": layers, "image_tokens": image_tokens, "encoder": encoder}
 
@@ -290,6 +357,7 @@ class Wrapper:
     text_type: str
     counter: Counter
     flat: bool = False
+    untied: bool = False  # the LM head never shares the embedding's weight (their rows differ: mllama)
 
 
 #: The multimodal model types vramcalc counts, by the wrapper's model_type.
@@ -299,6 +367,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "llava": Wrapper("llama", llava),
     "llava_next": Wrapper("llama", llava_next),
     "mistral3": Wrapper("mistral", mistral3),
+    "mllama": Wrapper("mllama_text_model", mllama, untied=True),
     "qwen2_vl": Wrapper("qwen2_vl_text", qwen2_vl, flat=True),
     "qwen2_5_vl": Wrapper("qwen2_5_vl_text", qwen2_5_vl, flat=True),
 }
@@ -326,8 +395,12 @@ TEXT_DEFAULTS: dict[str, Config] = {
                       "max_position_embeddings": 32768, "use_sliding_window": False},
 }  # fmt: skip
 TEXT_DEFAULTS["qwen2_5_vl_text"] = TEXT_DEFAULTS["qwen2_vl_text"]
+TEXT_DEFAULTS["mllama_text_model"] = {
+    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 40, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+}  # fmt: skip
 #: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary).
-TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
+TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "mllama_text_model": "llama"}
 #: Top-level fields of a flat config that are the wrapper's, not the language model's.
 WRAPPER_FIELDS = ("vision_config", "text_config", "model_type", "architectures", "_name_or_path")
 
@@ -349,6 +422,8 @@ def text_config(config: Config, model_type: str, source: str) -> Config:
     defaults = TEXT_DEFAULTS.get(text_type, {}) if isinstance(text_type, str) else {}
     tie = {} if config.get("tie_word_embeddings") is None else {"tie_word_embeddings": config["tie_word_embeddings"]}
     text = {**defaults, **tie, **text}
+    if wrapper.untied:
+        text["tie_word_embeddings"] = False
     named = TEXT_ALIASES.get(text_type, text_type) if isinstance(text_type, str) else text_type
     return {**text, "model_type": named, "architectures": [], "_name_or_path": ""}
 

@@ -112,6 +112,18 @@ class VisionSpec(SpecSection):
     layers: PositiveInt
     image_tokens: PositiveInt  # the language model's tokens for one image (Gemma 3: mm_tokens_per_image)
     encoder: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[\w. -]+$")] | None = None
+    # Images read by cross-attention (Llama 3.2 Vision): how many of the language model's layers attend to the
+    # images' states instead of the sequence (their KV cache holds those), and the states of one image
+    cross_attention_layers: PositiveInt | None = None
+    cross_attention_tokens: PositiveCount | None = None
+
+    @model_validator(mode="after")
+    def _cross_attention_pair(self) -> "VisionSpec":
+        if (self.cross_attention_layers is None) != (self.cross_attention_tokens is None):
+            given = "cross_attention_layers" if self.cross_attention_layers is not None else "cross_attention_tokens"
+            other = "cross_attention_tokens" if given == "cross_attention_layers" else "cross_attention_layers"
+            raise ValueError(f"vision.{given}: only valid with vision.{other}")
+        return self
 
 
 class ModelSpec(SpecSection):
@@ -303,6 +315,8 @@ class Workload(SpecSection):
     # and image_tokens records how many of seq_len's tokens they are
     images: Annotated[int, Field(strict=True, ge=1, le=10**4)] | None = None
     image_tokens: PositiveCount | None = None
+    # the images' states the cross-attention layers of model.vision attend to and cache, per sequence
+    cross_attention_tokens: PositiveCount | None = None
     # LLM inference, quantization and adapters (README "LLM inference, quantization and adapters"):
     prompt_len: PositiveCount | None = None
     max_new_tokens: Annotated[ParamCount, Field(ge=0, le=10**12)] | None = None
@@ -496,6 +510,7 @@ class Spec(SpecSection):
                 )
             if wl.image_tokens is not None and wl.seq_len is not None and wl.image_tokens > wl.seq_len:
                 raise ValueError(f"workload.image_tokens: {wl.image_tokens:,} is more than seq_len {wl.seq_len:,}")
+        self._cross_attention_rules()
         checkpoint = self.model.checkpoint
         if checkpoint is not None and not checkpoint.layers_modelled and wl.mode is Mode.train:
             raise ValueError(
@@ -504,11 +519,54 @@ class Spec(SpecSection):
             )
         return self
 
+    def _cross_attention_rules(self) -> None:
+        """A model whose images enter by cross-attention layers (``model.vision.cross_attention_layers``) is
+        modelled for inference in transformers (its KV cache per layer kind); what else would run it is refused."""
+        wl, vision = self.workload, self.model.vision
+        layers = vision.cross_attention_layers if vision is not None else None
+        if layers is None:
+            if wl.cross_attention_tokens is not None:
+                raise ValueError(
+                    "workload.cross_attention_tokens: the model has no cross-attention layers "
+                    "(model.vision.cross_attention_layers)"
+                )
+            return
+        if self.model.layers is not None and layers >= self.model.layers:
+            raise ValueError(
+                f"model.vision.cross_attention_layers: {layers:,} leaves none of the {self.model.layers:,} "
+                "layers to attend to the sequence"
+            )
+        if wl.mode is Mode.train:
+            raise ValueError(
+                "workload.mode: training a model with cross-attention layers "
+                "(model.vision.cross_attention_layers) is not modelled; inference is"
+            )
+        if self.parallel is not None:
+            raise ValueError("parallel: a model with cross-attention layers is modelled on one GPU")
+        runtime = wl.runtime or (Runtime.llama_cpp if runs_llamacpp(wl) else None)
+        if runtime is None and is_generation(wl):
+            runtime = Runtime.vllm
+        if runtime is Runtime.vllm:
+            raise ValueError(
+                "workload.runtime: vllm runs no model with cross-attention layers since 0.11 (its encoder-decoder "
+                "runner was removed) and its earlier runner is not modelled; give runtime: hf"
+            )
+        if runtime is not None and runtime not in CROSS_ATTENTION_RUNTIMES:
+            raise ValueError(
+                f"workload.runtime: {runtime.value} is not modelled for a model with cross-attention layers; "
+                "runtime: hf is"
+            )
+
+
+CROSS_ATTENTION_RUNTIMES = (Runtime.hf,)
+
 
 def with_image_tokens(spec: Spec) -> Spec:
     """``spec`` with its images' tokens (``workload.images`` x ``model.vision.image_tokens``) added to
-    ``seq_len`` and ``prompt_len`` and recorded as ``workload.image_tokens``; written out and read again,
-    the spec keeps its lengths (``images`` is spent)."""
+    ``seq_len`` and ``prompt_len`` and recorded as ``workload.image_tokens``, and the states its
+    cross-attention layers attend to (``images`` x ``model.vision.cross_attention_tokens``) recorded as
+    ``workload.cross_attention_tokens``; written out and read again, the spec keeps its lengths (``images``
+    is spent)."""
     wl, vision = spec.workload, spec.model.vision
     if wl.images is None or vision is None or wl.seq_len is None:
         return spec
@@ -518,6 +576,8 @@ def with_image_tokens(spec: Spec) -> Spec:
         "image_tokens": (wl.image_tokens or 0) + added,
         "seq_len": wl.seq_len + added,
     }
+    if vision.cross_attention_tokens is not None:
+        update["cross_attention_tokens"] = (wl.cross_attention_tokens or 0) + wl.images * vision.cross_attention_tokens
     if wl.prompt_len is not None:
         update["prompt_len"] = wl.prompt_len + added
     return spec.model_copy(update={"workload": wl.model_copy(update=update)})
