@@ -56,6 +56,7 @@ def test_the_11b_tower_projector_and_image_parameters_by_hand() -> None:
         "encoder": "Mllama vision",
         "cross_attention_layers": 8,
         "cross_attention_tokens": 4 * 1_601,
+        "image_rule": {"rule": "fixed"},  # tiles padded to max_num_tiles: any size is 6,404 states
     }
     assert model["layers"] == 40 and model["tie_embeddings"] is False
     assert notes == []

@@ -65,6 +65,7 @@ def test_gemma3_4b_tower_by_hand() -> None:
         "layers": 27,
         "image_tokens": 256,
         "encoder": "SigLIP",
+        "image_rule": {"rule": "fixed"},
     }
 
 
@@ -224,7 +225,7 @@ def test_mistral3_keeps_its_separate_lm_head() -> None:
         ("llava-hf/llava-1.5-7b-hf", 576),  # (336 / 14)^2
         ("llava-hf/llava-v1.6-mistral-7b-hf", 2928),  # 576 + 48^2 + 48 newlines, a 672 x 672 image
         ("Qwen/Qwen2-VL-7B-Instruct", 1369),  # 1,024 px resized to 1,036 = 37 x 28
-        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", 3025),  # (1540 / 28)^2
+        ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", 3080),  # 55 rows of 55 cells and a break each: 55 x 56
     ],
 )
 def test_image_tokens_by_hand(repo: str, tokens: int) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramcalc.errors import SpecError
+from vramcalc.spec.hf_image_tokens import longest_edge_tokens
 from vramcalc.spec.hf_reader import Config, Model, Reader
 from vramcalc.units import quoted
 
@@ -96,7 +97,7 @@ def gemma3(config: Config, text: Config, source: str) -> Model:
     tower, hidden, layers, _ = siglip_params(r)
     tokens = Reader(config, source).count("mm_tokens_per_image", default=256) or 256
     projector = hidden + hidden * _text_width(text, source)
-    return _mapping(tower + projector, hidden, layers, tokens, "SigLIP")
+    return _mapping(tower + projector, hidden, layers, tokens, "SigLIP") | {"image_rule": FIXED}
 
 
 def llama4(config: Config, text: Config, source: str) -> Model:
@@ -173,12 +174,39 @@ def _llava_tokens(config: Config, source: str, side: int) -> int:
     return side * side + (Reader(config, source).text("vision_feature_select_strategy", "default") == "full")
 
 
+#: The rule of a family whose image tokens do not depend on the image's size (hf_image_tokens.py).
+FIXED: Model = {"rule": "fixed"}
+#: LlavaNextConfig's ``image_grid_pinpoints`` when the config has none.
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+
+def tower_patch(config: Config, source: str) -> int:
+    """The CLIP tower's patch edge, as :func:`clip_params` reads it."""
+    return _vit_fields(_vision_reader(config, source), CLIP_DEFAULTS if _given(config) else LLAVA_TOWER)[5]
+
+
+def _pinpoints(config: Config, source: str) -> list[list[int]]:
+    """``image_grid_pinpoints``: the grids (height, width in pixels) LLaVA-NeXT tiles an image into."""
+    value = config.get("image_grid_pinpoints")
+    if value is None:
+        return LLAVA_NEXT_PINPOINTS
+    ok = isinstance(value, list) and 0 < len(value) <= 100
+    ok = ok and all(isinstance(pin, list) and len(pin) == 2 for pin in value)
+    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 10**6 for pin in value for v in pin)
+    if not ok:
+        raise Reader(config, source).fail(
+            "image_grid_pinpoints", f"expected [height, width] pairs, got {quoted(value)}"
+        )
+    return value
+
+
 def llava(config: Config, text: Config, source: str) -> Model:
     """LLaVA (``models/llava/modeling_llava.py``): a CLIP tower and ``LlavaMultiModalProjector``; one
     image is a token per patch (576 at 336 pixels in 14-pixel patches)."""
     tower, hidden, layers, side = clip_params(config, source)
     projector = _llava_projector(config, text, source, hidden)
-    return _mapping(tower + projector, hidden, layers, _llava_tokens(config, source, side), "CLIP")
+    tokens = _llava_tokens(config, source, side)
+    return _mapping(tower + projector, hidden, layers, tokens, "CLIP") | {"image_rule": FIXED}
 
 
 def llava_next(config: Config, text: Config, source: str) -> Model:
@@ -189,8 +217,17 @@ def llava_next(config: Config, text: Config, source: str) -> Model:
     2,928 tokens, which ``image_tokens`` holds (2 x 2 tiles of the tower's side)."""
     tower, hidden, layers, side = clip_params(config, source)
     projector = _llava_projector(config, text, source, hidden) + _text_width(text, source)
-    tokens = _llava_tokens(config, source, side) + (2 * side) ** 2 + 2 * side
-    return _mapping(tower + projector, hidden, layers, tokens, "CLIP")
+    base = _llava_tokens(config, source, side)
+    tokens = base + (2 * side) ** 2 + 2 * side
+    patch = tower_patch(config, source)
+    rule = {
+        "rule": "anyres",
+        "patch": patch,
+        "tile": side * patch,
+        "base": base,
+        "grid_pinpoints": _pinpoints(config, source),
+    }
+    return _mapping(tower + projector, hidden, layers, tokens, "CLIP") | {"image_rule": rule}
 
 
 #: Mistral3Config's Pixtral tower when ``vision_config`` is absent; a given one takes PixtralVisionConfig's
@@ -205,7 +242,8 @@ def mistral3(config: Config, text: Config, source: str) -> Model:
     RMSNorm before the blocks, bias-free attention and gated MLP blocks with two RMSNorms, no learned
     positions (2-D rotary); then ``Mistral3MultiModalProjector``: an RMSNorm, the patch merger (a bias-free
     linear from ``spatial_merge_size``^2 patches to one) and LLaVA's two linears. An image at the tower's
-    ``image_size`` is (image / (patch x merge))^2 tokens (3,025 at 1540 pixels), the largest one."""
+    ``image_size`` is the processor's (image / (patch x merge))^2 tokens and an ``[IMG_BREAK]`` per row (the last
+    ``[IMG_END]``): 55 x 56 = 3,080 at 1540 pixels, the largest one (``image_rule``: longest_edge)."""
     r = _vision_reader(config, source)
     hidden, ffn, layers, channels, image, patch = _vit_fields(r, PIXTRAL_DEFAULTS if _given(config) else MISTRAL3_TOWER)
     top = Reader(config, source)
@@ -214,8 +252,10 @@ def mistral3(config: Config, text: Config, source: str) -> Model:
     width, bias = _text_width(text, source), top.flag("multimodal_projector_bias", False)
     projector = hidden + merge * merge * hidden * hidden + _linear(hidden * _feature_layers(top), width, bias)
     projector += _linear(width, width, bias)
-    tokens = max(1, image // (patch * merge)) ** 2
-    return _mapping(tower + projector, hidden, layers, tokens, "Pixtral")
+    cell = patch * merge
+    rule = {"rule": "longest_edge", "patch": cell, "longest_edge": image}
+    tokens = longest_edge_tokens(image, image, cell, image)
+    return _mapping(tower + projector, hidden, layers, tokens, "Pixtral") | {"image_rule": rule}
 
 
 #: The image Qwen2-VL's ``image_tokens`` is for: 1,024 x 1,024 pixels, resized by the processor's
@@ -231,10 +271,19 @@ def _qwen_fields(r: Reader, hidden_name: str, hidden_default: int) -> tuple[int,
     return tuple(r.count(name, default=default) or default for name, default in names)
 
 
+#: The processors' pixel bounds (``min_pixels``, ``max_pixels`` in the preprocessor_config.json of the
+#: Qwen2-VL and Qwen2.5-VL Instruct repositories: 56 x 56 and 28 x 28 x 16,384).
+QWEN_PIXELS = (3136, 12845056)
+
+
 def _qwen_tokens(patch: int, merge: int) -> int:
     factor = patch * merge
     side = max(1, round(QWEN_IMAGE / factor))
     return side * side
+
+
+def _qwen_rule(patch: int, merge: int) -> Model:
+    return {"rule": "smart_resize", "patch": patch * merge, "min_pixels": QWEN_PIXELS[0], "max_pixels": QWEN_PIXELS[1]}
 
 
 def _qwen_merger(embed: int, merge: int, out: int, norm: int) -> int:
@@ -259,7 +308,9 @@ def qwen2_vl(config: Config, text: Config, source: str) -> Model:
     out = r.count("hidden_size", default=3584) or 3584
     tower = channels * temporal * patch * patch * embed + _vit_layers(depth, embed, ffn)
     merger = _qwen_merger(embed, merge, out, 2 * embed)
-    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2-VL ViT")
+    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2-VL ViT") | {
+        "image_rule": _qwen_rule(patch, merge)
+    }
 
 
 def qwen2_5_vl(config: Config, text: Config, source: str) -> Model:
@@ -274,7 +325,9 @@ def qwen2_5_vl(config: Config, text: Config, source: str) -> Model:
     # q/k/v/o with biases; gate and up (embed -> ffn) and down (ffn -> embed) with biases; two RMSNorms
     tower = channels * temporal * patch * patch * embed + depth * block
     merger = _qwen_merger(embed, merge, out, embed)
-    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2.5-VL ViT")
+    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2.5-VL ViT") | {
+        "image_rule": _qwen_rule(patch, merge)
+    }
 
 
 #: MllamaVisionConfig's tower when ``vision_config`` is absent (448-pixel tiles); its aspect ratios.
@@ -341,7 +394,7 @@ def mllama(config: Config, text: Config, source: str) -> Model:
     language = MLLAMA_EXTRA_EMBEDDINGS * width + cross * (2 * (width // heads) + 2)
     params = embeddings + blocks + _linear(output, width) + language
     mapping = _mapping(params, hidden, layers + global_layers, 1, "Mllama vision")
-    return mapping | {"cross_attention_layers": cross, "cross_attention_tokens": tiles * positions}
+    return mapping | {"cross_attention_layers": cross, "cross_attention_tokens": tiles * positions, "image_rule": FIXED}
 
 
 def _mapping(params: int, hidden: int, layers: int, image_tokens: int, encoder: str) -> Model:
