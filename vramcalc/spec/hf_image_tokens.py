@@ -20,12 +20,9 @@ transformers 5.25 (the ``model.vision.image_rule`` of a spec; ``workload.image_r
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 from vramcalc.errors import SpecError
-
-if TYPE_CHECKING:
-    from vramcalc.spec.models import ImageRule
 
 #: The rules, by name.
 RULES = ("fixed", "smart_resize", "anyres", "longest_edge")
@@ -85,15 +82,16 @@ def longest_edge_tokens(height: int, width: int, patch: int, longest_edge: int) 
     return rows * (cols + 1)
 
 
-def image_tokens(rule: ImageRule, fixed: int, height: int, width: int) -> int:
-    """One ``height`` x ``width`` image's tokens under ``rule``; ``fixed``: the tokens of a ``fixed`` rule."""
-    if rule.rule == "smart_resize":
-        factor = rule.patch or 28
-        h_bar, w_bar = smart_resize(height, width, factor, rule.min_pixels or 0, rule.max_pixels or 0)
-        return (h_bar // factor) * (w_bar // factor)
-    if rule.rule == "anyres":
-        pinpoints = rule.grid_pinpoints or [[rule.tile or 0, rule.tile or 0]]
-        return anyres_tokens(height, width, rule.tile or 0, rule.patch or 0, rule.base or 0, pinpoints)
-    if rule.rule == "longest_edge":
-        return longest_edge_tokens(height, width, rule.patch or 0, rule.longest_edge or 0)
+def image_tokens(rule: dict[str, Any], fixed: int, height: int, width: int) -> int:
+    """One ``height`` x ``width`` image's tokens under ``rule`` (a ``model.vision.image_rule`` mapping);
+    ``fixed``: the tokens of a ``fixed`` rule."""
+    kind, patch, tile = rule["rule"], rule.get("patch") or 0, rule.get("tile") or 0
+    if kind == "smart_resize":
+        h_bar, w_bar = smart_resize(height, width, patch, rule.get("min_pixels") or 0, rule.get("max_pixels") or 0)
+        return (h_bar // patch) * (w_bar // patch)
+    if kind == "anyres":
+        pinpoints = rule.get("grid_pinpoints") or [[tile, tile]]
+        return anyres_tokens(height, width, tile, patch, rule.get("base") or 0, pinpoints)
+    if kind == "longest_edge":
+        return longest_edge_tokens(height, width, patch, rule.get("longest_edge") or 0)
     return fixed

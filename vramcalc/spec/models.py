@@ -623,7 +623,7 @@ def with_image_tokens(spec: Spec) -> Spec:
     if wl.image_resolution is not None and vision.image_rule is not None:
         from vramcalc.spec.hf_image_tokens import image_tokens
 
-        per_image = image_tokens(vision.image_rule, vision.image_tokens, *wl.image_resolution)
+        per_image = image_tokens(vision.image_rule.model_dump(), vision.image_tokens, *wl.image_resolution)
     added = wl.images * per_image
     update: dict[str, Any] = {
         "images": None,
