@@ -121,7 +121,7 @@ OPTIONS: dict[str, Any] = {
         typer.Option(
             parser=_resolution,
             metavar="HxW",
-            help="workload.image_resolution: images' height x width in pixels.",
+            help="Images' height x width.",
             rich_help_panel=LLM,
         ),
     ],
