@@ -69,6 +69,8 @@ NESTED_KEYS = [
     "vision_config.projector_input_dim", "vision_config.vision_output_dim", "text_config.hidden_size",
     "text_config.model_type", "text_config.num_hidden_layers", "vision_feature_layer", "mm_tokens_per_image",
     "multimodal_projector_bias", "vision_config", "text_config",
+    "vision_config.num_global_layers", "vision_config.max_num_tiles", "vision_config.supported_aspect_ratios",
+    "text_config.cross_attention_layers", "text_config.num_attention_heads",
 ]  # fmt: skip
 
 

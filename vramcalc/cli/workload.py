@@ -62,6 +62,19 @@ def _key(key: str) -> str:
     return f"workload.{key}" if len(key) < 12 else f"The workload's {key}"
 
 
+def _resolution(value: str) -> str:
+    """``--image-resolution HEIGHTxWIDTH``: the images' height and width in pixels (checked here)."""
+    parts = value.strip().lower().split("x")
+    if len(parts) != 2 or not all(part.strip().isdigit() and 0 < int(part) <= 10**6 for part in parts):
+        raise typer.BadParameter(f"{value!r} is not HEIGHTxWIDTH in pixels (768x1024)")
+    return value.strip().lower()
+
+
+def _pixels(value: str | None) -> list[int] | None:
+    """The height and width of a checked ``--image-resolution``."""
+    return None if value is None else [int(part) for part in value.split("x")]
+
+
 def _choice(kind: type[Enum], key: str, panel: str = WORKLOAD) -> Any:
     return Annotated[
         kind | None, typer.Option(metavar=NAME, help=f"{_key(key)}: {_one_of(kind)}.", rich_help_panel=panel)
@@ -100,6 +113,15 @@ OPTIONS: dict[str, Any] = {
             min=1,
             metavar=N,
             help="workload.images: images per sequence of a multimodal model; their tokens join the prompt.",
+            rich_help_panel=LLM,
+        ),
+    ],
+    "image_resolution": Annotated[
+        str | None,
+        typer.Option(
+            parser=_resolution,
+            metavar="HxW",
+            help="Images' height x width.",
             rich_help_panel=LLM,
         ),
     ],
@@ -214,6 +236,7 @@ def workload_flags(values: dict[str, Any], refused: Mapping[str, str]) -> "Workl
         "image_size": values["image_size"],
         "channels": values["channels"],
         "images": values["images"],
+        "image_resolution": _pixels(values["image_resolution"]),
         "prompt_len": values["prompt_len"],
         "max_new_tokens": values["max_new_tokens"],
         "use_cache": values["use_cache"],

@@ -88,6 +88,11 @@ def vision_notes(spec: ModelSpec, wl: Workload) -> list[str]:
     notes = [f"vision tower and projector{what}: {vision.params:,} parameters, counted with the weights"]
     if wl.quantization is not None:
         notes.append("the vision tower is counted at the unquantized dtype (the quantization is the language model's)")
+    if vision.cross_attention_layers and wl.cross_attention_tokens:
+        notes.append(
+            f"{vision.cross_attention_layers} cross-attention layers attend to and cache the images' "
+            f"{wl.cross_attention_tokens:,} states per sequence; the other layers the sequence"
+        )
     if wl.image_tokens:
         notes.append(
             f"seq_len {wl.seq_len or 0:,} includes {wl.image_tokens:,} image tokens; the vision tower's own "
@@ -248,7 +253,10 @@ def _resolve_uncached(spec: ModelSpec, workload: _SizeOnly) -> tuple[ModelShape,
 
 def _vision(spec: ModelSpec) -> VisionTower | None:
     v = spec.vision
-    return None if v is None else VisionTower(v.params, v.hidden_size, v.layers, v.image_tokens)
+    if v is None:
+        return None
+    cross = (v.cross_attention_layers or 0, v.cross_attention_tokens or 0)
+    return VisionTower(v.params, v.hidden_size, v.layers, v.image_tokens, *cross)
 
 
 def _type_vocab(spec: ModelSpec, arch: object, position: object) -> int:

@@ -158,12 +158,15 @@ class VisionTower:
     """A multimodal model's vision tower and projector, as its weights: ``params`` (exact, from the family's
     ``vision_config``: vramcalc/spec/hf_vision.py), listed as ``hidden`` x ``hidden`` matrices for the
     per-tensor rules (8-bit optimizer blocks, ZeRO-3's persistence threshold, the largest tensor), and the
-    language-model tokens one image becomes."""
+    language-model tokens one image becomes. Where the images enter by cross-attention, ``cross_layers`` of the
+    decoder's layers attend to ``cross_tokens`` states per image (and cache those, not the sequence)."""
 
     params: int
     hidden: int
     layers: int
     image_tokens: int
+    cross_layers: int = 0  # decoder layers that attend to the images' states instead of the sequence
+    cross_tokens: int = 0  # one image's states those layers attend to
 
     def tensors(self) -> list[tuple[int, int, int]]:
         """(how many, rows, columns): the largest square matrices the parameters fill, then vectors."""

@@ -182,6 +182,12 @@ def inference_phases(
         per_token = kvcache.shape_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
         sliding = kvcache.sliding_bytes_per_token(shape, kvcache.KvCacheDtype.auto, dt.compute)
         one = kvcache.sequence_bytes(per_token, sliding, shape.sliding_window, wl.seq_len or 0, 1)
+        one += kvcache.cross_attention_bytes(
+            shape,
+            kvcache.cross_attention_tokens(shape, 0, wl.cross_attention_tokens or 0),
+            kvcache.KvCacheDtype.auto,
+            dt.compute,
+        )
         kv = tk.batch * one if wl.use_cache else 0
         activations = generation.forward_activations(shape, tk, dt, attention)
         temporaries = _dequant(spec, shape, tk.encoder, dt, at=(tk, tk.encoder, activations))
@@ -198,7 +204,8 @@ def inference_phases(
         step = {**base, **comps, "temporaries": _dequant(spec, shape, wl.batch_size * tokens, dt)}
         return {"generate": step}, replace(details, kv_cache_bytes=0, context_tokens=context), notes
     gen, notes = generation.resolve(shape, wl, dt.compute, registry.static_cache(spec, shape))
-    cross = gen.batch * kvcache.cross_attention_bytes(shape, gen.prompt, gen.kv_dtype, dt.compute)
+    states = kvcache.cross_attention_tokens(shape, gen.prompt, wl.cross_attention_tokens or 0)
+    cross = gen.batch * kvcache.cross_attention_bytes(shape, states, gen.kv_dtype, dt.compute)
     prefill = {**base, **generation.prefill_phase(shape, gen, dt, attention)}
     prefill["kv_cache"] += cross
     prompt = act.Tokens(batch=gen.batch, seq=gen.prompt, target=gen.prompt)

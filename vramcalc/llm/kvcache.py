@@ -17,7 +17,9 @@ counting all 32 query heads would give 524,288 (4x too much; 8x with fp32).
   :mod:`vramcalc.stacks.vllm`); the CUDA context is in vLLM's baseline and is not subtracted.
   ``num_blocks = budget // (block x bytes per token)``; "GPU KV cache size" = num_blocks x block tokens;
   "maximum concurrency" = KV blocks / one request's blocks (V1; V0 printed KV tokens / context length).
-* Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence.
+* Encoder-decoder models also cache the cross-attention K/V of the encoder output, once per sequence; a
+  decoder whose images enter by cross-attention layers caches, in those layers, the images' states (a fixed
+  count per image, whatever the sequence's length) and the sequence in the others.
 * Multi-head latent attention (DeepSeek V2/V3) caches one latent per token and layer, no separate K and V:
   ``layers x (kv_lora_rank + qk_rope_head_dim) x dtype bytes`` (vLLM ``MLAAttentionSpec``: "For MLA we
   only store a single latent vector"). DeepSeek-V2-Lite in bf16: 27 x (512 + 64) x 2 = 31,104 B/token.
@@ -53,10 +55,16 @@ DEFAULT_BLOCK = 16
 DEFAULT_MEMORY_UTILIZATION = 0.9
 
 
+def image_cross_layers(shape: ModelShape) -> int:
+    """A decoder's layers that attend to its images' states instead of the sequence (0: none)."""
+    return shape.vision.cross_layers if shape.vision is not None else 0
+
+
 def self_attention_layers(shape: ModelShape) -> int:
-    """Layers with a self-attention KV cache: the decoder stack (an encoder-only model has none)."""
+    """Layers with a self-attention KV cache: the decoder stack less the layers that attend to the images
+    (an encoder-only model has none)."""
     if shape.architecture is Architecture.decoder:
-        return shape.layers
+        return shape.layers - image_cross_layers(shape)
     if shape.architecture is Architecture.encoder_decoder:
         return shape.decoder_layers
     return 0
@@ -127,12 +135,27 @@ def sequence_bytes(per_token: int, sliding_per_token: int, window: int, tokens: 
     return global_part + sliding_per_token * window_tokens(window, tokens, block)
 
 
+def cross_attention_layers(shape: ModelShape) -> int:
+    """Layers whose cache holds a fixed count of states per sequence, not the sequence's tokens: an
+    encoder-decoder's decoder layers (the encoder output) and a decoder's image layers (the images' states)."""
+    if shape.architecture is Architecture.encoder_decoder:
+        return shape.decoder_layers
+    return image_cross_layers(shape)
+
+
+def cross_attention_tokens(shape: ModelShape, prompt: int, image_states: int) -> int:
+    """The states one sequence's cross-attention layers cache: an encoder-decoder's encoder output (the
+    prompt), else the images' states."""
+    return prompt if shape.architecture is Architecture.encoder_decoder else image_states
+
+
 def cross_attention_bytes(shape: ModelShape, encoder_tokens: int, kv_dtype: KvCacheDtype, compute_bytes: int) -> int:
-    """Encoder-decoder: the cross-attention K/V of one sequence's encoder output (computed once)."""
-    if shape.architecture is not Architecture.encoder_decoder:
+    """The cross-attention K/V of one sequence's ``encoder_tokens`` states (computed once, at the prefill):
+    an encoder-decoder's encoder output, or a decoder's images (:func:`cross_attention_tokens`)."""
+    layers = cross_attention_layers(shape)
+    if not layers:
         return 0
-    per_token = bytes_per_token(shape.decoder_layers, shape.kv_heads, shape.head_dim, kv_dtype, compute_bytes)
-    return per_token * encoder_tokens
+    return bytes_per_token(layers, shape.kv_heads, shape.head_dim, kv_dtype, compute_bytes) * encoder_tokens
 
 
 def paged_tokens(tokens: int, block: int) -> int:

@@ -280,6 +280,7 @@ FIELDS: dict[str, Fields] = {
     "mistral3": _table(
         "text_config vision_config vision_feature_layer spatial_merge_size multimodal_projector_bias", ("image_ids",)
     ),
+    "mllama": _table("text_config vision_config", ("image_ids",)),
     # Qwen2-VL's Hub configs hold the language model's fields at the top level: read under qwen2
     "qwen2_vl": _table("text_config vision_config", ("image_ids",)),
     "qwen2_5_vl": _table("text_config vision_config", ("image_ids",)),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vramcalc.errors import SpecError
+from vramcalc.spec.hf_image_tokens import longest_edge_tokens
 from vramcalc.spec.hf_reader import Config, Model, Reader
 from vramcalc.units import quoted
 
@@ -96,7 +97,7 @@ def gemma3(config: Config, text: Config, source: str) -> Model:
     tower, hidden, layers, _ = siglip_params(r)
     tokens = Reader(config, source).count("mm_tokens_per_image", default=256) or 256
     projector = hidden + hidden * _text_width(text, source)
-    return _mapping(tower + projector, hidden, layers, tokens, "SigLIP")
+    return _mapping(tower + projector, hidden, layers, tokens, "SigLIP") | {"image_rule": FIXED}
 
 
 def llama4(config: Config, text: Config, source: str) -> Model:
@@ -173,12 +174,39 @@ def _llava_tokens(config: Config, source: str, side: int) -> int:
     return side * side + (Reader(config, source).text("vision_feature_select_strategy", "default") == "full")
 
 
+#: The rule of a family whose image tokens do not depend on the image's size (hf_image_tokens.py).
+FIXED: Model = {"rule": "fixed"}
+#: LlavaNextConfig's ``image_grid_pinpoints`` when the config has none.
+LLAVA_NEXT_PINPOINTS = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+
+
+def tower_patch(config: Config, source: str) -> int:
+    """The CLIP tower's patch edge, as :func:`clip_params` reads it."""
+    return _vit_fields(_vision_reader(config, source), CLIP_DEFAULTS if _given(config) else LLAVA_TOWER)[5]
+
+
+def _pinpoints(config: Config, source: str) -> list[list[int]]:
+    """``image_grid_pinpoints``: the grids (height, width in pixels) LLaVA-NeXT tiles an image into."""
+    value = config.get("image_grid_pinpoints")
+    if value is None:
+        return LLAVA_NEXT_PINPOINTS
+    ok = isinstance(value, list) and 0 < len(value) <= 100
+    ok = ok and all(isinstance(pin, list) and len(pin) == 2 for pin in value)
+    ok = ok and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 10**6 for pin in value for v in pin)
+    if not ok:
+        raise Reader(config, source).fail(
+            "image_grid_pinpoints", f"expected [height, width] pairs, got {quoted(value)}"
+        )
+    return value
+
+
 def llava(config: Config, text: Config, source: str) -> Model:
     """LLaVA (``models/llava/modeling_llava.py``): a CLIP tower and ``LlavaMultiModalProjector``; one
     image is a token per patch (576 at 336 pixels in 14-pixel patches)."""
     tower, hidden, layers, side = clip_params(config, source)
     projector = _llava_projector(config, text, source, hidden)
-    return _mapping(tower + projector, hidden, layers, _llava_tokens(config, source, side), "CLIP")
+    tokens = _llava_tokens(config, source, side)
+    return _mapping(tower + projector, hidden, layers, tokens, "CLIP") | {"image_rule": FIXED}
 
 
 def llava_next(config: Config, text: Config, source: str) -> Model:
@@ -189,8 +217,17 @@ def llava_next(config: Config, text: Config, source: str) -> Model:
     2,928 tokens, which ``image_tokens`` holds (2 x 2 tiles of the tower's side)."""
     tower, hidden, layers, side = clip_params(config, source)
     projector = _llava_projector(config, text, source, hidden) + _text_width(text, source)
-    tokens = _llava_tokens(config, source, side) + (2 * side) ** 2 + 2 * side
-    return _mapping(tower + projector, hidden, layers, tokens, "CLIP")
+    base = _llava_tokens(config, source, side)
+    tokens = base + (2 * side) ** 2 + 2 * side
+    patch = tower_patch(config, source)
+    rule = {
+        "rule": "anyres",
+        "patch": patch,
+        "tile": side * patch,
+        "base": base,
+        "grid_pinpoints": _pinpoints(config, source),
+    }
+    return _mapping(tower + projector, hidden, layers, tokens, "CLIP") | {"image_rule": rule}
 
 
 #: Mistral3Config's Pixtral tower when ``vision_config`` is absent; a given one takes PixtralVisionConfig's
@@ -205,7 +242,8 @@ def mistral3(config: Config, text: Config, source: str) -> Model:
     RMSNorm before the blocks, bias-free attention and gated MLP blocks with two RMSNorms, no learned
     positions (2-D rotary); then ``Mistral3MultiModalProjector``: an RMSNorm, the patch merger (a bias-free
     linear from ``spatial_merge_size``^2 patches to one) and LLaVA's two linears. An image at the tower's
-    ``image_size`` is (image / (patch x merge))^2 tokens (3,025 at 1540 pixels), the largest one."""
+    ``image_size`` is the processor's (image / (patch x merge))^2 tokens and an ``[IMG_BREAK]`` per row (the last
+    ``[IMG_END]``): 55 x 56 = 3,080 at 1540 pixels, the largest one (``image_rule``: longest_edge)."""
     r = _vision_reader(config, source)
     hidden, ffn, layers, channels, image, patch = _vit_fields(r, PIXTRAL_DEFAULTS if _given(config) else MISTRAL3_TOWER)
     top = Reader(config, source)
@@ -214,8 +252,10 @@ def mistral3(config: Config, text: Config, source: str) -> Model:
     width, bias = _text_width(text, source), top.flag("multimodal_projector_bias", False)
     projector = hidden + merge * merge * hidden * hidden + _linear(hidden * _feature_layers(top), width, bias)
     projector += _linear(width, width, bias)
-    tokens = max(1, image // (patch * merge)) ** 2
-    return _mapping(tower + projector, hidden, layers, tokens, "Pixtral")
+    cell = patch * merge
+    rule = {"rule": "longest_edge", "patch": cell, "longest_edge": image}
+    tokens = longest_edge_tokens(image, image, cell, image)
+    return _mapping(tower + projector, hidden, layers, tokens, "Pixtral") | {"image_rule": rule}
 
 
 #: The image Qwen2-VL's ``image_tokens`` is for: 1,024 x 1,024 pixels, resized by the processor's
@@ -231,10 +271,19 @@ def _qwen_fields(r: Reader, hidden_name: str, hidden_default: int) -> tuple[int,
     return tuple(r.count(name, default=default) or default for name, default in names)
 
 
+#: The processors' pixel bounds (``min_pixels``, ``max_pixels`` in the preprocessor_config.json of the
+#: Qwen2-VL and Qwen2.5-VL Instruct repositories: 56 x 56 and 28 x 28 x 16,384).
+QWEN_PIXELS = (3136, 12845056)
+
+
 def _qwen_tokens(patch: int, merge: int) -> int:
     factor = patch * merge
     side = max(1, round(QWEN_IMAGE / factor))
     return side * side
+
+
+def _qwen_rule(patch: int, merge: int) -> Model:
+    return {"rule": "smart_resize", "patch": patch * merge, "min_pixels": QWEN_PIXELS[0], "max_pixels": QWEN_PIXELS[1]}
 
 
 def _qwen_merger(embed: int, merge: int, out: int, norm: int) -> int:
@@ -259,7 +308,9 @@ def qwen2_vl(config: Config, text: Config, source: str) -> Model:
     out = r.count("hidden_size", default=3584) or 3584
     tower = channels * temporal * patch * patch * embed + _vit_layers(depth, embed, ffn)
     merger = _qwen_merger(embed, merge, out, 2 * embed)
-    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2-VL ViT")
+    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2-VL ViT") | {
+        "image_rule": _qwen_rule(patch, merge)
+    }
 
 
 def qwen2_5_vl(config: Config, text: Config, source: str) -> Model:
@@ -274,7 +325,76 @@ def qwen2_5_vl(config: Config, text: Config, source: str) -> Model:
     # q/k/v/o with biases; gate and up (embed -> ffn) and down (ffn -> embed) with biases; two RMSNorms
     tower = channels * temporal * patch * patch * embed + depth * block
     merger = _qwen_merger(embed, merge, out, embed)
-    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2.5-VL ViT")
+    return _mapping(tower + merger, embed, depth, _qwen_tokens(patch, merge), "Qwen2.5-VL ViT") | {
+        "image_rule": _qwen_rule(patch, merge)
+    }
+
+
+#: MllamaVisionConfig's tower when ``vision_config`` is absent (448-pixel tiles); its aspect ratios.
+MLLAMA_TOWER = (1280, 5120, 32, 3, 448, 14)
+MLLAMA_ASPECT_RATIOS = 8
+#: MllamaTextModel's embedding has 8 rows beyond ``vocab_size`` (the ``<|image|>`` token is row 128,256).
+MLLAMA_EXTRA_EMBEDDINGS = 8
+#: MllamaTextConfig's cross-attention layers when ``text_config`` does not list them (the 11B model's).
+MLLAMA_CROSS_LAYERS = [3, 8, 13, 18, 23, 28, 33, 38]
+
+
+def _cross_layers(text: Config, source: str) -> int:
+    """How many of the language model's layers are cross-attention layers (``cross_attention_layers``:
+    distinct layer indices below ``num_hidden_layers``)."""
+    r = Reader(text, f"{source}: text_config")
+    value = text.get("cross_attention_layers")
+    value = MLLAMA_CROSS_LAYERS if value is None else value
+    layers = r.need("num_hidden_layers")
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise r.fail("cross_attention_layers", f"expected a list of layer indices, got {quoted(value)}")
+    if any(not 0 <= v < layers for v in value) or len(set(value)) != len(value):
+        raise r.fail("cross_attention_layers", f"expected distinct layer indices below num_hidden_layers {layers:,}")
+    if len(value) >= layers:
+        raise r.fail("cross_attention_layers", "leaves no self-attention layer")
+    return len(value)
+
+
+def mllama(config: Config, text: Config, source: str) -> Model:
+    """Llama 3.2 Vision (transformers ``models/mllama/modeling_mllama.py``). ``MllamaVisionModel``: a
+    bias-free patch convolution, a class embedding, ``MllamaPrecomputedPositionEmbedding`` (a gate, a learned
+    position per patch and for the class token, and a tile embedding of every position in every tile for each
+    aspect ratio and none: (ratios + 1) x ``max_num_tiles`` x positions x width), the pre- and post-tile
+    ``MllamaPrecomputedAspectRatioEmbedding`` ((ratios + 1) x ``max_num_tiles`` x width and a gate each),
+    ``layernorm_pre`` and ``layernorm_post``, ``num_hidden_layers`` local blocks and ``num_global_layers``
+    gated global blocks (``MllamaVisionEncoderLayer``: bias-free q/k/v/o, biased fc1/fc2, two LayerNorms; a
+    global block adds two scalar gates); then ``multi_modal_projector``, a biased linear from
+    ``vision_output_dim`` to the language model's width.
+
+    The language model (``MllamaTextModel``) is a Llama whose ``cross_attention_layers`` are
+    ``MllamaCrossAttentionDecoderLayer``: the same q/k/v/o and MLP shapes, no self-attention, and beyond a
+    Llama layer a q and a k RMSNorm of ``head_dim`` and two scalar gates; its embedding has
+    ``vocab_size + 8`` rows (the LM head ``vocab_size``). Those image parameters of the language model (the 8
+    rows and the cross-attention layers' norms and gates) are counted here with the tower, so the language
+    model reads as a Llama. One image is one ``<|image|>`` token in the text; the cross-attention layers attend
+    to (and cache) ``max_num_tiles`` x (patches + 1) vision states per image, every tile padded in
+    (``MllamaImageProcessor`` pads to ``max_image_tiles``): 4 x 1,601 = 6,404 at 560 pixels."""
+    r = _vision_reader(config, source)
+    hidden, ffn, layers, channels, image, patch = _vit_fields(r, MLLAMA_TOWER)
+    global_layers = r.count("num_global_layers", default=8) or 8
+    tiles = r.count("max_num_tiles", default=4) or 4
+    output = r.count("vision_output_dim", default=7680) or 7680
+    ratios = r.config.get("supported_aspect_ratios")
+    if ratios is not None and (not isinstance(ratios, list) or not ratios or len(ratios) > 1000):
+        raise r.fail("supported_aspect_ratios", f"expected a list of [width, height] tile grids, got {quoted(ratios)}")
+    aspect_ids = (len(ratios) if ratios is not None else MLLAMA_ASPECT_RATIOS) + 1
+    positions = (image // patch) ** 2 + 1
+    embeddings = channels * patch * patch * hidden + hidden + 1 + positions * hidden
+    embeddings += aspect_ids * tiles * positions * hidden + 2 * (aspect_ids * tiles * hidden + 1) + 2 * 2 * hidden
+    attention_free = _vit_layers(1, hidden, ffn) - 4 * hidden  # the bias-free q/k/v/o
+    blocks = layers * attention_free + global_layers * (attention_free + 2)
+    width = _text_width(text, source)
+    cross = _cross_layers(text, source)
+    heads = Reader(text, f"{source}: text_config").need("num_attention_heads")
+    language = MLLAMA_EXTRA_EMBEDDINGS * width + cross * (2 * (width // heads) + 2)
+    params = embeddings + blocks + _linear(output, width) + language
+    mapping = _mapping(params, hidden, layers + global_layers, 1, "Mllama vision")
+    return mapping | {"cross_attention_layers": cross, "cross_attention_tokens": tiles * positions, "image_rule": FIXED}
 
 
 def _mapping(params: int, hidden: int, layers: int, image_tokens: int, encoder: str) -> Model:
@@ -290,6 +410,7 @@ class Wrapper:
     text_type: str
     counter: Counter
     flat: bool = False
+    untied: bool = False  # the LM head never shares the embedding's weight (their rows differ: mllama)
 
 
 #: The multimodal model types vramcalc counts, by the wrapper's model_type.
@@ -299,6 +420,7 @@ WRAPPERS: dict[str, Wrapper] = {
     "llava": Wrapper("llama", llava),
     "llava_next": Wrapper("llama", llava_next),
     "mistral3": Wrapper("mistral", mistral3),
+    "mllama": Wrapper("mllama_text_model", mllama, untied=True),
     "qwen2_vl": Wrapper("qwen2_vl_text", qwen2_vl, flat=True),
     "qwen2_5_vl": Wrapper("qwen2_5_vl_text", qwen2_5_vl, flat=True),
 }
@@ -326,8 +448,12 @@ TEXT_DEFAULTS: dict[str, Config] = {
                       "max_position_embeddings": 32768, "use_sliding_window": False},
 }  # fmt: skip
 TEXT_DEFAULTS["qwen2_5_vl_text"] = TEXT_DEFAULTS["qwen2_vl_text"]
+TEXT_DEFAULTS["mllama_text_model"] = {
+    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 40, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0,
+}  # fmt: skip
 #: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary).
-TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2"}
+TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "mllama_text_model": "llama"}
 #: Top-level fields of a flat config that are the wrapper's, not the language model's.
 WRAPPER_FIELDS = ("vision_config", "text_config", "model_type", "architectures", "_name_or_path")
 
@@ -349,6 +475,8 @@ def text_config(config: Config, model_type: str, source: str) -> Config:
     defaults = TEXT_DEFAULTS.get(text_type, {}) if isinstance(text_type, str) else {}
     tie = {} if config.get("tie_word_embeddings") is None else {"tie_word_embeddings": config["tie_word_embeddings"]}
     text = {**defaults, **tie, **text}
+    if wrapper.untied:
+        text["tie_word_embeddings"] = False
     named = TEXT_ALIASES.get(text_type, text_type) if isinstance(text_type, str) else text_type
     return {**text, "model_type": named, "architectures": [], "_name_or_path": ""}
 

@@ -100,6 +100,42 @@ class CheckpointFacts(SpecSection):
     sha256: dict[Annotated[str, Field(max_length=500)], Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] | None = None
 
 
+class ImageRule(SpecSection):
+    """How the processor turns an image of a given size into tokens (vramcalc/spec/hf_image_tokens.py): the
+    rule and the numbers it reads."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec is first read
+
+    rule: Literal["fixed", "smart_resize", "anyres", "longest_edge"]
+    patch: PositiveInt | None = None  # pixels a side per token cell (smart_resize, longest_edge) or per patch
+    min_pixels: PositiveCount | None = None
+    max_pixels: PositiveCount | None = None
+    tile: PositiveInt | None = None  # anyres: the tower's image edge
+    base: PositiveInt | None = None  # anyres: the whole image's tokens at the tower's size
+    grid_pinpoints: (
+        Annotated[list[Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]], Field(max_length=100)] | None
+    ) = None
+    longest_edge: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _needs(self) -> "ImageRule":
+        needed = {
+            "smart_resize": ("patch", "min_pixels", "max_pixels"),
+            "anyres": ("patch", "tile", "base", "grid_pinpoints"),
+            "longest_edge": ("patch", "longest_edge"),
+        }.get(self.rule, ())
+        for key in needed:
+            if getattr(self, key) is None:
+                raise ValueError(f"{key}: required by rule {self.rule}")
+        if self.rule == "anyres" and self.tile is not None and self.patch is not None and self.tile < self.patch:
+            raise ValueError(f"tile: {self.tile} is smaller than patch {self.patch}")
+        if self.grid_pinpoints is not None and self.tile is not None:
+            for pin in self.grid_pinpoints:
+                if pin[0] < self.tile or pin[1] < self.tile:
+                    raise ValueError(f"grid_pinpoints: {pin} is smaller than a tile of {self.tile}")
+        return self
+
+
 class VisionSpec(SpecSection):
     """The vision tower and projector of a multimodal model (docs/models.md "Multimodal models"): their
     parameters, counted with the weights in every path (frozen or trained as the rest of the model), and the
@@ -112,6 +148,20 @@ class VisionSpec(SpecSection):
     layers: PositiveInt
     image_tokens: PositiveInt  # the language model's tokens for one image (Gemma 3: mm_tokens_per_image)
     encoder: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[\w. -]+$")] | None = None
+    # Images read by cross-attention (Llama 3.2 Vision): how many of the language model's layers attend to the
+    # images' states instead of the sequence (their KV cache holds those), and the states of one image
+    cross_attention_layers: PositiveInt | None = None
+    cross_attention_tokens: PositiveCount | None = None
+    # how an image's size sets its tokens (workload.image_resolution); without it image_tokens holds as given
+    image_rule: ImageRule | None = None
+
+    @model_validator(mode="after")
+    def _cross_attention_pair(self) -> "VisionSpec":
+        if (self.cross_attention_layers is None) != (self.cross_attention_tokens is None):
+            given = "cross_attention_layers" if self.cross_attention_layers is not None else "cross_attention_tokens"
+            other = "cross_attention_tokens" if given == "cross_attention_layers" else "cross_attention_layers"
+            raise ValueError(f"vision.{given}: only valid with vision.{other}")
+        return self
 
 
 class ModelSpec(SpecSection):
@@ -302,7 +352,13 @@ class Workload(SpecSection):
     # A multimodal model's images per sequence (model.vision): their tokens join seq_len and prompt_len,
     # and image_tokens records how many of seq_len's tokens they are
     images: Annotated[int, Field(strict=True, ge=1, le=10**4)] | None = None
+    # the images' height and width in pixels: their tokens by the processor's rule (model.vision.image_rule)
+    image_resolution: (
+        Annotated[list[Annotated[int, Field(strict=True, ge=1, le=10**6)]], Field(min_length=2, max_length=2)] | None
+    ) = None
     image_tokens: PositiveCount | None = None
+    # the images' states the cross-attention layers of model.vision attend to and cache, per sequence
+    cross_attention_tokens: PositiveCount | None = None
     # LLM inference, quantization and adapters (README "LLM inference, quantization and adapters"):
     prompt_len: PositiveCount | None = None
     max_new_tokens: Annotated[ParamCount, Field(ge=0, le=10**12)] | None = None
@@ -485,6 +541,8 @@ class Spec(SpecSection):
             patch = self.model.patch_size or 16
             if wl.image_size is not None and wl.image_size % patch:
                 raise ValueError(f"workload.image_size: {wl.image_size} is not a multiple of patch_size {patch}")
+        if wl.image_resolution is not None and wl.images is None:
+            raise ValueError("workload.image_resolution: only valid with workload.images")
         if wl.images is not None or wl.image_tokens is not None:
             key = "images" if wl.images is not None else "image_tokens"
             if self.model.vision is None:
@@ -494,8 +552,14 @@ class Spec(SpecSection):
                     f"workload.{key}: training on images is not modelled (the vision tower's activations while "
                     "it encodes them); a text-only step is"
                 )
+            if wl.image_resolution is not None and self.model.vision.image_rule is None:
+                raise ValueError(
+                    "workload.image_resolution: model.vision states no rule for an image's tokens by its size "
+                    "(model.vision.image_rule; Llama 4's tiling is not modelled): give model.vision.image_tokens"
+                )
             if wl.image_tokens is not None and wl.seq_len is not None and wl.image_tokens > wl.seq_len:
                 raise ValueError(f"workload.image_tokens: {wl.image_tokens:,} is more than seq_len {wl.seq_len:,}")
+        self._cross_attention_rules()
         checkpoint = self.model.checkpoint
         if checkpoint is not None and not checkpoint.layers_modelled and wl.mode is Mode.train:
             raise ValueError(
@@ -504,20 +568,71 @@ class Spec(SpecSection):
             )
         return self
 
+    def _cross_attention_rules(self) -> None:
+        """A model whose images enter by cross-attention layers (``model.vision.cross_attention_layers``) is
+        modelled for inference in transformers (its KV cache per layer kind); what else would run it is refused."""
+        wl, vision = self.workload, self.model.vision
+        layers = vision.cross_attention_layers if vision is not None else None
+        if layers is None:
+            if wl.cross_attention_tokens is not None:
+                raise ValueError(
+                    "workload.cross_attention_tokens: the model has no cross-attention layers "
+                    "(model.vision.cross_attention_layers)"
+                )
+            return
+        if self.model.layers is not None and layers >= self.model.layers:
+            raise ValueError(
+                f"model.vision.cross_attention_layers: {layers:,} leaves none of the {self.model.layers:,} "
+                "layers to attend to the sequence"
+            )
+        if wl.mode is Mode.train:
+            raise ValueError(
+                "workload.mode: training a model with cross-attention layers "
+                "(model.vision.cross_attention_layers) is not modelled; inference is"
+            )
+        if self.parallel is not None:
+            raise ValueError("parallel: a model with cross-attention layers is modelled on one GPU")
+        runtime = wl.runtime or (Runtime.llama_cpp if runs_llamacpp(wl) else None)
+        if runtime is None and is_generation(wl):
+            runtime = Runtime.vllm
+        if runtime is Runtime.vllm:
+            raise ValueError(
+                "workload.runtime: vllm runs no model with cross-attention layers since 0.11 (its encoder-decoder "
+                "runner was removed) and its earlier runner is not modelled; give runtime: hf"
+            )
+        if runtime is not None and runtime not in CROSS_ATTENTION_RUNTIMES:
+            raise ValueError(
+                f"workload.runtime: {runtime.value} is not modelled for a model with cross-attention layers; "
+                "runtime: hf is"
+            )
+
+
+CROSS_ATTENTION_RUNTIMES = (Runtime.hf,)
+
 
 def with_image_tokens(spec: Spec) -> Spec:
     """``spec`` with its images' tokens (``workload.images`` x ``model.vision.image_tokens``) added to
-    ``seq_len`` and ``prompt_len`` and recorded as ``workload.image_tokens``; written out and read again,
-    the spec keeps its lengths (``images`` is spent)."""
+    ``seq_len`` and ``prompt_len`` and recorded as ``workload.image_tokens``, and the states its
+    cross-attention layers attend to (``images`` x ``model.vision.cross_attention_tokens``) recorded as
+    ``workload.cross_attention_tokens``; written out and read again, the spec keeps its lengths (``images``
+    is spent)."""
     wl, vision = spec.workload, spec.model.vision
     if wl.images is None or vision is None or wl.seq_len is None:
         return spec
-    added = wl.images * vision.image_tokens
+    per_image = vision.image_tokens
+    if wl.image_resolution is not None and vision.image_rule is not None:
+        from vramcalc.spec.hf_image_tokens import image_tokens
+
+        per_image = image_tokens(vision.image_rule.model_dump(), vision.image_tokens, *wl.image_resolution)
+    added = wl.images * per_image
     update: dict[str, Any] = {
         "images": None,
+        "image_resolution": None,
         "image_tokens": (wl.image_tokens or 0) + added,
         "seq_len": wl.seq_len + added,
     }
+    if vision.cross_attention_tokens is not None:
+        update["cross_attention_tokens"] = (wl.cross_attention_tokens or 0) + wl.images * vision.cross_attention_tokens
     if wl.prompt_len is not None:
         update["prompt_len"] = wl.prompt_len + added
     return spec.model_copy(update={"workload": wl.model_copy(update=update)})
