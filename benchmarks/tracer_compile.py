@@ -26,7 +26,8 @@ Embedding, final norm and LM head run eagerly. Every other argument goes to the 
     /tmp/tracer-venv/bin/python benchmarks/tracer_compile.py --arch llama --layers 2 --hidden 256 --heads 4 \
         --kv-heads 4 --ffn 688 --vocab 1000 --batch 2 --seq 512 --dtype bf16 --optimizer adamw --json
 
-``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case with its
+``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
+quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case with its
 traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
 """
 
@@ -359,7 +360,53 @@ def trace(argv: list[str]) -> dict[str, Any]:
     return result
 
 
+#: The traced families as vramcalc's model keys.
+FAMILIES: dict[str, dict[str, Any]] = {
+    "llama": {"architecture": "decoder", "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "bias": False,
+              "tie_embeddings": False},
+    "gpt2": {"architecture": "decoder", "mlp": "gelu_tanh", "norm": "layernorm", "position": "learned",
+             "dropout": 0.1, "tie_embeddings": True},
+    "bert": {"architecture": "encoder", "mlp": "gelu", "norm": "layernorm", "position": "learned", "dropout": 0.1,
+             "tie_embeddings": True},
+}
+
+
+def score() -> None:
+    """vramcalc's estimate of every stored training case against the traced peak, and the quality bar (median
+    |error| <= 2 %, largest <= 5 %). Run with the project's environment (no torch needed)."""
+    import statistics
+
+    from vramcalc.families import estimate
+    from vramcalc.spec.models import Spec
+
+    data = json.loads((Path(__file__).resolve().parent / "data" / "tracer_compile.json").read_text(encoding="utf-8"))
+    errors = []
+    for case in data["cases"]:
+        words = case["command"].split()[2:]
+        args = {w[2:]: (n if not n.startswith("--") else True) for w, n in zip(words, [*words[1:], "--"]) if w[:2] == "--"}
+        if args.get("mode") == "infer":
+            print(f"{case['id']:55s} refused: inference under compile is not modelled")
+            continue
+        model = {**FAMILIES[args["arch"]], "layers": int(args["layers"]), "hidden_size": int(args["hidden"]),
+                 "heads": int(args["heads"]), "kv_heads": int(args.get("kv-heads", args["heads"])),
+                 "ffn_size": int(args["ffn"]), "vocab_size": int(args["vocab"]), "head": "lm"}
+        workload = {"batch_size": int(args["batch"]), "seq_len": int(args["seq"]), "precision": args["dtype"],
+                    "attention": "sdpa", "compile": True, "optimizer": args["optimizer"]}
+        if args.get("grad-checkpointing"):
+            workload["gradient_checkpointing"] = "full"
+        if args.get("chunked-ce"):
+            workload["cross_entropy"] = "chunked"
+        got = estimate(Spec.model_validate({"model": model, "workload": workload})).peak_allocated_bytes
+        errors.append(got / case["peak_bytes"] - 1)
+        print(f"{case['id']:55s} traced {case['peak_bytes']:>13,}  vramcalc {got:>13,}  {errors[-1]:+.2%}")
+    absolute = [abs(e) for e in errors]
+    print(f"median |error| {statistics.median(absolute):.2%}, largest {max(absolute):.2%} (bar: 2 %, 5 %)")
+
+
 def main(argv: list[str]) -> None:
+    if argv == ["--score"]:
+        score()
+        return
     if argv != ["--cases"]:
         print(json.dumps(trace(argv), indent=2, default=str))
         return
