@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
-from vramcalc.core import checkpointing, t5
+from vramcalc.core import checkpointing, compiled, t5
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes, paged_state_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.phases import Phase, select_phases
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.core.workload import ResolvedWorkload
 from vramcalc.units import allocation_bytes
 
@@ -59,7 +60,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         states = paged_state_bytes(optimizer, shape, dt.param, min_elements, block).device_bytes
     copies = linear_weight_params(shape) * dt.compute if dt.amp else 0
     loss = stack.loss(shape, tk, dt) if stack.loss is not None else act.loss_bytes(shape, tk, dt)
-    saved = act.saved_activation_bytes(shape, tk, dt, wl.attention)
+    saved = saved_activation_bytes(work)
     live = {**base, "optimizer_states": states}
     head_grads = head_gradient_params(shape) * dt.param
     if checkpointing.recomputes_blocks(wl.gradient_checkpointing):
@@ -70,7 +71,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         if stack.activation_offload is not None:
             stash = tk.encoder * shape.hidden * dt.residual  # one block input
             kept = stack.activation_offload(kept, act.head_saved_bytes(shape, tk, dt), stash).device
-        layer = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
+        layer = largest_layer_saved_bytes(work)
         n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
         head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
         forward = {**live, "autocast_weight_copies": copies, "activations": kept + loss.saved + loss.forward_transient}
@@ -83,7 +84,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         recompute = {
             **live,
             "autocast_weight_copies": head_copy + (copies - head_copy) // max(1, n_blocks),
-            "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention) - op_kept,
+            "activations": kept + layer - recomputed_input_bytes(shape, tk, dt, wl.attention, stack) - op_kept,
             "gradients": head_gradient_params(shape) * dt.param,
         }
         backward = [start, recompute]
@@ -96,7 +97,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
             saved -= _eager_score_bytes(shape, tk, dt)
         if stack.activation_offload is not None:
-            stash = act.largest_layer_saved_bytes(shape, tk, dt, wl.attention)
+            stash = largest_layer_saved_bytes(work)
             saved = stack.activation_offload(saved, act.head_saved_bytes(shape, tk, dt), stash).device
         forward = {**live, "autocast_weight_copies": copies, "activations": saved + loss.saved + loss.forward_transient}
         start = {
@@ -116,7 +117,7 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         if checkpointing.has_block_moments(shape) and stack.activation_offload is None:
             # the top and the bottom block's backward, each block keeping all it saved (beside its input)
             held = {**live, "autocast_weight_copies": copies, "activations": saved, "gradients": head_grads}
-            layer = act.layer_saved_bytes(shape, tk, dt, wl.attention) - tk.encoder * shape.hidden * dt.residual
+            layer = largest_layer_saved_bytes(work) - tk.encoder * shape.hidden * dt.residual
             if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
                 layer -= _eager_score_bytes(shape, tk, dt) // shape.layers  # recomputed, not kept
             backward += checkpointing.block_backward_moments(held, shape, tk, dt, layer)
@@ -197,7 +198,7 @@ def host_bytes(work: ResolvedWorkload) -> int:
         if wl.gradient_checkpointing is Checkpointing.full:
             kept = act.checkpoint_saved_bytes(shape, tk, dt) + act.embedding_saved_bytes(shape, tk, dt) + head
         else:
-            kept = act.saved_activation_bytes(shape, tk, dt, wl.attention)
+            kept = saved_activation_bytes(work)
             if wl.gradient_checkpointing is Checkpointing.selective and wl.attention is Attention.eager:
                 kept -= _eager_score_bytes(shape, tk, dt)
         total += stack.activation_offload(kept, head, 0).host
@@ -233,9 +234,32 @@ def tied_gradient_sum_bytes(shape: ModelShape, param_bytes: int) -> int:
     return 2 * shape.vocab * shape.embed_width * param_bytes
 
 
-def recomputed_input_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+def saved_activation_bytes(work: ResolvedWorkload) -> int:
+    """Everything autograd keeps from the forward pass, without the loss tensors: each block as it runs, eagerly
+    (:func:`vramcalc.core.activations.saved_activation_bytes`) or compiled (:mod:`vramcalc.core.compiled`)."""
+    shape, tk, dt, attention = work.shape, work.tokens, work.dtypes, work.spec.workload.attention
+    compiled_block = work.stack.compiled_block
+    if compiled_block is None:
+        return act.saved_activation_bytes(shape, tk, dt, attention)
+    return compiled.compiled_saved_activation_bytes(shape, tk, dt, attention, compiled_block)
+
+
+def largest_layer_saved_bytes(work: ResolvedWorkload) -> int:
+    """What the block recomputed at one time during backward keeps, eager or compiled."""
+    shape, tk, dt, attention = work.shape, work.tokens, work.dtypes, work.spec.workload.attention
+    compiled_block = work.stack.compiled_block
+    if compiled_block is None:
+        return act.largest_layer_saved_bytes(shape, tk, dt, attention)
+    return compiled.compiled_layer_saved_bytes(shape, tk, dt, attention, compiled_block)
+
+
+def recomputed_input_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, stack: Stack | None = None
+) -> int:
     """The recomputed block's input is its checkpoint; its first norm saves that same tensor (LayerNorm,
-    or RMSNorm on an fp32 residual), so it is not counted twice."""
+    or RMSNorm on an fp32 residual), or the compiled block keeps it as it is, so it is not counted twice."""
+    if stack is not None and stack.compiled_block is not None:
+        return tk.encoder * shape.hidden * dt.residual
     if shape.norm is not Norm.layernorm and dt.residual != act.FP32:
         return 0  # HF RMSNorm saves an fp32 copy, a different tensor from the 16-bit checkpoint
     decoder_larger = shape.architecture is Architecture.encoder_decoder and act.layer_saved_bytes(

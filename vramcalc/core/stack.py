@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from vramcalc.choices import Optimizer, OptimizerImpl
     from vramcalc.core.activations import Dtypes, LossBytes, Tokens
     from vramcalc.core.checkpointing import KeptOps
+    from vramcalc.core.compiled import CompiledBlock
     from vramcalc.core.shape import ModelShape
     from vramcalc.core.training import OffloadedActivations, OffloadedOptimizer
     from vramcalc.spec.models import Overhead
@@ -79,6 +80,9 @@ class Stack:
     paged_state_min_elements: int | None = None
     #: The runtime serves the model with attention kernels of its own that never materialise the scores.
     fused_attention: bool = False
+    #: Each transformer block runs as a compiled graph, keeping what its compiler's partitioner chooses
+    #: (:mod:`vramcalc.core.compiled`; None: blocks run eagerly).
+    compiled_block: CompiledBlock | None = None
     #: Elements per fp32 absmax block of a quantized optimizer state (bitsandbytes' 8-bit optimizers: the
     #: release's; None: :data:`vramcalc.core.optimizer.LAYOUTS`' block).
     optimizer_state_block: int | None = None

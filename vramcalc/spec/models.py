@@ -389,6 +389,8 @@ class Workload(SpecSection):
     activation_offloading: bool = False
     cross_entropy: CrossEntropy = CrossEntropy.standard
     keep_outputs: bool = False
+    # torch.compile with inductor around each transformer block (vramcalc/stacks/inductor.py, which checks its rules)
+    compile: bool = False
     _pure_meant: bool = PrivateAttr(default=False)
 
     @model_validator(mode="wrap")

@@ -167,6 +167,15 @@ LIBRARIES: tuple[Library, ...] = (
         keys_checked=lambda wl: bool(given_techniques(wl)),
     ),
     Library(
+        "torch.compile (inductor)",
+        "vramcalc.stacks.inductor",
+        ("compile",),
+        lambda wl: wl.compile,
+        refines=True,
+        checks=True,
+        keys_checked=lambda wl: wl.compile,
+    ),
+    Library(
         "torchtitan's selective checkpointing",
         "vramcalc.stacks.sac",
         ("gradient_checkpointing",),

@@ -1,0 +1,76 @@
+"""Activation bytes of a transformer block compiled as one graph: what a graph partitioner keeps for backward.
+
+A compiler that traces a block's forward and backward together (one joint graph) chooses the tensors the forward
+hands to the backward; everything else the backward needs is recomputed there from them. What it chooses is its
+stack module's fact (:class:`CompiledBlock`, set on the stack by ``vramcalc/stacks/inductor.py``); this module
+counts the bytes of that choice for the blocks :mod:`vramcalc.core.activations` models, tensor by tensor:
+
+* the block's input, and the outputs of the tensors the rules name as saved: each norm's output (a matmul reads it
+  in backward), its statistics, the attention's Q, K and V at the kernel's width, its output and logsumexp, the
+  attention output projection's output (the residual stream is recomputed from it), each matmul output of the MLP
+  and the activation's output (the down projection's input);
+* a dropout's mask at one byte per element, where the model drops out on the residual branches.
+
+Notation as in :mod:`vramcalc.core.activations` (``T`` tokens, ``h`` hidden, ``f`` ffn width, ``c`` compute bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vramcalc.choices import Attention, Norm
+from vramcalc.core import activations as act
+from vramcalc.core.shape import ModelShape
+
+
+@dataclass(frozen=True)
+class CompiledBlock:
+    """What a compiled block keeps for backward, as its compiler's partitioner chooses (every field a tensor kind
+    of the block, true where it is saved), and whether the compiler fuses pointwise intermediates away."""
+
+    #: Each norm's output is saved (a matmul reads it in backward); its input is recomputed from the block input
+    #: and the saved matmul outputs.
+    norm_output: bool
+    #: Each norm's statistics (LayerNorm: mean and rstd; RMSNorm: rstd; fp32, one per token).
+    norm_stats: bool
+    #: The attention output projection's output (the residual sum after attention is recomputed from it; a post-LN
+    #: block keeps that sum, the second norm's input, instead: the same bytes).
+    projection_output: bool
+    #: Every matmul output of the MLP, and the activation's output (the down projection's input).
+    mlp_matmul_outputs: bool
+    mlp_activation_output: bool
+    #: Bytes per element of a saved dropout mask (the mask of each residual-branch dropout).
+    dropout_mask_bytes: int
+    #: Pointwise intermediates are fused into the kernels that read them: none is allocated.
+    fuses_pointwise: bool
+
+
+def compiled_layer_saved_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, block: CompiledBlock
+) -> int:
+    """One compiled block, training mode, no recomputation: its input and what ``block`` says it saves. The
+    attention kernel is a fused one (flash or memory-efficient: Q, K and V at the K/V heads' width, the output,
+    an fp32 logsumexp per head and query); the stack module refuses the others."""
+    n_tokens = tk.encoder
+    h, c = shape.hidden, dt.compute
+    stats = act.LAYERNORM_STATS if shape.norm is Norm.layernorm else act.RMSNORM_STATS
+    per_token = h * dt.residual  # the block input
+    per_token += shape.norms_per_layer * ((h * c if block.norm_output else 0) + (stats if block.norm_stats else 0))
+    per_token += h * c if block.projection_output else 0
+    k = act.kernel_bytes(shape, dt, attention)
+    per_token += (2 * shape.q_width + 2 * shape.kv_width) * k  # Q, K, V and the output
+    n_up = 2 if shape.gated else 1
+    per_token += shape.ffn * c * ((n_up if block.mlp_matmul_outputs else 0) + int(block.mlp_activation_output))
+    if shape.dropout > 0:
+        per_token += 2 * h * block.dropout_mask_bytes
+    logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
+    return n_tokens * per_token + logsumexp
+
+
+def compiled_saved_activation_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, block: CompiledBlock
+) -> int:
+    """Everything autograd keeps from the forward pass when each block is compiled (the embedding and the head
+    run eagerly, as :mod:`vramcalc.core.activations` counts them), without the loss tensors."""
+    outside = act.embedding_saved_bytes(shape, tk, dt, attention) + act.head_saved_bytes(shape, tk, dt)
+    return outside + shape.layers * compiled_layer_saved_bytes(shape, tk, dt, attention, block)

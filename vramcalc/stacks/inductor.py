@@ -1,0 +1,158 @@
+"""``workload.compile: true``: each transformer block compiled by ``torch.compile`` with its default backend,
+inductor, as torchtune's ``compile_model`` compiles a model (one region per layer, torchtune/training/_compile.py,
+v0.6.1) and as ``torch.compile(model)`` compiles a transformers model whose layers are its graphs.
+
+Read at PyTorch 2.13.0 (git cf30153c4c131c8164ee7798e5022d810682e2cb). AOTAutograd traces a block's forward and
+backward as one joint graph, decomposed with inductor's table (``torch/_inductor/decomposition.py``
+``select_decomp_table``); inductor's ``partition_fn`` (``torch/_inductor/compile_fx.py``) runs its joint-graph
+passes and splits it with ``min_cut_rematerialization_partition(..., compiler="inductor")``
+(``torch/_functorch/partitioners.py``). The forward keeps for backward the cheapest cut of the graph that the
+backward can be recomputed from, under these rules of ``solve_min_cut``:
+
+* ``get_default_op_list``: pointwise ops (``Tag.pointwise``), reductions (``sum``, ``mean``, ``amax``, ``var_mean``),
+  casts and views are recomputable and fusible; ``mm``, ``addmm``, ``bmm`` and the flash / memory-efficient SDPA ops
+  are ``compute_intensive_ops``, and ``native_dropout``, ``rand_like`` are ``random_ops``;
+* ``should_ban_recomputation``: a compute-intensive or random op is never recomputed (its output is saved where the
+  backward needs it); nor is a node whose output is "materialized in backward" (``is_materialized_backwards``: a
+  non-fusible backward op reads it, such as the matmul that computes a weight's gradient from its input), nor a
+  reduction whose output is 4x smaller than its input (``ban_recompute_reductions``: norm statistics are saved);
+* ``get_node_weight``: the cut weighs each saved tensor by its bytes, so the backward recomputes the residual
+  stream, norm inputs, casts, the rotary embedding's products and the activation's intermediates from smaller or
+  already-saved tensors.
+
+For a block of the models vramcalc counts (:mod:`vramcalc.core.activations`), the partitioned graph keeps (traced
+with AOTAutograd on the shared tracer's fake CUDA tensors: ``benchmarks/tracer_compile.py``, each saved tensor
+listed in ``benchmarks/data/tracer_compile.json``): the block input; each norm's output (the input of the Q/K/V
+and MLP-up matmuls, materialized in backward) and its statistics; Q, K (after the rotary embedding) and V, the
+attention's output, logsumexp and RNG state; the attention output projection's output (a post-LN block keeps the
+residual sum its second norm reads instead); each MLP matmul's output and the activation's output (the down
+projection's input); one bool mask per residual dropout (inductor's ``replace_random`` pass makes the random
+numbers, the mask the partitioner keeps). None of the eager step's fp32 norm copies, cast copies or activation
+intermediates exists (:class:`vramcalc.core.compiled.CompiledBlock`).
+
+Inductor fuses every pointwise chain into the kernels that read it, so only a matmul's or SDPA's input and a
+graph's outputs are allocated (``torch/_inductor/scheduler.py``): no pointwise temporary of a block is counted.
+Inductor's own workspace: none in the allocator's peak (its generated kernels take no scratch buffers beyond
+those outputs; autotuning runs at compile time, before the step). The embedding, the final norm and the LM head
+run eagerly, as torchtune compiles only the layers and the loss.
+
+Interactions: gradient checkpointing wraps the compiled block (torchtune's ``checkpoint_wrapper`` around a
+compiled layer): each block keeps its input and the block recomputed in backward keeps the compiled set.
+``cross_entropy: chunked`` compiles torchtune's ``compute_cross_entropy`` (``compile_loss``): per chunk the
+partitioner keeps the 16-bit logits chunk it reads (already alive) and fp32 per-token statistics, not the fp32
+log-softmax (:func:`compiled_chunked_loss`). ``optimizer_in_backward``, ``activation_offloading`` and
+``keep_outputs`` act on the tensors the compiled graph saves as they do on eager ones. Inference is not modelled:
+the traced compiled forward holds less than the eager working set vramcalc counts (the case
+``compile-infer-llama_l2_h256_b2_s512_bf16``: 6.7 % under it), by fused intermediates not yet counted tensor by
+tensor.
+
+Not modelled, refused with one line: adapters and quantized weights, mixture-of-experts, encoder-decoder and
+vision models, inference, latent attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
+library kernels, ``amp-*`` and ``mixed-*`` precision (autocast's casts inside the graph were not traced), selective
+checkpointing, Liger's fused loss, several GPUs, generation, a pinned transformers release, and PyTorch before 2.0
+(no ``torch.compile``). Releases 2.0 to 2.12 are assumed to partition as 2.13 does: the op lists and ban rules
+above are those of every 2.x release read, but the ``ban_recompute_*`` settings have changed defaults over time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Mode, Precision
+from vramcalc.core import activations as act
+from vramcalc.core.compiled import CompiledBlock
+from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
+from vramcalc.errors import SpecError
+from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.versions import TORCH_2, torch_release
+from vramcalc.units import ceil_div
+
+#: What inductor's partitioner keeps of a block (module docstring).
+INDUCTOR_BLOCK = CompiledBlock(
+    norm_output=True,
+    norm_stats=True,
+    projection_output=True,
+    mlp_matmul_outputs=True,
+    mlp_activation_output=True,
+    dropout_mask_bytes=1,
+    fuses_pointwise=True,
+)
+#: torchtune CEWithChunkedOutputLoss(num_output_chunks=8) (as :data:`vramcalc.stacks.techniques.CE_CHUNKS`).
+CE_CHUNKS = 8
+#: Per token of a compiled loss chunk: the fp32 row maximum and log-sum-exp the partitioner keeps.
+LOSS_STATS_PER_TOKEN = 2 * act.FP32
+
+NOTE = (
+    "compile: each transformer block compiled by torch.compile with inductor's default partitioner "
+    "(min_cut_rematerialization_partition, PyTorch 2.13): a block keeps its input, norm outputs and statistics, "
+    "Q/K/V, the attention output, matmul outputs and the MLP activation; pointwise temporaries fused away; "
+    "embedding and LM head eager"
+)
+
+
+def compiled_chunked_loss(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> act.LossBytes:
+    """torchtune's chunked cross-entropy with ``compute_cross_entropy`` compiled: the 16-bit logit chunks are kept
+    (the compiled chunks read them in backward) with two fp32 statistics per token; the upcast and the log-softmax
+    are fused, so the forward holds the logits alone; backward writes one chunk's gradient at the compute dtype."""
+    n = tk.encoder * shape.vocab
+    chunk = tk.batch * ceil_div(tk.seq, CE_CHUNKS) * shape.vocab
+    saved = n * dt.compute + tk.encoder * LOSS_STATS_PER_TOKEN
+    return act.LossBytes(saved, 0, chunk * dt.compute)
+
+
+def check_keys(spec: Spec) -> None:
+    """What ``compile`` is not modelled with, in the spec's own keys, refused with one line naming the key."""
+    wl, model = spec.workload, spec.model
+    if not wl.compile:
+        return
+    key = "workload.compile"
+    release = torch_release(wl.versions)
+    if release is not None and release < TORCH_2:
+        raise SpecError(f"{key}: torch.compile arrived in PyTorch 2.0 (versions.torch pins an older release)")
+    if (wl.versions or {}).get("transformers") is not None:
+        raise SpecError(f"{key} is modelled with today's transformers (drop versions.transformers)")
+    for other in ("adapter", "quantization"):
+        if getattr(wl, other) is not None:
+            raise SpecError(f"{key} is not modelled with workload.{other} (full fine-tuning and plain inference only)")
+    if spec.parallel is not None:
+        raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
+    if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):
+        raise SpecError(f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16 or fp16 only)")
+    if wl.mode is not Mode.train:
+        raise SpecError(f"{key} is modelled for training steps (mode: train); a compiled forward alone is not")
+    if wl.attention is not Attention.sdpa:
+        raise SpecError(f"{key} is modelled with attention: sdpa (its fused kernels), not {wl.attention.value}")
+    if wl.gradient_checkpointing in (Checkpointing.selective, Checkpointing.selective_op):
+        raise SpecError(f"{key} is not modelled with gradient_checkpointing: {wl.gradient_checkpointing.value}")
+    if wl.cross_entropy is CrossEntropy.fused_linear:
+        raise SpecError(f"{key} is not modelled with cross_entropy: fused_linear")
+    if model.architecture not in (None, Architecture.decoder, Architecture.encoder):
+        raise SpecError(f"{key} is modelled for decoder and encoder transformers, not {model.architecture.value}")
+    if model.experts is not None:
+        raise SpecError(f"{key} is not modelled for mixture-of-experts models")
+
+
+def check_spec(spec: Spec, shape: ModelShape) -> None:
+    """What ``compile`` is not modelled with on the resolved model, refused with one line naming the key."""
+    if not spec.workload.compile:
+        return
+    key = "workload.compile"
+    if shape.architecture not in (Architecture.decoder, Architecture.encoder) or shape.moe is not None:
+        raise SpecError(f"{key} is modelled for dense decoder and encoder transformers")
+    if shape.mla is not None or shape.qk_norm.value != "none" or shape.parallel_block:
+        raise SpecError(f"{key} is not modelled for latent attention, q/k norms or parallel attention/MLP blocks")
+    compute = act.FP32 if spec.workload.precision is Precision.fp32 else 2
+    if act.sdpa_kernel(shape, act.Dtypes(compute, compute, compute, False)) == "math":
+        raise SpecError(f"{key}: SDPA runs its math kernel here (fp32 with grouped K/V, or head_dim > 256), not modelled")
+
+
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """``stack`` with each block compiled, and the compiled chunked loss where torchtune's chunked loss is used."""
+    loss = compiled_chunked_loss if workload.cross_entropy is CrossEntropy.chunked else stack.loss
+    return replace(
+        stack,
+        compiled_block=INDUCTOR_BLOCK,
+        loss=loss,
+        workload_notes=(*stack.workload_notes, NOTE),
+    )
