@@ -70,6 +70,8 @@ CASES = [
         ("qvo-mlp-r64", "--qlora --ac --chunked --offload", 2, 2048),
         ("qv-r8", "--qlora --chunked", 1, 512),
         ("qv-r8", "--ac", 1, 2048),
+        ("qvo-mlp-r64", "--qlora", 1, 128),  # short: the NF4 dequantization is the peak
+        ("qvo-mlp-r64", "--qlora --ac", 1, 128),
     )
 ]
 
@@ -204,7 +206,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     import models  # type: ignore[import-not-found]
     import sdpa_cuda  # type: ignore[import-not-found]
     import torch
-    import workspace  # type: ignore[import-not-found]
+    import traced_cases
     from torch._subclasses.fake_tensor import FakeTensorMode
     from tracer_bnb import native_silu_backward
 
@@ -269,15 +271,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             labels = torch.randint(0, a.vocab - 1, (a.batch, a.seq))
             ignore = torch.full((a.batch, 1), -100)
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, fused=True)
-        tracker = memtrack.StorageTracker(
-            device_type="cuda",
-            block=512,
-            workspace_fn=workspace.make_workspace_fn(),
-            persistent_fn=workspace.make_persistent_fn(a.gpu),
-        )
-        tracker.register_module(model)
-        for t in (tokens, labels, ignore):
-            tracker.register(t, "input")
+        tracker = traced_cases.card_tracker(a.gpu, model, tokens, labels, ignore)
         hooks = [*tracker.install_module_hooks(model), *tracker.install_grad_hooks(model)]
         hooks.append(tracker.install_optimizer_hooks(optimizer))
         model.train()
@@ -348,24 +342,26 @@ def score() -> None:
     from vramcalc.families import estimate
     from vramcalc.spec.load import parse_spec
 
-    errors = []
-    print(f"{'case':58s} {'tracer B':>14s} {'vramcalc B':>14s} {'error':>8s}")
-    for case in json.loads(DATA.read_text(encoding="utf-8"))["cases"]:
-        spec = parse_spec({"name": case["id"], "model": case["model"], "workload": case["workload"]})
-        est = estimate(spec, hopper_or_newer=True).peak_allocated_bytes
-        errors.append(100 * (est / case["peak_bytes"] - 1))
-        print(f"{case['id']:58s} {case['peak_bytes']:>14,} {est:>14,} {errors[-1]:>+7.2f}%")
+    cases = json.loads(DATA.read_text(encoding="utf-8"))["cases"]
+    specs = [parse_spec({"name": c["id"], "model": c["model"], "workload": c["workload"]}) for c in cases]
+    estimates = [estimate(spec, hopper_or_newer=True).peak_allocated_bytes for spec in specs]  # H100 workspaces
+    errors = [100 * (est / case["peak_bytes"] - 1) for est, case in zip(estimates, cases, strict=True)]
+    for case, est, error in zip(cases, estimates, errors, strict=True):
+        print(f"{case['id']:58s} tracer {case['peak_bytes']:>14,}  vramcalc {est:>14,}  {error:>+7.2f} %")
     ordered = sorted(abs(e) for e in errors)
     print(f"median |error| {ordered[len(ordered) // 2]:.2f} %, max {ordered[-1]:.2f} %")
 
 
+def main(argv: list[str]) -> None:
+    """``--regenerate``, ``--score``, or one traced case (its flags)."""
+    modes = {"--regenerate": regenerate, "--score": score}
+    if len(argv) == 1 and argv[0] in modes:
+        modes[argv[0]]()
+        return
+    args = _parse(argv)
+    result = run(args) | {"versions": versions()}
+    print(json.dumps(result, indent=1) if args.json else f"{result['peak_bytes']:,} B at {result['peak_phase']}")
+
+
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--regenerate"]:
-        regenerate()
-    elif sys.argv[1:] == ["--score"]:
-        score()
-    else:
-        args = _parse(sys.argv[1:])
-        result = run(args)
-        result["versions"] = versions()
-        print(json.dumps(result, indent=1) if args.json else f"{result['peak_bytes']:,} B at {result['peak_phase']}")
+    main(sys.argv[1:])
