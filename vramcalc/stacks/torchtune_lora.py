@@ -185,12 +185,6 @@ def step_bytes(
     return kept, layer, through, inside
 
 
-def offloaded_host_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
-    """Pinned host memory ``activation_offloading`` fills: what the checkpointed decoder saves outside its
-    blocks (the copies of the stash included)."""
-    return saved_outside_blocks(shape, tk, dt)
-
-
 def down_adapter_freed_bytes(
     shape: ModelShape, t: int, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], rank: int, dropout: float
 ) -> int:
