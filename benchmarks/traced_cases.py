@@ -57,6 +57,11 @@ def a100_tracker(model: Any, *inputs: Any) -> Any:
     """The shared tracer's ``StorageTracker`` with the modelled cuBLAS workspace of an A100 (8.125 MiB per
     handle) and the attention kernels' transients, ``model``'s parameters and ``inputs`` registered. Call it
     after ``fakecuda.enable()`` with the tracer's folder on ``sys.path``."""
+    return card_tracker("a100", model, *inputs)
+
+
+def card_tracker(gpu: str, model: Any, *inputs: Any) -> Any:
+    """:func:`a100_tracker` with the cuBLAS workspace of ``gpu`` (the tracer's card names)."""
     import memtrack  # type: ignore[import-not-found]
     import workspace  # type: ignore[import-not-found]
 
@@ -64,7 +69,7 @@ def a100_tracker(model: Any, *inputs: Any) -> Any:
         device_type="cuda",
         block=512,
         workspace_fn=workspace.make_workspace_fn(),
-        persistent_fn=workspace.make_persistent_fn("a100"),
+        persistent_fn=workspace.make_persistent_fn(gpu),
     )
     tracker.register_module(model)
     for tensor in inputs:

@@ -51,7 +51,18 @@ from vramcalc.llm import (
 from vramcalc.llm.details import LlmDetails
 from vramcalc.spec.llm import GGUF, litgpt_gptq
 from vramcalc.spec.models import Spec, is_generation, runs_llamacpp
-from vramcalc.stacks import bnb, gguf, litgpt, llamacpp, peft_lora, peft_methods, registry, torchao, vllm
+from vramcalc.stacks import (
+    bnb,
+    gguf,
+    litgpt,
+    llamacpp,
+    peft_lora,
+    peft_methods,
+    registry,
+    torchao,
+    torchtune_lora,
+    vllm,
+)
 from vramcalc.stacks.layouts import quant_layout
 
 Phases = dict[str, dict[str, int]]
@@ -65,7 +76,7 @@ def _weights(spec: Spec, shape: ModelShape, dt: act.Dtypes, n_params: int) -> tu
     stored = stored_weight_bytes(spec)  # pre-quantized files, loaded as they are stored
     if q is None:
         return (n_params * dt.param if stored is None else stored), None, []
-    layout = quant_layout(q.method, litgpt_gptq(spec.workload))
+    layout = quant_layout(q.method, litgpt_gptq(spec.workload), torchtune_lora.uses_torchtune(spec.workload))
     wb = quantization.weight_bytes(shape, q, n_params, dt.param, layout)
     if stored is not None:
         wb = replace(wb, total_bytes=stored)
@@ -382,11 +393,20 @@ def adapter_phases(
         notes.append(DEFAULT_OPTIMIZER_NOTE)
     tensors = adapters.adapter_tensors(matrices, rank, frozen_a) + dora.tensors
     states = adapters.adapter_states(optimizer, tensors, a, stack.paged_state_min_elements, stack.optimizer_state_block)
-    kbit, said = peft_lora.resolve_kbit(spec, dt, qinfo)
-    notes += said
+    torchtune, rope = torchtune_lora.uses_torchtune(wl), 0
+    if torchtune:  # no k-bit preparation, no bitsandbytes: the model's dtype throughout
+        torchtune_lora.check_nf4_sizes(shape, wl.quantization)
+        kbit = peft_lora.Kbit(checkpointing=wl.gradient_checkpointing is Checkpointing.full, dtypes=dt)
+        positions, said = torchtune_lora.rope_positions(spec, tk.seq)
+        rope = torchtune_lora.rope_cache_bytes(shape, positions)
+        notes += torchtune_lora.notes(spec) + said
+    else:
+        kbit, said = peft_lora.resolve_kbit(spec, dt, qinfo)
+        notes += said
     live = {
         **base,
-        "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes,
+        "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes
+        + rope,
         "optimizer_states": states.device_bytes,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }
@@ -397,11 +417,16 @@ def adapter_phases(
         scores = act.scores_note(shape, tk, adt, wl.attention, registry.flash_runs(spec, shape))
         notes += [scores] if scores else []
     loss = litgpt.loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
+    if stack.loss is not None:  # cross_entropy: chunked (torchtune's CEWithChunkedOutputLoss)
+        loss = stack.loss(shape, tk, adt)
     if encdec:
         lora = (rank, a, adapter.dropout)
         saved, recompute_layer, through, inside = lora_encdec.step_bytes(
             shape, tk, adt, wl.attention, matrices, lora, kbit.checkpointing
         )
+    elif torchtune:
+        offload = stack.activation_offload is not None
+        saved, recompute_layer, through, inside = torchtune_lora.step_bytes(spec, shape, tk, dt, matrices, offload)
     else:
         saved, recompute_layer, through, inside = peft_lora.step_bytes(spec, shape, tk, dt, kbit, matrices, a)
         saved += 0 if kbit.checkpointing else dora.saved

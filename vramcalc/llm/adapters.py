@@ -177,12 +177,12 @@ def lora_fa_step_bytes(matrices: list[LoraMatrix], rank: int, a: int) -> int:
 
 def adapter_bytes_per_param(adapter: AdapterSpec, dt: act.Dtypes) -> int:
     """fp32 when PEFT autocasts the adapter of a 16-bit base (its default), else the parameter dtype
-    (litgpt's adapters are created with the model, in its dtype)."""
+    (litgpt's and torchtune's adapters are created with the model, in its dtype)."""
     if adapter.type is AdapterType.ln_tuning:
         return dt.param  # PEFT trains copies of the norms at the model's dtype (vramcalc/stacks/peft_methods.py)
     autocast = adapter.autocast_adapter_dtype
     if autocast is None:
-        autocast = not is_litgpt(adapter)
+        autocast = adapter.framework == "peft"
     return FP32 if autocast else dt.param
 
 

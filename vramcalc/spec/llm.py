@@ -174,7 +174,9 @@ class AdapterSpec(SpecSection):
     ``targets`` names modules as the model's family spells them (q_proj, c_attn, query_key_value, ...)
     or by short forms (q, k, v, o, gate, up, down, attention, mlp, all-linear); they are checked against
     the model when it is estimated (vramcalc/llm/lora_targets.py). ``framework`` picks how a fused
-    q/k/v projection is adapted: ``peft`` (the whole module) or ``litgpt`` (only the parts named)."""
+    q/k/v projection is adapted: ``peft`` (the whole module) or ``litgpt`` (only the parts named); ``torchtune``
+    models torchtune's LoRA recipe (``LoRALinear`` at the model's dtype, QLoRA on torchao's ``NF4Tensor``:
+    vramcalc/stacks/torchtune_lora.py)."""
 
     model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
 
@@ -185,7 +187,7 @@ class AdapterSpec(SpecSection):
     dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
     #: None: PEFT's default (fp32 adapters on a 16-bit base); litgpt keeps the model's dtype.
     autocast_adapter_dtype: bool | None = None
-    framework: Literal["peft", "litgpt"] = "peft"
+    framework: Literal["peft", "litgpt", "torchtune"] = "peft"
     #: PEFT's prepare_model_for_kbit_training (vramcalc/stacks/bnb.py); None: on for PEFT on a bitsandbytes base.
     prepare_kbit: bool | None = None
     #: IA3: the targets whose input (not output) is scaled; None: the targets in the MLP's down projection.

@@ -27,13 +27,18 @@ QUANT_LAYOUTS: dict[QuantMethod, tuple[str, str]] = {
 }
 
 
-def quant_layout(method: QuantMethod, litgpt: bool = False) -> QuantLayout:
+def quant_layout(method: QuantMethod, litgpt: bool = False, torchtune: bool = False) -> QuantLayout:
     """The layout a quantization method stores weights in; ``litgpt``: a ``gptq`` quantization is litgpt's own
-    ``gptq.int4`` (vramcalc/stacks/litgpt.py)."""
+    ``gptq.int4`` (vramcalc/stacks/litgpt.py); ``torchtune``: ``nf4`` is torchao's ``NF4Tensor`` under
+    torchtune's QLoRA (vramcalc/stacks/torchtune_lora.py)."""
     if litgpt and method is QuantMethod.gptq:
         from vramcalc.stacks import litgpt as litgpt_stack
 
         return litgpt_stack.GPTQ_INT4
+    if torchtune and method is QuantMethod.nf4:
+        from vramcalc.stacks import torchtune_lora
+
+        return torchtune_lora.NF4
     module, name = QUANT_LAYOUTS[method]
     layout: QuantLayout = getattr(importlib.import_module(module), name)
     return layout

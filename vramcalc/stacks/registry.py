@@ -128,6 +128,11 @@ def _bnb_optimizer(wl: Workload) -> bool:
     return wl.optimizer is Optimizer.adamw_8bit or _pages_states(wl)
 
 
+def _torchtune_lora(wl: Workload) -> bool:
+    """torchtune's LoRA recipe: ``adapter.framework: torchtune``."""
+    return wl.adapter is not None and wl.adapter.framework == "torchtune"
+
+
 def _adapts(*types: AdapterType) -> Callable[[Workload], bool]:
     return lambda wl: wl.adapter is not None and wl.adapter.type in types
 
@@ -222,10 +227,19 @@ LIBRARIES: tuple[Library, ...] = (
         keys_checked=_litgpt_model,
     ),
     Library(
+        "torchtune's LoRA and QLoRA (torchao NF4Tensor)",
+        "vramcalc.stacks.torchtune_lora",
+        ("adapter.framework", "quantization"),
+        _torchtune_lora,
+        keys_checked=_torchtune_lora,
+    ),
+    Library(
         "bitsandbytes",
         "vramcalc.stacks.bnb",
         ("quantization", "versions.bitsandbytes", "optimizer", "paged_states"),
-        lambda wl: _quantizes(*BNB_METHODS)(wl) or "bitsandbytes" in (wl.versions or {}) or _bnb_optimizer(wl),
+        lambda wl: (_quantizes(*BNB_METHODS)(wl) and not _torchtune_lora(wl))
+        or "bitsandbytes" in (wl.versions or {})
+        or _bnb_optimizer(wl),
         refines=True,
         keys_checked=lambda wl: wl.paged_states is not None,
     ),
@@ -243,7 +257,7 @@ LIBRARIES: tuple[Library, ...] = (
         _quantizes(QuantMethod.gptq, QuantMethod.awq),
     ),
     Library("FP8 checkpoints", "vramcalc.stacks.fp8", ("quantization",), _quantizes(QuantMethod.fp8)),
-    Library("PEFT LoRA", "vramcalc.stacks.peft_lora", ("adapter",), _adapts(*_LORA)),
+    Library("PEFT LoRA", "vramcalc.stacks.peft_lora", ("adapter",), lambda wl: _adapts(*_LORA)(wl) and not _torchtune_lora(wl)),
     Library(
         "PEFT methods",
         "vramcalc.stacks.peft_methods",

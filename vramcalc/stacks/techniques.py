@@ -185,7 +185,8 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"workload.{given[0]}: only valid with mode: train")
     if wl.optimizer_in_backward and wl.optimizer_offload == "cpu":
         raise SpecError("workload.optimizer_offload: not modelled together with optimizer_in_backward")
-    if wl.adapter is not None:
+    # torchtune's LoRA recipe has its own rules (vramcalc/stacks/torchtune_lora.py)
+    if wl.adapter is not None and wl.adapter.framework != "torchtune":
         for key in TECHNIQUE_KEYS[:-1]:  # keep_outputs: LoRA and DoRA (vramcalc/families/llm.py)
             if key in given:
                 raise SpecError(f"workload.{key}: only modelled for full fine-tuning (not with adapter)")
