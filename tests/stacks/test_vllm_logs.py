@@ -281,12 +281,22 @@ def test_flashinfer_leaves_more_kv(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("version", "expected", "note"),
-    [("0.8.2", 512 * MiB, "CUDA context"), ("0.9.0", 512 * MiB, "CUDA context"), ("0.9.1", 0, ""), ("0.7.3", 0, "")],
+    [
+        ("0.8.2", 512 * MiB, "CUDA context"),
+        ("0.9.0", 512 * MiB, "CUDA context"),
+        ("0.9.1", 0, ""),
+        ("0.7.3", 0, ""),
+        ("0.6.4", 512 * MiB, "CUDA context"),  # V0 before memory_profiling: the same rule as V1 0.8
+        ("0.6.5", 0, "reserved but unallocated"),
+    ],
 )
 def test_non_torch_by_release(version: str, expected: int, note: str) -> None:
     """V1 until 0.9.0 (``determine_available_memory``: used memory after ``empty_cache`` less torch's
-    allocated bytes, no baseline) charges the whole CUDA context; 0.9.1 (vllm-project/vllm#19312) and V0 from
-    0.7.0 measure from the worker's start, the context already made: nothing on one GPU."""
+    allocated bytes, no baseline) charges the whole CUDA context, as V0 did up to 0.6.4
+    (``determine_num_available_blocks`` in vllm/worker/worker.py: the same lines; the RTX 3090 logs of
+    vllm-project/vllm#10517 print it, non_torch_memory 0.35 GiB = initial_memory_usage 15.34 - weights 14.99);
+    0.9.1 (vllm-project/vllm#19312) and V0 from 0.7.0 measure from the worker's start, the context already
+    made: nothing on one GPU; 0.6.5 and 0.6.6 count what vramcalc cannot derive, said in a note."""
     engine = "V1" if vllm.parse_version(version) >= vllm.V1_FROM else "V0"
     charged, said = vllm.non_torch_bytes(vllm.Profile(version, engine, 4096, 2048, 256), 512 * MiB)
     assert charged == expected and note in said

@@ -60,7 +60,8 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
     the published breakdown prints 0.01 GiB (the T4 log above): :data:`NON_TORCH_BYTES` = 0. NCCL buffers
     and custom all-reduce appear with tensor parallelism.
   - **V1 0.8.0 to 0.9.0** (``Worker.determine_available_memory`` in vllm/v1/worker/gpu_worker.py, read at
-    0.8.2, 0.8.5 and 0.9.0): everything ``cudaMemGetInfo`` counts as used after ``empty_cache`` less
+    0.8.2, 0.8.5 and 0.9.0), and **V0 before 0.6.5** (``Worker.determine_num_available_blocks`` in
+    vllm/worker/worker.py, read at 0.6.4, the same code): everything ``cudaMemGetInfo`` counts as used after ``empty_cache`` less
     ``torch.cuda.memory_stats()["allocated_bytes.all.current"]``, with no baseline: the whole CUDA context
     (the stack's, 512 MiB by default: ``overhead.cuda_context``), NCCL's buffers, other processes on the
     card, and the caching allocator's reserved-but-unallocated segments (not modelled: said in a note).
@@ -138,6 +139,8 @@ NON_TORCH_BYTES = 0
 RESERVED_BASELINE_FROM = (0, 7)
 #: V1 releases from this one profile with ``memory_profiling`` and a start-up baseline (#19312).
 V1_BASELINE_FROM = (0, 9, 1)
+#: ... and V0 releases from this one (``memory_profiling``, vllm-project/vllm#10511).
+V0_BASELINE_FROM = (0, 6, 5)
 #: Bytes per logit at the sampling step's sort, beside the logits at the compute dtype (see the docstring):
 #: their fp32 copy, the sorted fp32 values and their int64 indices.
 SORT_HELD_BYTES = 4 + 4 + 8
@@ -395,15 +398,17 @@ def non_torch_bytes(profile: Profile, cuda_context_bytes: int) -> tuple[int, str
     """Memory outside PyTorch that ``profile``'s release charges against the KV budget on one GPU, and a
     note on what it charges beyond the model (see the module docstring)."""
     release = parse_release(profile.version)
-    if profile.engine == "V1" and release < V1_BASELINE_FROM:
+    no_baseline = V1_BASELINE_FROM if profile.engine == "V1" else V0_BASELINE_FROM
+    if release < no_baseline:
+        which = "V1 before 0.9.1" if profile.engine == "V1" else "V0 before 0.6.5"
         return NON_TORCH_BYTES + cuda_context_bytes, (
-            f"vLLM {profile.version} (V1 before 0.9.1) counts all memory outside PyTorch's allocator against "
+            f"vLLM {profile.version} ({which}) counts all memory outside PyTorch's allocator against "
             f"the KV cache: the CUDA context ({cuda_context_bytes // MiB} MiB) is subtracted; it also counts the "
             "allocator's reserved but unallocated segments and other processes on the card, which are not"
         )
     if profile.engine == "V0" and release[:2] < RESERVED_BASELINE_FROM:
         return NON_TORCH_BYTES, (
-            f"vLLM {profile.version} (before 0.7.0) also subtracts the allocator's reserved but unallocated "
+            f"vLLM {profile.version} (0.6.5 to 0.6.6) also subtracts the allocator's reserved but unallocated "
             "segments and the CUDA context's growth during profiling as non_torch_memory, not modelled "
             "(published: 1.79 GiB for Llama-3-8B on one H100, vllm-project/vllm#10511)"
         )
