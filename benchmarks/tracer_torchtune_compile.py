@@ -42,15 +42,13 @@ import tracer_torchtune  # noqa: E402
 
 #: The cases: (shape, adapter, the technique flags, batch, sequence), shapes and adapters of tracer_torchtune.py.
 CASES = [
-    ("1b", "qvo-mlp-r64", "", 1, 1024),
     ("1b", "qvo-mlp-r64", "--chunked", 1, 1024),
     ("1b", "qvo-mlp-r64", "--ac --chunked", 2, 1024),
     ("1b", "qvo-mlp-r64", "--ac --chunked --offload", 2, 1024),
     ("1b", "qvo-mlp-r64", "--qlora --chunked", 1, 1024),
     ("1b", "qvo-mlp-r64", "--qlora --ac --chunked", 2, 1024),
     ("1b", "qvo-mlp-r64", "--qlora --ac --chunked --offload", 2, 1024),
-    ("1b", "qvo-mlp-r64", "--qlora --ac", 1, 1024),
-    ("1b", "qv-r8", "--ac", 1, 1024),
+    ("1b", "qv-r8", "--ac --chunked", 1, 1024),
     ("1b", "qvo-mlp-r64", "--qlora --chunked", 1, 256),  # short: the weights and their dequantization dominate
 ]
 

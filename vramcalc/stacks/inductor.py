@@ -112,9 +112,13 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key}: torch.compile arrived in PyTorch 2.0 (versions.torch pins an older release)")
     if (wl.versions or {}).get("transformers") is not None:
         raise SpecError(f"{key} is modelled with today's transformers (drop versions.transformers)")
+    torchtune = wl.adapter is not None and wl.adapter.framework == "torchtune"  # its recipe's compile_model
     for other in ("adapter", "quantization"):
-        if getattr(wl, other) is not None:
-            raise SpecError(f"{key} is not modelled with workload.{other} (full fine-tuning and plain inference only)")
+        if getattr(wl, other) is not None and not torchtune:
+            raise SpecError(
+                f"{key} is not modelled with workload.{other} (full fine-tuning, plain inference, and "
+                "adapter.framework: torchtune)"
+            )
     if spec.parallel is not None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
     if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):
