@@ -46,7 +46,8 @@ the traced compiled forward holds less than the eager working set vramcalc count
 ``compile-infer-llama_l2_h256_b2_s512_bf16``: 6.7 % under it), by fused intermediates not yet counted tensor by
 tensor.
 
-Not modelled, refused with one line: adapters and quantized weights, mixture-of-experts, encoder-decoder and
+torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
+:mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights, mixture-of-experts, encoder-decoder and
 vision models, inference, latent attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``amp-*`` and ``mixed-*`` precision (autocast's casts inside the graph were not traced), selective
 checkpointing, Liger's fused loss, several GPUs, generation, a pinned transformers release, and PyTorch before 2.0
