@@ -233,6 +233,12 @@ N_OUT: dict[str, int] = {}
 N_PARAMS: dict[str, int] = {}
 
 
+def _state(layer: Any) -> list[tuple[str, Any]]:
+    """The layer's parameters and buffers (a torchtune layer's RoPE cache), the compiled region's first inputs (as
+    ``torch.compile`` lifts them), not constants of its graph."""
+    return [*layer.named_parameters(), *layer.named_buffers()]
+
+
 def _compile_block(layer: Any, key: str) -> None:
     """Replace ``layer``'s forward by its compiled form (checkpointed around it when the layer checkpoints)."""
     import torch
@@ -242,7 +248,7 @@ def _compile_block(layer: Any, key: str) -> None:
     original = type(layer).forward
     original = getattr(original, "__wrapped__", original)  # transformers' checkpointing wrapper
     cache: dict[Any, Any] = {}
-    names = [n for n, _ in layer.named_parameters()]
+    names = [n for n, _ in _state(layer)]
     N_PARAMS[key] = len(names)
 
     def call(*args: Any, **kwargs: Any) -> Any:
@@ -269,7 +275,7 @@ def _compile_block(layer: Any, key: str) -> None:
 
             cache[cache_key] = (compiled(fn, key), out_spec)
         fn_compiled, out_spec = cache[cache_key]
-        params = [p for _, p in layer.named_parameters()]
+        params = [p for _, p in _state(layer)]
         outs = fn_compiled(params, [leaves[i] for i in slots])
         full = list(out_spec["leaves"])
         for slot, tensor in zip(out_spec["slots"], outs, strict=True):

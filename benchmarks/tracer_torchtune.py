@@ -336,18 +336,18 @@ def regenerate() -> None:
     DATA.write_text(json.dumps({"about": about, "versions": found, "gpu": "h100", "cases": out}, indent=1) + "\n")
 
 
-def score() -> None:
-    """vramcalc against every stored case (no torch needed)."""
+def score(data: Path = DATA) -> None:
+    """vramcalc against every stored case of ``data`` (no torch needed)."""
     sys.path.insert(0, str(HERE.parent))
     from vramcalc.families import estimate
     from vramcalc.spec.load import parse_spec
 
-    cases = json.loads(DATA.read_text(encoding="utf-8"))["cases"]
+    cases = json.loads(data.read_text(encoding="utf-8"))["cases"]
     specs = [parse_spec({"name": c["id"], "model": c["model"], "workload": c["workload"]}) for c in cases]
     estimates = [estimate(spec, hopper_or_newer=True).peak_allocated_bytes for spec in specs]  # H100 workspaces
     errors = [100 * (est / case["peak_bytes"] - 1) for est, case in zip(estimates, cases, strict=True)]
     for case, est, error in zip(cases, estimates, errors, strict=True):
-        print(f"{case['id']:58s} tracer {case['peak_bytes']:>14,}  vramcalc {est:>14,}  {error:>+7.2f} %")
+        print(f"{case['id']:66s} tracer {case['peak_bytes']:>14,}  vramcalc {est:>14,}  {error:>+7.2f} %")
     ordered = sorted(abs(e) for e in errors)
     print(f"median |error| {ordered[len(ordered) // 2]:.2f} %, max {ordered[-1]:.2f} %")
 

@@ -419,6 +419,8 @@ def adapter_phases(
     loss = litgpt.loss_bytes(shape, tk, adt) if adapters.is_litgpt(adapter) else act.loss_bytes(shape, tk, adt)
     if stack.loss is not None:  # cross_entropy: chunked (torchtune's CEWithChunkedOutputLoss)
         loss = stack.loss(shape, tk, adt)
+    if torchtune:
+        loss = torchtune_lora.loop_loss(loss, wl)
     if encdec:
         lora = (rank, a, adapter.dropout)
         saved, recompute_layer, through, inside = lora_encdec.step_bytes(

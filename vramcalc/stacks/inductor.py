@@ -46,7 +46,8 @@ the traced compiled forward holds less than the eager working set vramcalc count
 ``compile-infer-llama_l2_h256_b2_s512_bf16``: 6.7 % under it), by fused intermediates not yet counted tensor by
 tensor.
 
-Not modelled, refused with one line: adapters and quantized weights, mixture-of-experts, encoder-decoder and
+torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
+:mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights, mixture-of-experts, encoder-decoder and
 vision models, inference, latent attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``amp-*`` and ``mixed-*`` precision (autocast's casts inside the graph were not traced), selective
 checkpointing, Liger's fused loss, several GPUs, generation, a pinned transformers release, and PyTorch before 2.0
@@ -112,9 +113,13 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key}: torch.compile arrived in PyTorch 2.0 (versions.torch pins an older release)")
     if (wl.versions or {}).get("transformers") is not None:
         raise SpecError(f"{key} is modelled with today's transformers (drop versions.transformers)")
+    torchtune = wl.adapter is not None and wl.adapter.framework == "torchtune"  # its recipe's compile_model
     for other in ("adapter", "quantization"):
-        if getattr(wl, other) is not None:
-            raise SpecError(f"{key} is not modelled with workload.{other} (full fine-tuning and plain inference only)")
+        if getattr(wl, other) is not None and not torchtune:
+            raise SpecError(
+                f"{key} is not modelled with workload.{other} (full fine-tuning, plain inference, and "
+                "adapter.framework: torchtune)"
+            )
     if spec.parallel is not None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
     if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):

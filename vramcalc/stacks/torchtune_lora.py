@@ -34,11 +34,32 @@
   and the final norm's saved tensors; the output layer runs under a ``NoOpManager`` and the loss outside the
   context. The forward's stash of the last 5 tensors saved stays on the device until backward
   (:func:`offload_stash_bytes`): the final norm's and the last block's input.
+* ``compile: True`` (torchtune/training/_compile.py ``compile_model``: each ``TransformerSelfAttentionLayer``
+  compiled, before ``set_activation_checkpointing`` wraps it; ``compile_loss``: ``CEWithChunkedOutputLoss``'s
+  ``compute_cross_entropy``), partitioned by inductor as :mod:`vramcalc.stacks.inductor` says, with what a
+  ``LoRALinear`` changes (traced: ``benchmarks/tracer_torchtune_compile.py``, each compiled layer's saved tensors
+  in ``benchmarks/data/tracer_torchtune_compile.json``): a frozen base weight has no gradient, so no base matmul
+  keeps its input for a weight gradient; each ``lora_a`` keeps its output (``lora_b``'s weight gradient reads
+  it) and the activation it reads is kept where an adapter reads it. A layer keeps its input and first norm's
+  statistics, the first norm's output (the adapters of q_proj and v_proj read it), Q after the rotary embedding
+  and K and V expanded to every query head (``MultiHeadAttention.forward`` expands grouped K/V before SDPA),
+  the attention output, logsumexp and RNG state, one residual-stream tensor and one h-wide matmul output, the
+  second norm's statistics; with adapters on the MLP the second norm's output, one MLP matmul output and the
+  product (w2's input), without them one MLP matmul output (:func:`compiled_block_bytes`). The first layer's
+  input needs no gradient (the embedding is frozen): it keeps neither its input nor its first norm's
+  statistics. Under QLoRA, ``linear_nf4``'s ``weight.to(dtype)`` is traced into the graph as plain ops on the
+  ``NF4Tensor``'s inner tensors (AOTAutograd flattens the subclass, ``NF4Tensor.__tensor_flatten__``): its
+  pointwise decode is fused, and the partitioner keeps the dequantized 16-bit weight of each linear whose
+  input gradient the backward computes: the attention's four and two of the MLP's three (the third is
+  dequantized again in backward); the first layer only ``output_proj``'s and the MLP's. The non-chunked
+  ``CrossEntropyLoss``, which ``compile_loss`` compiles whole on float32 logits, is not modelled.
 * The LoRA recipe has no ``optimizer_in_bwd`` (torchtune's README: "LoRA and QLoRA ... do not use
   ``optimizer_in_bwd``"), so ``optimizer_in_backward`` is refused.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from vramcalc.choices import Architecture, Checkpointing, CrossEntropy, Position, QuantMethod
 from vramcalc.core import activations as act
@@ -158,6 +179,59 @@ def saved_outside_blocks(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> i
     return kept + adapters.frozen_norm_bytes(shape, tk.encoder, dt)
 
 
+def loop_loss(loss: act.LossBytes, wl: Workload) -> act.LossBytes:
+    """The loss as torchtune's loop holds it. With ``compile`` the recipe deletes the logits before backward
+    (``del logits``), so each compiled loss chunk holds its logits alone; inductor writes the chunk's gradient
+    into that dead buffer (``torch/_inductor/config.py`` ``inplace_buffers``, the scheduler's buffer reuse): no
+    backward temporary beyond what the loss saved."""
+    if not wl.compile:
+        return loss
+    return replace(loss, backward_temporaries=0)
+
+
+def compiled_block_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], rank: int, nf4: bool
+) -> tuple[int, int]:
+    """What one compiled layer keeps for backward, the first layer's and every other's (module docstring)."""
+    t, h, c, q = tk.encoder, shape.hidden, dt.compute, shape.q_width
+    mlp_adapted = any(m.name in adapters.MLP_TARGETS for m in matrices)
+    per_token = h * c + 4 * q * c  # the first norm's output; Q, expanded K and V, the attention output
+    per_token += 2 * h * c + act.RMSNORM_STATS  # a residual-stream tensor, an h-wide matmul output; norm stats
+    per_token += sum(m.passes * m.blocks * rank for m in matrices) * dt.param  # each lora_a's output
+    per_token += (h * c + 2 * shape.ffn * c) if mlp_adapted else shape.ffn * c
+    logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
+    first = t * per_token + logsumexp
+    other = first + t * (h * dt.residual + act.RMSNORM_STATS)
+    if nf4:
+        attn = (2 * q * h + 2 * shape.kv_width * h) * c  # q_proj, k_proj, v_proj, output_proj
+        mlp = 2 * shape.ffn * h * c
+        first += q * h * c + mlp
+        other += attn + mlp
+    return first, other
+
+
+def compiled_step_bytes(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], offload: bool
+) -> tuple[int, int, int, int]:
+    """:func:`step_bytes` with each layer compiled: the compiled layers' saved bytes, a weight's fused
+    dequantization (its 16-bit copy alone) in place of ``get_original_weight``'s buffers."""
+    wl = spec.workload
+    rank = (wl.adapter.rank if wl.adapter is not None else 0) or 0
+    ckpt = wl.gradient_checkpointing is Checkpointing.full
+    first, other = compiled_block_bytes(shape, tk, dt, matrices, rank, wl.quantization is not None)
+    dequant = shape.ffn * shape.hidden * dt.compute if wl.quantization is not None else 0
+    mlp_lora = adapters.mlp_lora_bytes(matrices, rank, dt.param, dt, 0.0, tk.encoder, shape.layers)
+    through = adapters.backward_block_bytes(shape, tk, dt, wl.attention, dequant, mlp_lora)
+    inside = adapters.forward_block_bytes(shape, tk, dt, wl.attention, dequant, ckpt, dequant)
+    if not ckpt:
+        outside = act.embedding_saved_bytes(shape, tk, dt) + adapters.frozen_norm_bytes(shape, tk.encoder, dt)
+        return outside + first + max(shape.layers - 1, 0) * other, 0, through, inside
+    kept = saved_outside_blocks(shape, tk, dt)
+    if offload:
+        kept = min(kept, offload_stash_bytes(shape, tk, dt))
+    return kept, other, through, inside
+
+
 def step_bytes(
     spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], offload: bool
 ) -> tuple[int, int, int, int]:
@@ -165,6 +239,8 @@ def step_bytes(
     recomputed under checkpointing, the backward transient of a block and the forward's transient inside the
     last block (:mod:`vramcalc.llm.adapters`), with the NF4 dequantization of the largest block linear."""
     wl = spec.workload
+    if wl.compile:
+        return compiled_step_bytes(spec, shape, tk, dt, matrices, offload)
     adapter = wl.adapter
     assert adapter is not None
     rank, a = adapter.rank or 0, dt.param
@@ -260,6 +336,24 @@ def check_keys(spec: Spec) -> None:
     if wl.precision.value != "bf16":
         raise SpecError(f"workload.precision: {wl.precision.value} with framework torchtune is not modelled (bf16)")
     _check_quantization(wl.quantization)
+    _check_compile(spec)
+
+
+def _check_compile(spec: Spec) -> None:
+    """``compile`` with torchtune's LoRA recipe: its chunked loss, and an MLP adapted whole or not at all."""
+    wl = spec.workload
+    if not wl.compile or wl.adapter is None:
+        return
+    if wl.cross_entropy is not CrossEntropy.chunked:
+        raise SpecError(
+            "workload.compile with framework torchtune is modelled with cross_entropy: chunked (compile_loss "
+            "compiles a plain CrossEntropyLoss whole, not modelled)"
+        )
+    targets = set(wl.adapter.targets or ())
+    if targets & {"w1", "w2", "w3"} not in (set(), {"w1", "w2", "w3"}):
+        raise SpecError("workload.compile with framework torchtune is modelled with all of w1, w2, w3 adapted or none")
+    if "k_proj" in targets:
+        raise SpecError("workload.compile with framework torchtune is not modelled with k_proj adapted")
 
 
 def _check_quantization(q: QuantizationSpec | None) -> None:
