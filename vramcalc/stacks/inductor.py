@@ -64,7 +64,7 @@ from vramcalc.core.compiled import CompiledBlock
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
-from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.models import Spec, Workload, is_generation
 from vramcalc.spec.versions import TORCH_2, torch_release
 from vramcalc.units import ceil_div
 
@@ -83,11 +83,24 @@ CE_CHUNKS = 8
 #: Per token of a compiled loss chunk: the fp32 row maximum and log-sum-exp the partitioner keeps.
 LOSS_STATS_PER_TOKEN = 2 * act.FP32
 
+#: Why a generation under ``compile`` is refused, per runtime.
+GENERATION_REFUSALS = {
+    "hf": "transformers' generate runs the prefill eagerly and compiles the decode step with CUDA graphs, "
+    "mode reduce-overhead, under a static cache",
+    "vllm": "vLLM compiles its model itself; its profile is modelled without this key",
+    "gpt-fast": "gpt-fast compiles its decode step by design; drop the key",
+}
+
 NOTE = (
     "compile: each transformer block compiled by torch.compile with inductor's default partitioner "
     "(min_cut_rematerialization_partition, PyTorch 2.13): a block keeps its input, norm outputs and statistics, "
     "Q/K/V, the attention output, matmul outputs and the MLP activation; pointwise temporaries fused away; "
     "embedding and LM head eager"
+)
+INFERENCE_NOTE = (
+    "compile: each transformer block compiled by torch.compile with inductor (PyTorch 2.13): pointwise chains "
+    "fused, a block's working set is its matmul and attention inputs and outputs alive at once; embedding and "
+    "LM head eager"
 )
 
 
@@ -119,8 +132,8 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
     if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):
         raise SpecError(f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16 or fp16 only)")
-    if wl.mode is not Mode.train:
-        raise SpecError(f"{key} is modelled for training steps (mode: train); a compiled forward alone is not")
+    if wl.mode is Mode.inference:
+        _check_inference(wl)
     if wl.attention is not Attention.sdpa:
         raise SpecError(f"{key} is modelled with attention: sdpa (its fused kernels), not {wl.attention.value}")
     if wl.gradient_checkpointing in (Checkpointing.selective, Checkpointing.selective_op):
@@ -131,6 +144,16 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key} is modelled for decoder and encoder transformers, not {model.architecture.value}")
     if model.experts is not None:
         raise SpecError(f"{key} is not modelled for mixture-of-experts models")
+
+
+def _check_inference(wl: Workload) -> None:
+    """A compiled no-grad forward is modelled; generation and a forward's KV cache are refused in one line."""
+    key = "workload.compile"
+    if is_generation(wl):
+        runtime = wl.runtime.value if wl.runtime is not None else "vllm"
+        raise SpecError(f"{key} is not modelled for generation ({GENERATION_REFUSALS.get(runtime, runtime)})")
+    if wl.use_cache:
+        raise SpecError(f"{key} is modelled for a forward without a KV cache (drop use_cache: true)")
 
 
 def check_spec(spec: Spec, shape: ModelShape) -> None:
@@ -154,5 +177,5 @@ def refine(stack: Stack, workload: Workload) -> Stack:
         stack,
         compiled_block=INDUCTOR_BLOCK,
         loss=loss,
-        workload_notes=(*stack.workload_notes, NOTE),
+        workload_notes=(*stack.workload_notes, NOTE if workload.mode is Mode.train else INFERENCE_NOTE),
     )
