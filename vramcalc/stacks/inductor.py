@@ -41,15 +41,20 @@ compiled layer): each block keeps its input and the block recomputed in backward
 ``cross_entropy: chunked`` compiles torchtune's ``compute_cross_entropy`` (``compile_loss``): per chunk the
 partitioner keeps the 16-bit logits chunk it reads (already alive) and fp32 per-token statistics, not the fp32
 log-softmax (:func:`compiled_chunked_loss`). ``optimizer_in_backward``, ``activation_offloading`` and
-``keep_outputs`` act on the tensors the compiled graph saves as they do on eager ones. Inference is not modelled:
-the traced compiled forward holds less than the eager working set vramcalc counts (the case
-``compile-infer-llama_l2_h256_b2_s512_bf16``: 6.7 % under it), by fused intermediates not yet counted tensor by
-tensor.
+``keep_outputs`` act on the tensors the compiled graph saves as they do on eager ones.
+
+Inference (``mode: inference``): a no-grad forward of compiled blocks holds each block's matmul and attention
+inputs and outputs alive at once, a fused chain's inputs until the kernel that reads it has run (``scheduler.py``;
+the rotary embedding's ``cat`` lowered pointwise by ``torch/_inductor/lowering.py`` ``cat`` → ``pointwise_cat``):
+:func:`vramcalc.core.compiled.compiled_inference_bytes`, traced in ``benchmarks/data/tracer_compile_infer.json``.
+Generation is refused: transformers 5.25's ``generate`` (``generation/utils.py`` ``_sample``) runs ``_prefill``
+eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfig`` mode ``reduce-overhead``: CUDA
+graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
 
 Not modelled, refused with one line: adapters and quantized weights, mixture-of-experts, encoder-decoder and
-vision models, inference, latent attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
+vision models, generation and ``use_cache``, latent attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``amp-*`` and ``mixed-*`` precision (autocast's casts inside the graph were not traced), selective
-checkpointing, Liger's fused loss, several GPUs, generation, a pinned transformers release, and PyTorch before 2.0
+checkpointing, Liger's fused loss, several GPUs, a pinned transformers release, and PyTorch before 2.0
 (no ``torch.compile``). Releases 2.0 to 2.12 are assumed to partition as 2.13 does: the op lists and ban rules
 above are those of every 2.x release read, but the ``ban_recompute_*`` settings have changed defaults over time.
 """
