@@ -27,8 +27,8 @@ Embedding, final norm and LM head run eagerly. Every other argument goes to the 
         --kv-heads 4 --ffn 688 --vocab 1000 --batch 2 --seq 512 --dtype bf16 --optimizer adamw --json
 
 ``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
-quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case with its
-traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
+quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case
+with its traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
 """
 
 from __future__ import annotations
@@ -67,6 +67,18 @@ CASES: dict[str, str] = {
     "compile-infer-llama_l2_h256_b2_s512_bf16": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --mode infer",
 }
 
+#: The traced compiled forwards (``mode: inference``), stored in ``benchmarks/data/tracer_compile_infer.json``.
+INFER_CASES: dict[str, str] = {
+    "compile-infer-llama_l2_h256_b2_s512_bf16": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --mode infer",
+    "compile-infer-llama_l2_h256_b4_s256_fp32": f"{_LLAMA} --batch 4 --seq 256 --dtype fp32 --mode infer",
+    "compile-infer-llama_l3_h512_gqa_b1_s1024_bf16": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 --mode infer",
+    "compile-infer-llama_l3_h512_gqa_b2_s2048_bf16": f"{_LLAMA_GQA} --batch 2 --seq 2048 --dtype bf16 --mode infer",
+    "compile-infer-gpt2_l2_h256_b2_s512_bf16": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 --mode infer",
+    "compile-infer-gpt2_l2_h256_b4_s1024_fp32": f"{_GPT2} --batch 4 --seq 1024 --dtype fp32 --mode infer",
+    "compile-infer-bert_l2_h256_b2_s512_bf16": f"{_BERT} --batch 2 --seq 512 --dtype bf16 --mode infer",
+    "compile-infer-bert_l2_h256_b4_s256_fp32": f"{_BERT} --batch 4 --seq 256 --dtype fp32 --mode infer",
+}
+
 #: What the compiled regions measured in the last trace: the saved-for-backward bytes of one block (the forward
 #: graph's outputs beyond the block's own), and of one loss chunk.
 MEASURED: dict[str, Any] = {}
@@ -84,32 +96,69 @@ def _fusible_ops() -> Any:
 def _is_fused(node: Any, ops: Any) -> bool:
     """Whether inductor fuses ``node`` into its readers, so that its output is never allocated: a fusible op whose
     every reader is a fusible op too (the partitioner's ``is_materialized``, its stand-in for inductor's)."""
-    if node.op != "call_function" or not ops.is_fusible(node):
+    if node.op != "call_function" or not _fusible(node, ops):
         return False
     import operator
 
     if node.target is operator.getitem:
         return False
-    return all(user.op == "call_function" and ops.is_fusible(user) for user in node.users)
+    return all(user.op == "call_function" and _fusible(user, ops) for user in node.users)
+
+
+#: Inductor lowers a ``cat`` of at most this many inputs read only by pointwise ops as one pointwise op
+#: (``torch/_inductor/lowering.py`` ``cat`` → ``pointwise_cat``; ``config.max_complex_pointwise_cat_inputs``).
+POINTWISE_CAT_INPUTS = 8
+
+
+def _fusible(node: Any, ops: Any) -> bool:
+    """The partitioner's ``is_fusible``, and a small ``cat`` read by fusible ops only (the rotary embedding's
+    ``rotate_half``), which inductor fuses as a pointwise op."""
+    if ops.is_fusible(node):
+        return True
+    import torch
+
+    if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
+        return False
+    inputs = node.args[0]
+    users = node.users
+    return len(inputs) <= POINTWISE_CAT_INPUTS and all(u.op == "call_function" and ops.is_fusible(u) for u in users)
 
 
 def _fused_runner(gm: Any) -> Any:
     """A boxed callable that runs ``gm`` node by node, fused nodes outside the tracker's view."""
     import memtrack  # type: ignore[import-not-found]
+    import torch
     import torch.fx
+    from torch.utils._pytree import tree_leaves
 
     ops = _fusible_ops()
     fused = {node for node in gm.graph.nodes if _is_fused(node, ops)}
 
     class Fused(torch.fx.Interpreter):
+        """The kernel that materializes a fused chain reads the chain's inputs: they stay alive until every reader
+        of the chain has run (inductor's generated code frees a buffer after the last kernel that reads it)."""
+
+        holds: dict[Any, list[Any]]
+        done: set[Any]
+
         def run_node(self, n: Any) -> Any:
+            if not hasattr(self, "holds"):
+                self.holds, self.done = {}, set()
             if n not in fused:
-                return super().run_node(n)
-            memtrack.IGNORE["fused"] = True
-            try:
-                return super().run_node(n)
-            finally:
-                memtrack.IGNORE["fused"] = False
+                out = super().run_node(n)
+            else:
+                memtrack.IGNORE["fused"] = True
+                try:
+                    out = super().run_node(n)
+                finally:
+                    memtrack.IGNORE["fused"] = False
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                reads = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+                self.holds[n] = reads + [t for node in n.all_input_nodes for t in self.holds.get(node, [])]
+            self.done.add(n)
+            for node in [node for node in self.holds if all(user in self.done for user in node.users)]:
+                del self.holds[node]
+            return out
 
     def run(args: list[Any]) -> Any:
         return Fused(gm).boxed_run(args)
@@ -120,8 +169,9 @@ def _fused_runner(gm: Any) -> Any:
 
 def _ignoring_tracker() -> None:
     """The tracker skips what a fused node allocates (``memtrack.IGNORE["fused"]``), and everything the first
-    iteration's forward and backward (or inference) allocate (``IGNORE["compiling"]``): they trace and partition the graphs, whose
-    nodes keep example tensors for good, which a GPU run keeps on no device (its compile-time tensors are fake)."""
+    iteration's forward and backward (or inference) allocate (``IGNORE["compiling"]``): they trace and partition the
+    graphs, whose nodes keep example tensors for good, which a GPU run keeps on no device (its compile-time tensors
+    are fake)."""
     import memtrack  # type: ignore[import-not-found]
 
     if hasattr(memtrack, "IGNORE"):
@@ -206,9 +256,8 @@ def compiled(fn: Any, key: str) -> Any:
 def _on_fake_tensors(partition: Any) -> Any:
     """Inductor's partitioner, its joint-graph passes run in the fake mode of the traced inputs (its constant folding
     would otherwise make a real CUDA tensor)."""
-    from torch._guards import detect_fake_mode
-
     import torch._inductor.fx_passes.joint_graph as joint_graph
+    from torch._guards import detect_fake_mode
 
     # folding constant tensors (``full``) into the graph evaluates them on a real device; they stay ``full`` nodes
     joint_graph.constant_fold_uniform_value = lambda gm: None
@@ -359,7 +408,9 @@ def trace(argv: list[str]) -> dict[str, Any]:
     import groundtruth  # type: ignore[import-not-found]
 
     try:
-        result: dict[str, Any] = groundtruth.run(groundtruth.parse_args([*argv, "--attn", "sdpa", "--no-allocator-sim"]))
+        result: dict[str, Any] = groundtruth.run(
+            groundtruth.parse_args([*argv, "--attn", "sdpa", "--no-allocator-sim"])
+        )
     finally:
         models.build = build
     result["compiled"] = json.loads(json.dumps(MEASURED))
@@ -368,12 +419,30 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
 #: The traced families as vramcalc's model keys.
 FAMILIES: dict[str, dict[str, Any]] = {
-    "llama": {"architecture": "decoder", "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "bias": False,
-              "tie_embeddings": False},
-    "gpt2": {"architecture": "decoder", "mlp": "gelu_tanh", "norm": "layernorm", "position": "learned",
-             "dropout": 0.1, "tie_embeddings": True},
-    "bert": {"architecture": "encoder", "mlp": "gelu", "norm": "layernorm", "position": "learned", "dropout": 0.1,
-             "tie_embeddings": True},
+    "llama": {
+        "architecture": "decoder",
+        "mlp": "swiglu",
+        "norm": "rmsnorm",
+        "position": "rotary",
+        "bias": False,
+        "tie_embeddings": False,
+    },
+    "gpt2": {
+        "architecture": "decoder",
+        "mlp": "gelu_tanh",
+        "norm": "layernorm",
+        "position": "learned",
+        "dropout": 0.1,
+        "tie_embeddings": True,
+    },
+    "bert": {
+        "architecture": "encoder",
+        "mlp": "gelu",
+        "norm": "layernorm",
+        "position": "learned",
+        "dropout": 0.1,
+        "tie_embeddings": True,
+    },
 }
 
 
@@ -389,15 +458,30 @@ def score() -> None:
     errors = []
     for case in data["cases"]:
         words = case["command"].split()[2:]
-        args = {w[2:]: (n if not n.startswith("--") else True) for w, n in zip(words, [*words[1:], "--"]) if w[:2] == "--"}
+        args = {
+            w[2:]: (n if not n.startswith("--") else True) for w, n in zip(words, [*words[1:], "--"]) if w[:2] == "--"
+        }
         if args.get("mode") == "infer":
-            print(f"{case['id']:55s} refused: inference under compile is not modelled")
+            print(f"{case['id']:55s} (a compiled forward: see tracer_compile_infer.json and its tests)")
             continue
-        model = {**FAMILIES[args["arch"]], "layers": int(args["layers"]), "hidden_size": int(args["hidden"]),
-                 "heads": int(args["heads"]), "kv_heads": int(args.get("kv-heads", args["heads"])),
-                 "ffn_size": int(args["ffn"]), "vocab_size": int(args["vocab"]), "head": "lm"}
-        workload = {"batch_size": int(args["batch"]), "seq_len": int(args["seq"]), "precision": args["dtype"],
-                    "attention": "sdpa", "compile": True, "optimizer": args["optimizer"]}
+        model = {
+            **FAMILIES[args["arch"]],
+            "layers": int(args["layers"]),
+            "hidden_size": int(args["hidden"]),
+            "heads": int(args["heads"]),
+            "kv_heads": int(args.get("kv-heads", args["heads"])),
+            "ffn_size": int(args["ffn"]),
+            "vocab_size": int(args["vocab"]),
+            "head": "lm",
+        }
+        workload = {
+            "batch_size": int(args["batch"]),
+            "seq_len": int(args["seq"]),
+            "precision": args["dtype"],
+            "attention": "sdpa",
+            "compile": True,
+            "optimizer": args["optimizer"],
+        }
         if args.get("grad-checkpointing"):
             workload["gradient_checkpointing"] = "full"
         if args.get("chunked-ce"):
@@ -413,11 +497,11 @@ def main(argv: list[str]) -> None:
     if argv == ["--score"]:
         score()
         return
-    if argv != ["--cases"]:
+    if argv not in (["--cases"], ["--infer-cases"]):
         print(json.dumps(trace(argv), indent=2, default=str))
         return
     rows = []
-    for case_id, command in CASES.items():
+    for case_id, command in (CASES if argv == ["--cases"] else INFER_CASES).items():
         result = trace(command.split())
         rows.append(
             {

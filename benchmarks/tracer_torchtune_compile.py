@@ -21,7 +21,7 @@ one reported.
     /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune_compile.py --layers 4 --hidden 2048 --heads 32 \\
         --kv-heads 8 --ffn 8192 --vocab 128256 --batch 1 --seq 1024 --rank 64 --alpha 128 \\
         --attn q_proj,v_proj,output_proj --mlp --qlora --chunked --json
-    /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune_compile.py --regenerate  # data/tracer_torchtune_compile.json
+    /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune_compile.py --regenerate  # tracer_torchtune_compile.json
     python benchmarks/tracer_torchtune_compile.py --score                            # vramcalc against it (no torch)
 """
 
@@ -127,7 +127,9 @@ def regenerate() -> None:
     """Trace every case in its own process and write DATA."""
     out, found = [], None
     for shape, adapter, flags, batch, seq in CASES:
-        command = f"{tracer_torchtune.SHAPES[shape]} {tracer_torchtune.ADAPTERS[adapter]} {flags} --batch {batch} --seq {seq}"
+        command = (
+            f"{tracer_torchtune.SHAPES[shape]} {tracer_torchtune.ADAPTERS[adapter]} {flags} --batch {batch} --seq {seq}"
+        )
         argv = [sys.executable, str(HERE / "tracer_torchtune_compile.py"), *shlex.split(command), "--json"]
         res = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
         found = res.pop("versions")
@@ -160,7 +162,11 @@ def main(argv: list[str]) -> None:
         return
     result = run(argv) | {"versions": tracer_torchtune.versions()}
     as_json = "--json" in argv
-    print(json.dumps(result, indent=1, default=str) if as_json else f"{result['peak_bytes']:,} B at {result['peak_phase']}")
+    print(
+        json.dumps(result, indent=1, default=str)
+        if as_json
+        else f"{result['peak_bytes']:,} B at {result['peak_phase']}"
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """``workload.compile: true``: each transformer block compiled by torch.compile with inductor's partitioner.
 
 References: ``benchmarks/data/tracer_compile.json``, the shared tracer's training step with every block compiled
-through AOTAutograd, inductor's decompositions and inductor's ``partition_fn`` (``min_cut_rematerialization_partition``),
-its graphs run with inductor's fusion emulated (``benchmarks/tracer_compile.py``; each case keeps its command line
-and the saved tensors of one block, read from the partitioned forward graph). Hand counts from that list.
+through AOTAutograd, inductor's decompositions and inductor's ``partition_fn``
+(``min_cut_rematerialization_partition``), its graphs run with inductor's fusion emulated
+(``benchmarks/tracer_compile.py``; each case keeps its command line and the saved tensors of one block, read from the
+partitioned forward graph). Hand counts from that list.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from vramcalc.core import activations as act
+from vramcalc.core import compiled
 from vramcalc.core.compiled import compiled_layer_saved_bytes
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
@@ -27,6 +29,9 @@ from vramcalc.stacks import inductor
 ROOT = Path(__file__).resolve().parents[2]
 TRACED = json.loads((ROOT / "benchmarks" / "data" / "tracer_compile.json").read_text(encoding="utf-8"))["cases"]
 TRAINING = [c for c in TRACED if "--mode infer" not in c["command"]]
+INFERENCE = json.loads((ROOT / "benchmarks" / "data" / "tracer_compile_infer.json").read_text(encoding="utf-8"))[
+    "cases"
+]
 FAMILIES = {
     "llama": {"architecture": "decoder", "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "bias": False},
     "gpt2": {"architecture": "decoder", "mlp": "gelu_tanh", "norm": "layernorm", "position": "learned", "dropout": 0.1},
@@ -115,8 +120,12 @@ def test_llama_block_by_hand() -> None:
     spec = traced_spec(TRAINING[0]["command"])
     work = resolve_workload(spec)
     assert work.stack.compiled_block is not None
-    assert compiled_layer_saved_bytes(work.shape, work.tokens, work.dtypes, spec.workload.attention,
-                                      work.stack.compiled_block) == expected
+    assert (
+        compiled_layer_saved_bytes(
+            work.shape, work.tokens, work.dtypes, spec.workload.attention, work.stack.compiled_block
+        )
+        == expected
+    )
 
 
 def test_compile_lowers_the_eager_peak() -> None:
@@ -139,7 +148,10 @@ def test_compiled_chunked_loss_by_hand() -> None:
 @pytest.mark.parametrize(
     ("workload", "model", "message"),
     [
-        ({"mode": "inference"}, {}, "mode: train"),
+        ({"mode": "inference", "use_cache": True}, {}, "use_cache"),
+        ({"mode": "inference", "prompt_len": 64, "runtime": "hf"}, {}, "CUDA graphs"),
+        ({"mode": "inference", "prompt_len": 64, "runtime": "vllm"}, {}, "vLLM compiles"),
+        ({"mode": "inference", "prompt_len": 64, "runtime": "gpt-fast"}, {}, "gpt-fast compiles"),
         ({"precision": "amp-bf16"}, {}, "precision: amp-bf16"),
         ({"attention": "eager"}, {}, "attention: sdpa"),
         ({"gradient_checkpointing": "selective"}, {}, "selective"),
@@ -155,3 +167,36 @@ def test_refused(workload: dict[str, Any], model: dict[str, Any], message: str) 
     with pytest.raises(SpecError, match="workload.compile") as err:
         estimate(Spec.model_validate({"model": {**base, **model}, "workload": wl}))
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("case", INFERENCE, ids=[c["id"] for c in INFERENCE])
+def test_against_the_traced_compiled_forward(case: dict[str, Any]) -> None:
+    """Each traced compiled no-grad forward (llama, GPT-2, BERT; bf16 and fp32; two lengths each) within 2.5 %."""
+    result = estimate(traced_spec(case["command"]))
+    assert result.params == case["params"]
+    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.025, case["id"]
+
+
+def test_inference_quality_bar() -> None:
+    """Compiled forwards: median |error| at most 2 %, the largest at most 5 %."""
+    absolute = [abs(estimate(traced_spec(c["command"])).peak_allocated_bytes / c["peak_bytes"] - 1) for c in INFERENCE]
+    assert statistics.median(absolute) <= 0.02
+    assert max(absolute) <= 0.05
+
+
+def test_compiled_llama_forward_by_hand() -> None:
+    """The first Llama forward (bf16, 2 x 512 = 1024 tokens, h = 256, f = 688), from the traced peak's live
+    tensors: the embedding output and the block input, the o_proj output, gate, up and silu(gate) x up, all bf16
+    ((3 x 256 + 3 x 688) x 2 bytes per token), and the rotary cos and sin tables (2 x 512 x 64 x 2)."""
+    expected = 1024 * (3 * 256 + 3 * 688) * 2 + 2 * 512 * 64 * 2
+    spec = traced_spec(INFERENCE[0]["command"])
+    work = resolve_workload(spec)
+    assert compiled.compiled_inference_bytes(work.shape, work.tokens, work.dtypes) == expected
+
+
+def test_compile_lowers_the_eager_forward() -> None:
+    """Fused intermediates: the compiled forward's working set is below the eager one vramcalc counts."""
+    spec = traced_spec(INFERENCE[0]["command"])
+    assert (
+        estimate(spec).peak_allocated_bytes < estimate(traced_spec(INFERENCE[0]["command"], False)).peak_allocated_bytes
+    )

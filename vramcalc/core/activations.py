@@ -452,10 +452,7 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     logits for every position plus the hidden state (and the MLM transform). T5: ``t5.inference_block_bytes``.
     """
     c = dt.compute
-    head = 0
-    if shape.head is Head.lm:
-        out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
-        head = out_tokens * shape.vocab * c + 2 * out_tokens * shape.hidden * max(c, dt.residual)
+    head = inference_head_bytes(shape, tk, dt)
     if t5.is_t5(shape):
         dt_bytes = (dt.param, c, dt.residual, dt.amp)
         block = t5.inference_block_bytes(shape, tk.batch, tk.seq, tk.target, dt_bytes, attention is Attention.eager)
@@ -476,3 +473,12 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     if shape.architecture is Architecture.encoder_decoder:
         block += tk.encoder * shape.hidden * c  # encoder output kept for cross-attention
     return maximum(block, head)
+
+
+def inference_head_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
+    """A no-grad forward's output: logits for every position at the compute dtype plus the final hidden state
+    in and out of the last norm (nothing without an LM head)."""
+    if shape.head is not Head.lm:
+        return 0
+    out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
+    return out_tokens * shape.vocab * dt.compute + 2 * out_tokens * shape.hidden * max(dt.compute, dt.residual)

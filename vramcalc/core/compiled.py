@@ -11,6 +11,10 @@ counts the bytes of that choice for the blocks :mod:`vramcalc.core.activations` 
   and the activation's output (the down projection's input);
 * a dropout's mask at one byte per element, where the model drops out on the residual branches.
 
+A no-grad forward of compiled blocks (:func:`compiled_inference_bytes`) keeps nothing for backward; with pointwise
+chains fused, a block's working set is the matmul and attention inputs and outputs alive at once (a fused chain's
+inputs stay alive until the kernel that reads them has run).
+
 Notation as in :mod:`vramcalc.core.activations` (``T`` tokens, ``h`` hidden, ``f`` ffn width, ``c`` compute bytes).
 """
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vramcalc.choices import Attention, Norm
+from vramcalc.choices import Attention, Norm, Position
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
 
@@ -74,3 +78,34 @@ def compiled_saved_activation_bytes(
     run eagerly, as :mod:`vramcalc.core.activations` counts them), without the loss tensors."""
     outside = act.embedding_saved_bytes(shape, tk, dt, attention) + act.head_saved_bytes(shape, tk, dt)
     return outside + shape.layers * compiled_layer_saved_bytes(shape, tk, dt, attention, block)
+
+
+def compiled_inference_block_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
+    """The largest set of tensors alive in one compiled block of a no-grad forward, pointwise chains fused, with the
+    block input (kept for the residual add) at the residual dtype:
+
+    * attention: the norm output beside Q, K and V as the projections write them (``T (h + q + 2 kv) c``), or Q, K,
+      V and the attention output (or a rotated copy of Q or K beside the three: ``T (2 q + 2 kv) c``), plus the
+      kernel's fp32 logsumexp;
+    * MLP: the attention output projection's output (the residual add after attention is fused into its readers,
+      so the block input and that output stay alive until the block's last add) with the second norm's output
+      beside the up projections' outputs (``T (h + n_up f) c``), or those outputs and the activation's output, the
+      down projection's input (``T (n_up + 1) f c``).
+    """
+    n_tokens, h, c = tk.encoder, shape.hidden, dt.compute
+    block_input = n_tokens * h * max(c, dt.residual)
+    q, kv = shape.q_width, shape.kv_width
+    logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
+    attention = n_tokens * c * max(h + q + 2 * kv, 2 * q + 2 * kv) + logsumexp
+    n_up = 2 if shape.gated else 1
+    mlp = n_tokens * c * (h + max(h + n_up * shape.ffn, (n_up + 1) * shape.ffn))
+    return block_input + max(attention, mlp)
+
+
+def compiled_inference_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
+    """A no-grad forward with each block compiled: the embedding output (the model's ``forward`` keeps a reference
+    to it for the whole stack) and the rotary tables beside the largest block, or the eager head's output."""
+    outside = tk.encoder * shape.hidden * max(dt.compute, dt.residual)
+    if shape.position is Position.rotary:
+        outside += 2 * tk.seq * shape.head_dim * dt.compute  # cos and sin, one row per position
+    return max(outside + compiled_inference_block_bytes(shape, tk, dt), act.inference_head_bytes(shape, tk, dt))

@@ -34,6 +34,8 @@ def phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str, list[Phas
     inference is one forward working set; training is :func:`_training_phase_candidates`."""
     if work.mode is Mode.inference:
         activations = act.inference_transient_bytes(work.shape, work.tokens, work.dtypes, work.spec.workload.attention)
+        if work.stack.compiled_block is not None:
+            activations = compiled.compiled_inference_bytes(work.shape, work.tokens, work.dtypes)
         return {"forward": [{**base, "activations": activations}]}
     return _training_phase_candidates(work, base)
 

@@ -405,8 +405,7 @@ def adapter_phases(
         notes += said
     live = {
         **base,
-        "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes
-        + rope,
+        "parameters": base["parameters"] + (trainable + frozen) * a + kbit.upcast_bytes + rope,
         "optimizer_states": states.device_bytes,
         "autocast_weight_copies": trainable * dt.compute if dt.amp else 0,
     }

@@ -36,6 +36,7 @@ class WorkloadFlags(TypedDict):
     image_size: int | None
     channels: int | None
     images: int | None
+    image_resolution: list[int] | None
     prompt_len: int | None
     max_new_tokens: int | None
     use_cache: bool | None

@@ -41,16 +41,22 @@ compiled layer): each block keeps its input and the block recomputed in backward
 ``cross_entropy: chunked`` compiles torchtune's ``compute_cross_entropy`` (``compile_loss``): per chunk the
 partitioner keeps the 16-bit logits chunk it reads (already alive) and fp32 per-token statistics, not the fp32
 log-softmax (:func:`compiled_chunked_loss`). ``optimizer_in_backward``, ``activation_offloading`` and
-``keep_outputs`` act on the tensors the compiled graph saves as they do on eager ones. Inference is not modelled:
-the traced compiled forward holds less than the eager working set vramcalc counts (the case
-``compile-infer-llama_l2_h256_b2_s512_bf16``: 6.7 % under it), by fused intermediates not yet counted tensor by
-tensor.
+``keep_outputs`` act on the tensors the compiled graph saves as they do on eager ones.
+
+Inference (``mode: inference``): a no-grad forward of compiled blocks holds each block's matmul and attention
+inputs and outputs alive at once, a fused chain's inputs until the kernel that reads it has run (``scheduler.py``;
+the rotary embedding's ``cat`` lowered pointwise by ``torch/_inductor/lowering.py`` ``cat`` → ``pointwise_cat``):
+:func:`vramcalc.core.compiled.compiled_inference_bytes`, traced in ``benchmarks/data/tracer_compile_infer.json``.
+Generation is refused: transformers 5.25's ``generate`` (``generation/utils.py`` ``_sample``) runs ``_prefill``
+eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfig`` mode ``reduce-overhead``: CUDA
+graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
 
 torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
-:mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights, mixture-of-experts, encoder-decoder and
-vision models, inference, latent attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
+:mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights,
+mixture-of-experts, encoder-decoder and vision models, generation and ``use_cache``, latent attention, q/k norms and
+parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``amp-*`` and ``mixed-*`` precision (autocast's casts inside the graph were not traced), selective
-checkpointing, Liger's fused loss, several GPUs, generation, a pinned transformers release, and PyTorch before 2.0
+checkpointing, Liger's fused loss, several GPUs, a pinned transformers release, and PyTorch before 2.0
 (no ``torch.compile``). Releases 2.0 to 2.12 are assumed to partition as 2.13 does: the op lists and ban rules
 above are those of every 2.x release read, but the ``ban_recompute_*`` settings have changed defaults over time.
 """
@@ -65,7 +71,7 @@ from vramcalc.core.compiled import CompiledBlock
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
-from vramcalc.spec.models import Spec, Workload
+from vramcalc.spec.models import Spec, Workload, is_generation
 from vramcalc.spec.versions import TORCH_2, torch_release
 from vramcalc.units import ceil_div
 
@@ -84,11 +90,24 @@ CE_CHUNKS = 8
 #: Per token of a compiled loss chunk: the fp32 row maximum and log-sum-exp the partitioner keeps.
 LOSS_STATS_PER_TOKEN = 2 * act.FP32
 
+#: Why a generation under ``compile`` is refused, per runtime.
+GENERATION_REFUSALS = {
+    "hf": "transformers' generate runs the prefill eagerly and compiles the decode step with CUDA graphs, "
+    "mode reduce-overhead, under a static cache",
+    "vllm": "vLLM compiles its model itself; its profile is modelled without this key",
+    "gpt-fast": "gpt-fast compiles its decode step by design; drop the key",
+}
+
 NOTE = (
     "compile: each transformer block compiled by torch.compile with inductor's default partitioner "
     "(min_cut_rematerialization_partition, PyTorch 2.13): a block keeps its input, norm outputs and statistics, "
     "Q/K/V, the attention output, matmul outputs and the MLP activation; pointwise temporaries fused away; "
     "embedding and LM head eager"
+)
+INFERENCE_NOTE = (
+    "compile: each transformer block compiled by torch.compile with inductor (PyTorch 2.13): pointwise chains "
+    "fused, a block's working set is its matmul and attention inputs and outputs alive at once; embedding and "
+    "LM head eager"
 )
 
 
@@ -124,8 +143,8 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
     if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):
         raise SpecError(f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16 or fp16 only)")
-    if wl.mode is not Mode.train:
-        raise SpecError(f"{key} is modelled for training steps (mode: train); a compiled forward alone is not")
+    if wl.mode is Mode.inference:
+        _check_inference(wl)
     if wl.attention is not Attention.sdpa:
         raise SpecError(f"{key} is modelled with attention: sdpa (its fused kernels), not {wl.attention.value}")
     if wl.gradient_checkpointing in (Checkpointing.selective, Checkpointing.selective_op):
@@ -136,6 +155,16 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key} is modelled for decoder and encoder transformers, not {model.architecture.value}")
     if model.experts is not None:
         raise SpecError(f"{key} is not modelled for mixture-of-experts models")
+
+
+def _check_inference(wl: Workload) -> None:
+    """A compiled no-grad forward is modelled; generation and a forward's KV cache are refused in one line."""
+    key = "workload.compile"
+    if is_generation(wl):
+        runtime = wl.runtime.value if wl.runtime is not None else "vllm"
+        raise SpecError(f"{key} is not modelled for generation ({GENERATION_REFUSALS.get(runtime, runtime)})")
+    if wl.use_cache:
+        raise SpecError(f"{key} is modelled for a forward without a KV cache (drop use_cache: true)")
 
 
 def check_spec(spec: Spec, shape: ModelShape) -> None:
@@ -149,7 +178,9 @@ def check_spec(spec: Spec, shape: ModelShape) -> None:
         raise SpecError(f"{key} is not modelled for latent attention, q/k norms or parallel attention/MLP blocks")
     compute = act.FP32 if spec.workload.precision is Precision.fp32 else 2
     if act.sdpa_kernel(shape, act.Dtypes(compute, compute, compute, False)) == "math":
-        raise SpecError(f"{key}: SDPA runs its math kernel here (fp32 with grouped K/V, or head_dim > 256), not modelled")
+        raise SpecError(
+            f"{key}: SDPA runs its math kernel here (fp32 with grouped K/V, or head_dim > 256), not modelled"
+        )
 
 
 def refine(stack: Stack, workload: Workload) -> Stack:
@@ -159,5 +190,5 @@ def refine(stack: Stack, workload: Workload) -> Stack:
         stack,
         compiled_block=INDUCTOR_BLOCK,
         loss=loss,
-        workload_notes=(*stack.workload_notes, NOTE),
+        workload_notes=(*stack.workload_notes, NOTE if workload.mode is Mode.train else INFERENCE_NOTE),
     )

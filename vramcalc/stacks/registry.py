@@ -237,9 +237,11 @@ LIBRARIES: tuple[Library, ...] = (
         "bitsandbytes",
         "vramcalc.stacks.bnb",
         ("quantization", "versions.bitsandbytes", "optimizer", "paged_states"),
-        lambda wl: (_quantizes(*BNB_METHODS)(wl) and not _torchtune_lora(wl))
-        or "bitsandbytes" in (wl.versions or {})
-        or _bnb_optimizer(wl),
+        lambda wl: (
+            (_quantizes(*BNB_METHODS)(wl) and not _torchtune_lora(wl))
+            or "bitsandbytes" in (wl.versions or {})
+            or _bnb_optimizer(wl)
+        ),
         refines=True,
         keys_checked=lambda wl: wl.paged_states is not None,
     ),
@@ -257,7 +259,12 @@ LIBRARIES: tuple[Library, ...] = (
         _quantizes(QuantMethod.gptq, QuantMethod.awq),
     ),
     Library("FP8 checkpoints", "vramcalc.stacks.fp8", ("quantization",), _quantizes(QuantMethod.fp8)),
-    Library("PEFT LoRA", "vramcalc.stacks.peft_lora", ("adapter",), lambda wl: _adapts(*_LORA)(wl) and not _torchtune_lora(wl)),
+    Library(
+        "PEFT LoRA",
+        "vramcalc.stacks.peft_lora",
+        ("adapter",),
+        lambda wl: _adapts(*_LORA)(wl) and not _torchtune_lora(wl),
+    ),
     Library(
         "PEFT methods",
         "vramcalc.stacks.peft_methods",

@@ -93,7 +93,13 @@ def nf4_tensors(out: int, inp: int, param_bytes: int) -> tuple[int, int, int, in
     ``quantization_factor`` (one per 256 scalers, the weight's dtype), ``scaler_mean`` and ``nf4`` (16 values)."""
     n = out * inp
     scalers = ceil_div(n, NF4_BLOCK)
-    return ceil_div(n, 2), scalers, ceil_div(scalers, NF4_SCALER_BLOCK) * param_bytes, param_bytes, NF4_VALUES * param_bytes
+    return (
+        ceil_div(n, 2),
+        scalers,
+        ceil_div(scalers, NF4_SCALER_BLOCK) * param_bytes,
+        param_bytes,
+        NF4_VALUES * param_bytes,
+    )
 
 
 def nf4_bytes(out: int, inp: int, param_bytes: int) -> int:
@@ -107,8 +113,12 @@ def nf4_dequant_bytes(elements: int, dtype_bytes: int) -> int:
     the ``stack`` of them (the weight), all at ``dtype_bytes``, with the dequantized scalers (one per 64)."""
     half = ceil_div(elements, 2)
     codes = 2 * half * INT64
-    return codes + 2 * half * dtype_bytes + 2 * half * dtype_bytes + elements * dtype_bytes + (
-        ceil_div(elements, NF4_BLOCK) * dtype_bytes
+    return (
+        codes
+        + 2 * half * dtype_bytes
+        + 2 * half * dtype_bytes
+        + elements * dtype_bytes
+        + (ceil_div(elements, NF4_BLOCK) * dtype_bytes)
     )
 
 

@@ -61,9 +61,9 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
     and custom all-reduce appear with tensor parallelism.
   - **V1 0.8.0 to 0.9.0** (``Worker.determine_available_memory`` in vllm/v1/worker/gpu_worker.py, read at
     0.8.2, 0.8.5 and 0.9.0), and **V0 before 0.6.5** (``Worker.determine_num_available_blocks`` in
-    vllm/worker/worker.py, read at 0.6.4, the same code): everything ``cudaMemGetInfo`` counts as used after ``empty_cache`` less
-    ``torch.cuda.memory_stats()["allocated_bytes.all.current"]``, with no baseline: the whole CUDA context
-    (the stack's, 512 MiB by default: ``overhead.cuda_context``), NCCL's buffers, other processes on the
+    vllm/worker/worker.py, read at 0.6.4, the same code): everything ``cudaMemGetInfo`` counts as used after
+    ``empty_cache`` less ``torch.cuda.memory_stats()["allocated_bytes.all.current"]``, with no baseline: the whole
+    CUDA context (the stack's, 512 MiB by default: ``overhead.cuda_context``), NCCL's buffers, other processes on the
     card, and the caching allocator's reserved-but-unallocated segments (not modelled: said in a note).
   - **V0 0.6.5 to 0.6.6** (``memory_profiling`` from vllm-project/vllm#10511): the growth of used memory
     since the worker started less the growth of ``allocated_bytes.all.current``, so the allocator's
