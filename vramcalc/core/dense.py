@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Head, Mode, Norm
 from vramcalc.core import activations as act
-from vramcalc.core import checkpointing, compiled, t5
+from vramcalc.core import checkpointing, t5
 from vramcalc.core.optimizer import optimizer_state_bytes, optimizer_temp_bytes, paged_state_bytes
 from vramcalc.core.params import head_params, layer_params, linear_weight_params, relative_bias_params
 from vramcalc.core.phases import Phase, select_phases
@@ -35,6 +35,8 @@ def phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str, list[Phas
     if work.mode is Mode.inference:
         activations = act.inference_transient_bytes(work.shape, work.tokens, work.dtypes, work.spec.workload.attention)
         if work.stack.compiled_block is not None:
+            from vramcalc.core import compiled  # only a compiled model reads it: kept off the start-up path
+
             activations = compiled.compiled_inference_bytes(work.shape, work.tokens, work.dtypes)
         return {"forward": [{**base, "activations": activations}]}
     return _training_phase_candidates(work, base)
@@ -243,6 +245,8 @@ def saved_activation_bytes(work: ResolvedWorkload) -> int:
     compiled_block = work.stack.compiled_block
     if compiled_block is None:
         return act.saved_activation_bytes(shape, tk, dt, attention)
+    from vramcalc.core import compiled  # only a compiled model reads it: kept off the start-up path
+
     return compiled.compiled_saved_activation_bytes(shape, tk, dt, attention, compiled_block)
 
 
@@ -252,6 +256,8 @@ def largest_layer_saved_bytes(work: ResolvedWorkload) -> int:
     compiled_block = work.stack.compiled_block
     if compiled_block is None:
         return act.largest_layer_saved_bytes(shape, tk, dt, attention)
+    from vramcalc.core import compiled  # only a compiled model reads it: kept off the start-up path
+
     return compiled.compiled_layer_saved_bytes(shape, tk, dt, attention, compiled_block)
 
 
