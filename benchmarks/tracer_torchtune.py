@@ -114,6 +114,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--attn", default="q_proj,v_proj", help="lora_attn_modules, comma-separated")
     p.add_argument("--mlp", action="store_true", help="apply_lora_to_mlp")
     p.add_argument("--qlora", action="store_true", help="quantize_base (torchao NF4Tensor)")
+    p.add_argument("--full", action="store_true", help="full fine-tuning: llama3_2, every parameter trained")
+    p.add_argument("--foreach", action="store_true", help="torch.optim.AdamW's default foreach step (else fused)")
     p.add_argument("--ac", action="store_true", help="enable_activation_checkpointing")
     p.add_argument("--chunked", action="store_true", help="CEWithChunkedOutputLoss (else CrossEntropyLoss)")
     p.add_argument("--offload", action="store_true", help="enable_activation_offloading")
@@ -214,7 +216,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     _fused_adamw_stand_in(torch)
     from torchtune import modules, training
     from torchtune.models.llama3_1._position_embeddings import Llama3ScaledRoPE
-    from torchtune.models.llama3_2._component_builders import lora_llama3_2
+    from torchtune.models.llama3_2._component_builders import llama3_2, lora_llama3_2
     from torchtune.modules.loss import CEWithChunkedOutputLoss
     from torchtune.modules.peft import get_adapter_params, set_trainable_params
 
@@ -238,28 +240,34 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
     memtrack.StorageTracker.register_module = register_module
     with FakeTensorMode(allow_non_fake_inputs=True):
         with training.set_default_dtype(torch.bfloat16), torch.device("cuda"):
-            model = lora_llama3_2(
-                lora_attn_modules=a.attn.split(","),
-                apply_lora_to_mlp=a.mlp,
-                vocab_size=a.vocab,
-                num_layers=a.layers,
-                num_heads=a.heads,
-                num_kv_heads=a.kv_heads,
-                embed_dim=a.hidden,
-                max_seq_len=131072,  # lora_llama3_2_1b and _3b: the RoPE cache of 131072 positions
-                intermediate_dim=a.ffn,
-                lora_rank=a.rank,
-                lora_alpha=a.alpha,
-                quantize_base=a.qlora,
-            )
+            if a.full:
+                model = llama3_2(
+                    vocab_size=a.vocab, num_layers=a.layers, num_heads=a.heads, num_kv_heads=a.kv_heads,
+                    embed_dim=a.hidden, max_seq_len=131072, intermediate_dim=a.ffn,
+                )  # fmt: skip
+            else:
+                model = lora_llama3_2(
+                    lora_attn_modules=a.attn.split(","),
+                    apply_lora_to_mlp=a.mlp,
+                    vocab_size=a.vocab,
+                    num_layers=a.layers,
+                    num_heads=a.heads,
+                    num_kv_heads=a.kv_heads,
+                    embed_dim=a.hidden,
+                    max_seq_len=131072,  # lora_llama3_2_1b and _3b: the RoPE cache of 131072 positions
+                    intermediate_dim=a.ffn,
+                    lora_rank=a.rank,
+                    lora_alpha=a.alpha,
+                    quantize_base=a.qlora,
+                )
         for module in model.modules():  # FeedForward's nn.SiLU: the single-kernel backward of a GPU
             if type(getattr(module, "activation", None)).__name__ == "SiLU":
                 module.act_fn = module.activation
                 native_silu_backward(module)
                 module.activation = module.act_fn
                 del module.act_fn
-        adapter_params = get_adapter_params(model)
-        set_trainable_params(model, adapter_params)
+        if not a.full:  # full fine-tuning trains every parameter
+            set_trainable_params(model, get_adapter_params(model))
         if a.ac:
             training.set_activation_checkpointing(model, auto_wrap_policy={modules.TransformerSelfAttentionLayer})
         offload = training.get_act_offloading_ctx_manager(model, a.offload)
@@ -270,7 +278,8 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             tokens = torch.randint(0, a.vocab - 1, (a.batch, a.seq))
             labels = torch.randint(0, a.vocab - 1, (a.batch, a.seq))
             ignore = torch.full((a.batch, 1), -100)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01, fused=True)
+        trained = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trained, lr=3e-4, weight_decay=0.01, fused=not a.foreach)
         tracker = traced_cases.card_tracker(a.gpu, model, tokens, labels, ignore)
         hooks = [*tracker.install_module_hooks(model), *tracker.install_grad_hooks(model)]
         hooks.append(tracker.install_optimizer_hooks(optimizer))
