@@ -26,3 +26,26 @@ def test_lora_and_qlora_rows_within_five_percent() -> None:
         row = rows[f"torchtune-readme-v0.6.1-llama32-3b-{name}"]
         assert row["spec"]["workload"].get("compile") is True
         assert abs(score.error(row)) <= score.TOLERANCE, (name, score.error(row))
+
+
+def test_published_rows_rule_out_the_foreach_adamw_step() -> None:
+    """PyTorch's foreach AdamW step (torch/optim/adam.py ``_multi_tensor_adam``: ``torch._foreach_sqrt`` of every
+    ``exp_avg_sq``) holds the parameters, their gradients, both states and a temporary of their size: five bf16
+    copies of llama3_2_3b's 3,212,749,824 parameters (embedding 128,256 x 3,072 tied to the output; 28 layers of
+    q/o 3,072 x 3,072, k/v 1,024 x 3,072, w1/w2/w3 8,192 x 3,072 and two norms of 3,072; the final norm), above
+    the Baseline's and "+ Activation Checkpointing"'s published peaks, so the scored rows use a fused step."""
+    layer = 2 * 3072 * 3072 + 2 * 1024 * 3072 + 3 * 8192 * 3072 + 2 * 3072
+    params = 128256 * 3072 + 28 * layer + 3072
+    assert params == 3_212_749_824
+    foreach_floor_gib = 5 * 2 * params / (1 << 30)  # 29.92
+    rows = {row["id"]: row for row in score.rows()}
+    for name in ("baseline", "activation-checkpointing"):
+        assert rows[f"torchtune-readme-v0.6.1-llama32-3b-{name}"]["published_gib"] < foreach_floor_gib
+    for row in rows.values():
+        if "spec" in row and row["spec"]["workload"].get("optimizer") == "adamw":
+            assert row["spec"]["workload"]["optimizer_impl"] == "fused", row["id"]
+
+
+def test_activation_checkpointing_row_within_five_percent() -> None:
+    row = {row["id"]: row for row in score.rows()}["torchtune-readme-v0.6.1-llama32-3b-activation-checkpointing"]
+    assert abs(score.error(row)) <= score.TOLERANCE, score.error(row)
