@@ -11,6 +11,10 @@ counts the bytes of that choice for the blocks :mod:`vramcalc.core.activations` 
   and the activation's output (the down projection's input);
 * a dropout's mask at one byte per element, where the model drops out on the residual branches.
 
+Under autocast the block input is the fp32 residual stream, the saved norm outputs, Q/K/V and matmul outputs are
+the 16-bit casts the matmuls read, and each weight's 16-bit cast is saved beside them (counted with the eager
+step's autocast weight copies, not here).
+
 A no-grad forward of compiled blocks (:func:`compiled_inference_bytes`) keeps nothing for backward; with pointwise
 chains fused, a block's working set is the matmul and attention inputs and outputs alive at once (a fused chain's
 inputs stay alive until the kernel that reads them has run).
@@ -47,6 +51,10 @@ class CompiledBlock:
     dropout_mask_bytes: int
     #: Pointwise intermediates are fused into the kernels that read them: none is allocated.
     fuses_pointwise: bool
+    #: Under autocast, each weight's 16-bit cast is a node of the graph, kept for backward as the block's other
+    #: saved tensors are (the same bytes as autocast's weight-cast cache), not held by the cache: a checkpointed
+    #: block's forward keeps none of them.
+    weight_casts_in_graph: bool = False
 
 
 def compiled_layer_saved_bytes(

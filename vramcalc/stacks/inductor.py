@@ -84,6 +84,7 @@ INDUCTOR_BLOCK = CompiledBlock(
     mlp_activation_output=True,
     dropout_mask_bytes=1,
     fuses_pointwise=True,
+    weight_casts_in_graph=True,
 )
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8) (as :data:`vramcalc.stacks.techniques.CE_CHUNKS`).
 CE_CHUNKS = 8
@@ -141,8 +142,10 @@ def check_keys(spec: Spec) -> None:
             )
     if spec.parallel is not None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
-    if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):
-        raise SpecError(f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16 or fp16 only)")
+    if wl.precision in (Precision.mixed_bf16, Precision.mixed_fp16):
+        raise SpecError(
+            f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16, fp16, amp-bf16 or amp-fp16)"
+        )
     if wl.mode is Mode.inference:
         _check_inference(wl)
     if wl.attention is not Attention.sdpa:
