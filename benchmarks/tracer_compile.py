@@ -70,11 +70,11 @@ CASES: dict[str, str] = {
     "--optimizer adamw",
     "compile-amp-llama_l3_h512_gqa_b1_s1024_fp16_adamw": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype fp16 --amp "
     "--optimizer adamw",
-    "compile-amp-gc-llama_l3_h512_gqa_b1_s1024_bf16_adamw": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 --amp "
+    "compile-amp-gc-llama_l3_h512_gqa_b4_s2048_bf16_adamw": f"{_LLAMA_GQA} --batch 4 --seq 2048 --dtype bf16 --amp "
     "--optimizer adamw --grad-checkpointing",
     "compile-amp-ce-llama_l2_h256_b2_s512_bf16_adamw": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --amp "
     "--optimizer adamw --chunked-ce",
-    "compile-amp-ce-gc-llama_l3_h512_gqa_b1_s1024_bf16_adamw": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 "
+    "compile-amp-ce-gc-llama_l3_h512_gqa_b4_s2048_bf16_adamw": f"{_LLAMA_GQA} --batch 4 --seq 2048 --dtype bf16 "
     "--amp --optimizer adamw --chunked-ce --grad-checkpointing",
     "compile-amp-gpt2_l2_h256_b2_s512_fp16_adamw": f"{_GPT2} --batch 2 --seq 512 --dtype fp16 --amp --optimizer adamw",
     "compile-amp-gc-gpt2_l2_h256_b2_s512_bf16_adamw": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 --amp "

@@ -99,21 +99,25 @@ def compiled_inference_block_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dt
       so the block input and that output stay alive until the block's last add) with the second norm's output
       beside the up projections' outputs (``T (h + n_up f) c``), or those outputs and the activation's output, the
       down projection's input (``T (n_up + 1) f c``).
+
+    Under autocast each matmul also reads its weight's 16-bit cast, made just before it (``h q c`` in attention,
+    ``h f c`` in the MLP).
     """
     n_tokens, h, c = tk.encoder, shape.hidden, dt.compute
     block_input = n_tokens * h * max(c, dt.residual)
     q, kv = shape.q_width, shape.kv_width
     logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
-    attention = n_tokens * c * max(h + q + 2 * kv, 2 * q + 2 * kv) + logsumexp
+    attention = n_tokens * c * max(h + q + 2 * kv, 2 * q + 2 * kv) + logsumexp + (h * q * c if dt.amp else 0)
     n_up = 2 if shape.gated else 1
-    mlp = n_tokens * c * (h + max(h + n_up * shape.ffn, (n_up + 1) * shape.ffn))
+    mlp = n_tokens * c * (h + max(h + n_up * shape.ffn, (n_up + 1) * shape.ffn)) + (h * shape.ffn * c if dt.amp else 0)
     return block_input + max(attention, mlp)
 
 
 def compiled_inference_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
     """A no-grad forward with each block compiled: the embedding output (the model's ``forward`` keeps a reference
-    to it for the whole stack) and the rotary tables beside the largest block, or the eager head's output."""
+    to it for the whole stack) and the rotary tables (at the embedding output's dtype: fp32 under autocast) beside
+    the largest block, or the eager head's output."""
     outside = tk.encoder * shape.hidden * max(dt.compute, dt.residual)
     if shape.position is Position.rotary:
-        outside += 2 * tk.seq * shape.head_dim * dt.compute  # cos and sin, one row per position
+        outside += 2 * tk.seq * shape.head_dim * dt.residual  # cos and sin at the hidden states' dtype, per position
     return max(outside + compiled_inference_block_bytes(shape, tk, dt), act.inference_head_bytes(shape, tk, dt))
