@@ -26,6 +26,11 @@ Embedding, final norm and LM head run eagerly. Every other argument goes to the 
     /tmp/tracer-venv/bin/python benchmarks/tracer_compile.py --arch llama --layers 2 --hidden 256 --heads 4 \
         --kv-heads 4 --ffn 688 --vocab 1000 --batch 2 --seq 512 --dtype bf16 --optimizer adamw --json
 
+``--amp`` runs the step under ``torch.autocast("cuda", dtype)`` with fp32 parameters (the tracer's own flag;
+AOTAutograd traces under the ambient autocast state, so autocast's casts are nodes of each compiled graph); with
+``--dtype fp16`` the step also scales the loss and unscales the gradients with ``torch.amp.GradScaler`` as the HF
+Trainer does under fp16 (:func:`_with_grad_scaler`).
+
 ``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
 quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case
 with its traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
