@@ -26,6 +26,11 @@ Embedding, final norm and LM head run eagerly. Every other argument goes to the 
     /tmp/tracer-venv/bin/python benchmarks/tracer_compile.py --arch llama --layers 2 --hidden 256 --heads 4 \
         --kv-heads 4 --ffn 688 --vocab 1000 --batch 2 --seq 512 --dtype bf16 --optimizer adamw --json
 
+``--amp`` runs the step under ``torch.autocast("cuda", dtype)`` with fp32 parameters (the tracer's own flag;
+AOTAutograd traces under the ambient autocast state, so autocast's casts are nodes of each compiled graph); with
+``--dtype fp16`` the step also scales the loss and unscales the gradients with ``torch.amp.GradScaler`` as the HF
+Trainer does under fp16 (:func:`_with_grad_scaler`).
+
 ``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
 quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case
 with its traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
@@ -65,6 +70,23 @@ CASES: dict[str, str] = {
     "compile-gc-bert_l2_h256_b2_s512_bf16_adamw": f"{_BERT} --batch 2 --seq 512 --dtype bf16 --optimizer adamw "
     "--grad-checkpointing",
     "compile-infer-llama_l2_h256_b2_s512_bf16": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --mode infer",
+    # autocast (``--amp``: fp32 parameters, the step under ``torch.autocast("cuda", dtype)``; fp16 with a GradScaler)
+    "compile-amp-llama_l2_h256_b2_s512_bf16_adamw": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --amp "
+    "--optimizer adamw",
+    "compile-amp-llama_l3_h512_gqa_b1_s1024_fp16_adamw": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype fp16 --amp "
+    "--optimizer adamw",
+    "compile-amp-gc-llama_l3_h512_gqa_b4_s2048_bf16_adamw": f"{_LLAMA_GQA} --batch 4 --seq 2048 --dtype bf16 --amp "
+    "--optimizer adamw --grad-checkpointing",
+    "compile-amp-ce-llama_l2_h256_b2_s512_bf16_adamw": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --amp "
+    "--optimizer adamw --chunked-ce",
+    "compile-amp-ce-gc-llama_l3_h512_gqa_b4_s2048_bf16_adamw": f"{_LLAMA_GQA} --batch 4 --seq 2048 --dtype bf16 "
+    "--amp --optimizer adamw --chunked-ce --grad-checkpointing",
+    "compile-amp-gpt2_l2_h256_b2_s512_fp16_adamw": f"{_GPT2} --batch 2 --seq 512 --dtype fp16 --amp --optimizer adamw",
+    "compile-amp-gc-gpt2_l2_h256_b2_s512_bf16_adamw": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 --amp "
+    "--optimizer adamw --grad-checkpointing",
+    "compile-amp-bert_l2_h256_b2_s512_bf16_adamw": f"{_BERT} --batch 2 --seq 512 --dtype bf16 --amp --optimizer adamw",
+    "compile-amp-gc-bert_l2_h256_b2_s512_fp16_adamw": f"{_BERT} --batch 2 --seq 512 --dtype fp16 --amp "
+    "--optimizer adamw --grad-checkpointing",
 }
 
 #: The traced compiled forwards (``mode: inference``), stored in ``benchmarks/data/tracer_compile_infer.json``.
@@ -77,6 +99,11 @@ INFER_CASES: dict[str, str] = {
     "compile-infer-gpt2_l2_h256_b4_s1024_fp32": f"{_GPT2} --batch 4 --seq 1024 --dtype fp32 --mode infer",
     "compile-infer-bert_l2_h256_b2_s512_bf16": f"{_BERT} --batch 2 --seq 512 --dtype bf16 --mode infer",
     "compile-infer-bert_l2_h256_b4_s256_fp32": f"{_BERT} --batch 4 --seq 256 --dtype fp32 --mode infer",
+    "compile-infer-amp-llama_l2_h256_b2_s512_bf16": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --amp --mode infer",
+    "compile-infer-amp-llama_l3_h512_gqa_b2_s2048_bf16": f"{_LLAMA_GQA} --batch 2 --seq 2048 --dtype bf16 --amp "
+    "--mode infer",
+    "compile-infer-amp-gpt2_l2_h256_b2_s512_fp16": f"{_GPT2} --batch 2 --seq 512 --dtype fp16 --amp --mode infer",
+    "compile-infer-amp-bert_l2_h256_b2_s512_bf16": f"{_BERT} --batch 2 --seq 512 --dtype bf16 --amp --mode infer",
 }
 
 #: What the compiled regions measured in the last trace: the saved-for-backward bytes of one block (the forward
@@ -377,6 +404,41 @@ def _chunked_loss(model: Any) -> None:
     model.forward = forward
 
 
+def _with_grad_scaler(groundtruth: Any) -> Any:
+    """The tracer's step with ``torch.amp.GradScaler("cuda")``, as the HF Trainer (accelerate) steps under fp16
+    autocast: the loss scaled before backward; the gradients unscaled in place (``unscale_``: one
+    ``_amp_foreach_non_finite_check_and_unscale_``), the optimizer stepped and the scale updated
+    (``torch/amp/grad_scaler.py``). The scale, its growth tracker and ``found_inf`` are one-element tensors.
+    Returns a callable that restores the tracer."""
+    import torch
+
+    make, loss_of = groundtruth._make_optimizer, groundtruth._loss_of
+    scalers: list[Any] = []  # made in the tracer's step, once it has let autocast (and so GradScaler) enable itself
+
+    def make_scaled(a: Any, params: Any) -> Any:
+        opt = make(a, params)
+        scalers.append(torch.amp.GradScaler("cuda"))
+        scaler = scalers[-1]
+        step = opt.step
+
+        def scaled_step(*args: Any, **kwargs: Any) -> Any:
+            scaler.unscale_(opt)  # GradScaler.step steps when found_inf is 0, as here
+            out = step(*args, **kwargs)
+            scaler.update()
+            return out
+
+        opt.step = scaled_step
+        return opt
+
+    groundtruth._make_optimizer = make_scaled
+    groundtruth._loss_of = lambda out: scalers[-1].scale(loss_of(out))
+
+    def restore() -> None:
+        groundtruth._make_optimizer, groundtruth._loss_of = make, loss_of
+
+    return restore
+
+
 def trace(argv: list[str]) -> dict[str, Any]:
     """The tracer's result for one command line with every block compiled (and, with ``--chunked-ce``, torchtune's
     chunked loss compiled), plus the saved bytes of one compiled block and loss chunk."""
@@ -407,12 +469,14 @@ def trace(argv: list[str]) -> dict[str, Any]:
     models.build = build_compiled
     import groundtruth  # type: ignore[import-not-found]
 
+    args = groundtruth.parse_args([*argv, "--attn", "sdpa", "--no-allocator-sim"])
+    scaled = args.amp and args.dtype == "fp16" and args.mode == "train"
+    restore = _with_grad_scaler(groundtruth) if scaled else (lambda: None)
     try:
-        result: dict[str, Any] = groundtruth.run(
-            groundtruth.parse_args([*argv, "--attn", "sdpa", "--no-allocator-sim"])
-        )
+        result: dict[str, Any] = groundtruth.run(args)
     finally:
         models.build = build
+        restore()
     result["compiled"] = json.loads(json.dumps(MEASURED))
     return result
 
@@ -477,7 +541,7 @@ def score() -> None:
         workload = {
             "batch_size": int(args["batch"]),
             "seq_len": int(args["seq"]),
-            "precision": args["dtype"],
+            "precision": f"amp-{args['dtype']}" if args.get("amp") else args["dtype"],
             "attention": "sdpa",
             "compile": True,
             "optimizer": args["optimizer"],

@@ -11,6 +11,10 @@ counts the bytes of that choice for the blocks :mod:`vramcalc.core.activations` 
   and the activation's output (the down projection's input);
 * a dropout's mask at one byte per element, where the model drops out on the residual branches.
 
+Under autocast the block input is the fp32 residual stream, the saved norm outputs, Q/K/V and matmul outputs are
+the 16-bit casts the matmuls read, and each weight's 16-bit cast is saved beside them (counted with the eager
+step's autocast weight copies, not here).
+
 A no-grad forward of compiled blocks (:func:`compiled_inference_bytes`) keeps nothing for backward; with pointwise
 chains fused, a block's working set is the matmul and attention inputs and outputs alive at once (a fused chain's
 inputs stay alive until the kernel that reads them has run).
@@ -47,6 +51,10 @@ class CompiledBlock:
     dropout_mask_bytes: int
     #: Pointwise intermediates are fused into the kernels that read them: none is allocated.
     fuses_pointwise: bool
+    #: Under autocast, each weight's 16-bit cast is a node of the graph, kept for backward as the block's other
+    #: saved tensors are (the same bytes as autocast's weight-cast cache), not held by the cache: a checkpointed
+    #: block's forward keeps none of them.
+    weight_casts_in_graph: bool = False
 
 
 def compiled_layer_saved_bytes(
@@ -91,21 +99,25 @@ def compiled_inference_block_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dt
       so the block input and that output stay alive until the block's last add) with the second norm's output
       beside the up projections' outputs (``T (h + n_up f) c``), or those outputs and the activation's output, the
       down projection's input (``T (n_up + 1) f c``).
+
+    Under autocast each matmul also reads its weight's 16-bit cast, made just before it (``h q c`` in attention,
+    ``h f c`` in the MLP).
     """
     n_tokens, h, c = tk.encoder, shape.hidden, dt.compute
     block_input = n_tokens * h * max(c, dt.residual)
     q, kv = shape.q_width, shape.kv_width
     logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
-    attention = n_tokens * c * max(h + q + 2 * kv, 2 * q + 2 * kv) + logsumexp
+    attention = n_tokens * c * max(h + q + 2 * kv, 2 * q + 2 * kv) + logsumexp + (h * q * c if dt.amp else 0)
     n_up = 2 if shape.gated else 1
-    mlp = n_tokens * c * (h + max(h + n_up * shape.ffn, (n_up + 1) * shape.ffn))
+    mlp = n_tokens * c * (h + max(h + n_up * shape.ffn, (n_up + 1) * shape.ffn)) + (h * shape.ffn * c if dt.amp else 0)
     return block_input + max(attention, mlp)
 
 
 def compiled_inference_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
     """A no-grad forward with each block compiled: the embedding output (the model's ``forward`` keeps a reference
-    to it for the whole stack) and the rotary tables beside the largest block, or the eager head's output."""
+    to it for the whole stack) and the rotary tables (at the embedding output's dtype: fp32 under autocast) beside
+    the largest block, or the eager head's output."""
     outside = tk.encoder * shape.hidden * max(dt.compute, dt.residual)
     if shape.position is Position.rotary:
-        outside += 2 * tk.seq * shape.head_dim * dt.compute  # cos and sin, one row per position
+        outside += 2 * tk.seq * shape.head_dim * dt.residual  # cos and sin at the hidden states' dtype, per position
     return max(outside + compiled_inference_block_bytes(shape, tk, dt), act.inference_head_bytes(shape, tk, dt))

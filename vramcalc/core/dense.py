@@ -78,7 +78,13 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
         layer = largest_layer_saved_bytes(work)
         n_blocks = shape.layers + (shape.decoder_layers if shape.architecture is Architecture.encoder_decoder else 0)
         head_copy = shape.vocab * shape.hidden * dt.compute if dt.amp else 0
-        forward = {**live, "autocast_weight_copies": copies, "activations": kept + loss.saved + loss.forward_transient}
+        in_graph = stack.compiled_block is not None and stack.compiled_block.weight_casts_in_graph
+        forward_copies = head_copy if in_graph else copies  # autocast's cache holds every cast until the forward ends
+        forward = {
+            **live,
+            "autocast_weight_copies": forward_copies,
+            "activations": kept + loss.saved + loss.forward_transient,
+        }
         start = {
             **live,
             "autocast_weight_copies": head_copy,

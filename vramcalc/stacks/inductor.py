@@ -30,6 +30,20 @@ projection's input); one bool mask per residual dropout (inductor's ``replace_ra
 numbers, the mask the partitioner keeps). None of the eager step's fp32 norm copies, cast copies or activation
 intermediates exists (:class:`vramcalc.core.compiled.CompiledBlock`).
 
+Autocast (``precision: amp-bf16`` / ``amp-fp16``, as the HF Trainer's ``torch_compile=True`` with ``bf16=True`` or
+``fp16=True`` runs): AOTAutograd traces under the ambient autocast state, so autocast's casts are nodes of the joint
+graph (``convert_element_type``, inductor's decomposition of ``_to_copy``). A weight's 16-bit cast is fusible and
+recomputable from the fp32 parameter, but the backward matmul that computes the block input's gradient reads it, so
+``is_materialized_backwards`` bans its recomputation: the forward saves every weight's cast, the bytes of eager
+autocast's weight-cast cache, now held by the graph (a checkpointed block's forward keeps none of them, unlike the
+eager cache, which holds them to the end of the forward). The residual stream and the block input stay fp32 (the
+embedding's output); each norm's output, Q, K, V and the matmul inputs are saved as the 16-bit casts the matmuls
+read (the rotated Q and K are cast for SDPA after the fp32 rotary products), the norm statistics fp32: the 16-bit
+step's saved set with the block input at 4 bytes. A post-LN block (BERT) keeps each LayerNorm's fp32 normalized
+output and the block input's 16-bit cast instead (about 5 % more of that block; not counted). ``amp-fp16`` adds
+the HF Trainer's ``GradScaler`` (``torch/amp/grad_scaler.py``: the scale, its growth tracker and ``found_inf`` are
+one-element tensors, ``unscale_`` works in place), a few allocator blocks left out. Traced as the other cases.
+
 Inductor fuses every pointwise chain into the kernels that read it, so only a matmul's or SDPA's input and a
 graph's outputs are allocated (``torch/_inductor/scheduler.py``): no pointwise temporary of a block is counted.
 Inductor's own workspace: none in the allocator's peak (its generated kernels take no scratch buffers beyond
@@ -46,7 +60,8 @@ log-softmax (:func:`compiled_chunked_loss`). ``optimizer_in_backward``, ``activa
 Inference (``mode: inference``): a no-grad forward of compiled blocks holds each block's matmul and attention
 inputs and outputs alive at once, a fused chain's inputs until the kernel that reads it has run (``scheduler.py``;
 the rotary embedding's ``cat`` lowered pointwise by ``torch/_inductor/lowering.py`` ``cat`` → ``pointwise_cat``):
-:func:`vramcalc.core.compiled.compiled_inference_bytes`, traced in ``benchmarks/data/tracer_compile_infer.json``.
+:func:`vramcalc.core.compiled.compiled_inference_bytes`, traced in ``benchmarks/data/tracer_compile_infer.json``;
+under autocast beside the 16-bit cast of the weight the running matmul reads.
 Generation is refused: transformers 5.25's ``generate`` (``generation/utils.py`` ``_sample``) runs ``_prefill``
 eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfig`` mode ``reduce-overhead``: CUDA
 graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
@@ -55,8 +70,8 @@ torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is
 :mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights,
 mixture-of-experts, encoder-decoder and vision models, generation and ``use_cache``, latent attention, q/k norms and
 parallel blocks, eager attention or SDPA's math kernel, flash-attn's
-library kernels, ``amp-*`` and ``mixed-*`` precision (autocast's casts inside the graph were not traced), selective
-checkpointing, Liger's fused loss, several GPUs, a pinned transformers release, and PyTorch before 2.0
+library kernels, ``mixed-*`` precision (16-bit parameters with fp32 master weights: DeepSpeed's and FSDP's, several
+GPUs), selective checkpointing, Liger's fused loss, several GPUs, a pinned transformers release, and PyTorch before 2.0
 (no ``torch.compile``). Releases 2.0 to 2.12 are assumed to partition as 2.13 does: the op lists and ban rules
 above are those of every 2.x release read, but the ``ban_recompute_*`` settings have changed defaults over time.
 """
@@ -84,6 +99,7 @@ INDUCTOR_BLOCK = CompiledBlock(
     mlp_activation_output=True,
     dropout_mask_bytes=1,
     fuses_pointwise=True,
+    weight_casts_in_graph=True,
 )
 #: torchtune CEWithChunkedOutputLoss(num_output_chunks=8) (as :data:`vramcalc.stacks.techniques.CE_CHUNKS`).
 CE_CHUNKS = 8
@@ -104,6 +120,8 @@ NOTE = (
     "Q/K/V, the attention output, matmul outputs and the MLP activation; pointwise temporaries fused away; "
     "embedding and LM head eager"
 )
+#: Added to the note under autocast.
+AMP_NOTE = "; under autocast each block's graph keeps its weights' 16-bit casts for backward and an fp32 input"
 INFERENCE_NOTE = (
     "compile: each transformer block compiled by torch.compile with inductor (PyTorch 2.13): pointwise chains "
     "fused, a block's working set is its matmul and attention inputs and outputs alive at once; embedding and "
@@ -141,8 +159,10 @@ def check_keys(spec: Spec) -> None:
             )
     if spec.parallel is not None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
-    if wl.precision not in (Precision.fp32, Precision.bf16, Precision.fp16):
-        raise SpecError(f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16 or fp16 only)")
+    if wl.precision in (Precision.mixed_bf16, Precision.mixed_fp16):
+        raise SpecError(
+            f"{key} is not modelled with precision: {wl.precision.value} (fp32, bf16, fp16, amp-bf16 or amp-fp16)"
+        )
     if wl.mode is Mode.inference:
         _check_inference(wl)
     if wl.attention is not Attention.sdpa:
@@ -183,6 +203,13 @@ def check_spec(spec: Spec, shape: ModelShape) -> None:
         )
 
 
+def _note(workload: Workload) -> str:
+    """The estimate's note on compile, for training or a forward, with or without autocast."""
+    note = NOTE if workload.mode is Mode.train else INFERENCE_NOTE
+    autocast = workload.precision in (Precision.amp_bf16, Precision.amp_fp16)
+    return note + AMP_NOTE if autocast and workload.mode is Mode.train else note
+
+
 def refine(stack: Stack, workload: Workload) -> Stack:
     """``stack`` with each block compiled, and the compiled chunked loss where torchtune's chunked loss is used."""
     loss = compiled_chunked_loss if workload.cross_entropy is CrossEntropy.chunked else stack.loss
@@ -190,5 +217,5 @@ def refine(stack: Stack, workload: Workload) -> Stack:
         stack,
         compiled_block=INDUCTOR_BLOCK,
         loss=loss,
-        workload_notes=(*stack.workload_notes, NOTE if workload.mode is Mode.train else INFERENCE_NOTE),
+        workload_notes=(*stack.workload_notes, _note(workload)),
     )
