@@ -81,3 +81,10 @@ def test_other_adapter_frameworks_still_refused() -> None:
     adapter = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
     with pytest.raises(SpecError, match="workload.compile"):
         estimate(_spec(case, adapter=adapter, cross_entropy="standard"))
+
+
+def test_note_describes_the_adapter_layer() -> None:
+    """The compile note under torchtune's adapters says what its compiled layer keeps, not the dense block's."""
+    notes = " ".join(estimate(_spec(_cases()[0])).assumptions)
+    assert "LoRALinear: no frozen base matmul keeps its input" in notes
+    assert "norm outputs and statistics" not in notes

@@ -203,8 +203,20 @@ def check_spec(spec: Spec, shape: ModelShape) -> None:
         )
 
 
+#: The note under torchtune's adapters, whose compiled layer keeps another set (:mod:`vramcalc.stacks.torchtune_lora`).
+ADAPTER_NOTE = (
+    "compile: each torchtune layer compiled by torch.compile with inductor's default partitioner "
+    "(min_cut_rematerialization_partition, PyTorch 2.13), with LoRALinear: no frozen base matmul keeps its input, "
+    "each lora_a keeps its output, K and V are kept expanded to every query head, and under QLoRA the 16-bit "
+    "weights the input gradients read are kept dequantized; pointwise temporaries fused away; embedding and "
+    "output layer eager"
+)
+
+
 def _note(workload: Workload) -> str:
     """The estimate's note on compile, for training or a forward, with or without autocast."""
+    if workload.adapter is not None and workload.adapter.framework == "torchtune":
+        return ADAPTER_NOTE
     note = NOTE if workload.mode is Mode.train else INFERENCE_NOTE
     autocast = workload.precision in (Precision.amp_bf16, Precision.amp_fp16)
     return note + AMP_NOTE if autocast and workload.mode is Mode.train else note
