@@ -72,7 +72,8 @@ def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     if shape.norm is Norm.layernorm:
         per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
     else:
-        per_token = h * FP32 + RMSNORM_STATS + (h * FP32 if dt.amp else 2 * h * dt.compute)
+        normed = FP32 if dt.amp or shape.code.rmsnorm_normed_fp32 else dt.compute
+        per_token = h * FP32 + RMSNORM_STATS + h * normed + (0 if dt.amp else h * dt.compute)
         per_token += t5.norm_input_bytes(shape, dt.residual) + rmsnorm_square_bytes(shape, dt)
     return n_tokens * per_token
 
@@ -221,7 +222,8 @@ def attention_saved_bytes(
     seq_kv = kv_tokens // tk.batch
     kernel = attention_kernel(shape, dt, attention)
     k = kernel_bytes(shape, dt, attention)
-    kv_width = shape.kv_width if kernel in ("flash", "efficient") else shape.q_width
+    fused = kernel in ("flash", "efficient") and not (shape.code.kv_expanded and not cross)
+    kv_width = shape.kv_width if fused else shape.q_width
     qkv = (q_tokens * shape.q_width + 2 * kv_tokens * kv_width) * k
     if cross:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1, dt) + input_copy_bytes(kv_tokens, shape.hidden, 2, dt)
