@@ -37,6 +37,7 @@ stand-in updates nothing and allocates nothing, as the CUDA kernel).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import subprocess
@@ -202,6 +203,30 @@ def _fused_adamw_stand_in(torch: Any) -> None:
             module._fused_adam = fused
 
 
+def _inplace_accumulation(torch: Any, shape: tuple[int, ...]) -> Any:
+    """A dispatch mode that sums the gradients of a weight read several times in place, as autograd does on a
+    GPU: ``InputBuffer::accumulate`` (torch/csrc/autograd/input_buffer.cpp) runs ``old_var.add_(var)`` when
+    the buffer holds the last reference to a dense tensor and ``var`` is no tensor subclass, and ``old_var +
+    var`` otherwise, which is what a fake tensor (a subclass) gets. Only the ``add`` of two gradients of
+    ``shape`` (the tied output weight, read once per output chunk) outside grad mode is redirected."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class InplaceAccumulation(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if (
+                func is torch.ops.aten.add.Tensor
+                and not torch.is_grad_enabled()
+                and not kwargs
+                and len(args) == 2
+                and all(isinstance(t, torch.Tensor) and tuple(t.shape) == shape for t in args)
+            ):
+                return args[0].add_(args[1])
+            return func(*args, **kwargs)
+
+    return InplaceAccumulation()
+
+
 def _nf4_linear_without_swap() -> None:
     """``FrozenNF4Linear.__init__`` puts the NF4 weight in with ``torch.utils.swap_tensors``, which refuses a
     fake tensor (the fake mode holds a weak reference to it); this builds the same module, the bf16 weight
@@ -318,7 +343,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             optimizer = torch.optim.AdamW(trained, lr=3e-4, weight_decay=0.01, fused=not a.foreach)
             hooks.append(tracker.install_optimizer_hooks(optimizer))
         model.train()
-        with tracker:
+        weight = model.tok_embeddings.weight
+        inplace = _inplace_accumulation(torch, tuple(weight.shape)) if a.full and a.chunked else contextlib.nullcontext()
+        with tracker, inplace:
             for step in (1, 2):
                 tracker.set_phase("forward", step)
                 with offload:
