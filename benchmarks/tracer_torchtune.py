@@ -344,7 +344,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             hooks.append(tracker.install_optimizer_hooks(optimizer))
         model.train()
         weight = model.tok_embeddings.weight
-        inplace = _inplace_accumulation(torch, tuple(weight.shape)) if a.full and a.chunked else contextlib.nullcontext()
+        inplace = (
+            _inplace_accumulation(torch, tuple(weight.shape)) if a.full and a.chunked else contextlib.nullcontext()
+        )
         with tracker, inplace:
             for step in (1, 2):
                 tracker.set_phase("forward", step)
@@ -400,13 +402,17 @@ def regenerate(full: bool = False) -> None:
         entry = {"id": spec["name"], "command": f"python benchmarks/tracer_torchtune.py {command}"}
         out.append(entry | {"model": spec["model"], "workload": spec["workload"]} | res)
         print(f"{spec['name']}: {res['peak_bytes']:,} B ({res['peak_phase']})", file=sys.stderr)
-    recipe, builder = ("full_finetune_single_device", "llama3_2") if full else ("lora_finetune_single_device", "lora_llama3_2")
+    recipe, builder = (
+        ("full_finetune_single_device", "llama3_2") if full else ("lora_finetune_single_device", "lora_llama3_2")
+    )
     about = (
         "CPU tracer (shared/calibration/tracer) run through benchmarks/tracer_torchtune.py: exact "
         f"max_memory_allocated() of two steps of torchtune's {recipe} loop on torchtune's "
         f"own {builder} decoder (Llama-3.2-1B and -3B widths, 4 and 3 layers), H100 cuBLAS workspaces"
     )
-    (DATA_FULL if full else DATA).write_text(json.dumps({"about": about, "versions": found, "gpu": "h100", "cases": out}, indent=1) + "\n")
+    (DATA_FULL if full else DATA).write_text(
+        json.dumps({"about": about, "versions": found, "gpu": "h100", "cases": out}, indent=1) + "\n"
+    )
 
 
 def score(data: Path = DATA) -> None:

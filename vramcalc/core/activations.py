@@ -66,7 +66,9 @@ def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
 
     LayerNorm saves its input (the residual sum) and fp32 mean/rstd. HF's RMSNorm computes in fp32: it saves
     an fp32 copy of its input, the normalised tensor cast back (``e``), and rstd; under autocast the normalised
-    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there). On a
+    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there). Code
+    that multiplies the weight into the fp32 normalised tensor (``ModelCode.rmsnorm_normed_fp32``) keeps that one
+    in fp32 in pure precision too. On a
     PyTorch whose ``mean`` keeps its input (:func:`rmsnorm_square_bytes`), the squared input too."""
     h = shape.hidden
     if shape.norm is Norm.layernorm:
@@ -216,7 +218,8 @@ def attention_saved_bytes(
     SDPA flash / memory-efficient kernels save output + logsumexp (fp32, one per head and query); so does
     ``attention: flash``, at the width of the dtype its library runs in (:func:`kernel_bytes`).
     Eager attention saves softmax (and dropout) outputs over heads x seq_q x seq_kv, and K/V
-    repeated to all heads for GQA; its permuted context is copied before the output projection.
+    repeated to all heads for GQA; its permuted context is copied before the output projection. Code that
+    expands grouped K/V before SDPA (``ModelCode.kv_expanded``) has the fused kernels save them so too.
     """
     seq_q = q_tokens // tk.batch
     seq_kv = kv_tokens // tk.batch

@@ -1,6 +1,7 @@
 """How the code that runs a model allocates beyond what its shape says: :class:`ModelCode`, plain facts of
 one library release for one model family (transformers by release, litgpt's own model code), set on the
-model's shape by the stack modules (``vramcalc/stacks/transformers.py``, ``vramcalc/stacks/litgpt.py``) and
+model's shape by the stack modules (``vramcalc/stacks/transformers.py``, ``vramcalc/stacks/litgpt.py``,
+``vramcalc/stacks/torchtune.py`` for torchtune's decoder in training) and
 read by the activation and generation formulas.
 """
 

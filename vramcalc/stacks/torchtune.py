@@ -178,7 +178,9 @@ def check_training_keys(spec: Spec) -> None:
             )
         return
     if spec.parallel is not None:
-        raise SpecError("workload.runtime: torchtune's full fine-tuning across several GPUs (parallel:) is not modelled")
+        raise SpecError(
+            "workload.runtime: torchtune's full fine-tuning across several GPUs (parallel:) is not modelled"
+        )
     if (wl.versions or {}).get("transformers") is not None:
         raise SpecError("workload.versions.transformers: torchtune runs its own model code (runtime: torchtune)")
     if wl.attention is not Attention.sdpa:
@@ -228,6 +230,10 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
 def _check_trained_shape(shape: ModelShape) -> None:
     """What torchtune's decoder is modelled for in training: a dense rotary decoder with an LM head."""
     if shape.architecture is not Architecture.decoder or shape.mla is not None or shape.moe is not None:
-        raise SpecError("workload.runtime: torchtune's full fine-tuning is modelled for dense decoders (no experts, no MLA)")
+        raise SpecError(
+            "workload.runtime: torchtune's full fine-tuning is modelled for dense decoders (no experts, no MLA)"
+        )
     if shape.position is not Position.rotary or shape.head is not Head.lm:
-        raise SpecError("workload.runtime: torchtune's full fine-tuning is modelled for rotary decoders with an LM head")
+        raise SpecError(
+            "workload.runtime: torchtune's full fine-tuning is modelled for rotary decoders with an LM head"
+        )
