@@ -27,11 +27,17 @@ stand-in updates nothing and allocates nothing, as the CUDA kernel).
         --kv-heads 8 --ffn 8192 --vocab 128256 --batch 2 --seq 1024 --rank 64 --qlora --ac --chunked --json
     /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune.py --regenerate   # benchmarks/data/tracer_torchtune.json
     python benchmarks/tracer_torchtune.py --score                              # vramcalc against it (no torch)
+    /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune.py --regenerate-full  # tracer_torchtune_full.json
+    python benchmarks/tracer_torchtune.py --score-full
+
+``--full`` runs ``full_finetune_single_device`` instead (``llama3_2``, every parameter trained);
+``--optim-in-bwd`` its ``optimizer_in_bwd`` (one optimizer per parameter, ``register_optim_in_bwd_hooks``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import subprocess
@@ -42,6 +48,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 TRACER = HERE.parent.parent / "shared" / "calibration" / "tracer"
 DATA = HERE / "data" / "tracer_torchtune.json"
+DATA_FULL = HERE / "data" / "tracer_torchtune_full.json"
 
 #: The two model shapes: Llama-3.2-1B's and Llama-3.2-3B's widths (torchtune ``llama3_2_1b``/``llama3_2_3b``)
 #: with fewer layers (every NF4 weight's size a multiple of 64 x 256, as ``to_nf4`` asserts).
@@ -54,6 +61,7 @@ SHAPES = {
 ADAPTERS = {
     "qvo-mlp-r64": "--rank 64 --alpha 128 --attn q_proj,v_proj,output_proj --mlp",
     "qv-r8": "--rank 8 --alpha 16 --attn q_proj,v_proj",
+    "full": "--full",  # full fine-tuning (full_finetune_single_device): llama3_2, every parameter trained
 }
 #: The cases: (shape, adapter, the technique flags, batch x sequence).
 CASES = [
@@ -75,6 +83,22 @@ CASES = [
     )
 ]
 
+#: Full fine-tuning (``full_finetune_single_device.py`` with ``llama3_2``): the recipe's techniques, each
+#: alone and together, on both widths.
+FULL_CASES = [
+    (shape, "full", flags, 2, seq)
+    for shape in SHAPES
+    for flags, seq in (
+        ("", 1024),
+        ("--chunked", 1024),
+        ("--ac", 2048),
+        ("--ac --chunked", 2048),
+        ("--ac --chunked --offload", 2048),
+        ("--optim-in-bwd", 1024),
+        ("--optim-in-bwd --ac --chunked", 2048),
+    )
+]
+
 
 def _case_id(shape: str, adapter: str, flags: str, batch: int, seq: int) -> str:
     techniques = "-".join(f.lstrip("-") for f in flags.split()) or "plain"
@@ -93,8 +117,13 @@ def vramcalc_spec(shape: str, adapter: str, flags: str, batch: int, seq: int) ->
     workload: dict[str, Any] = {
         "mode": "train", "batch_size": batch, "seq_len": seq, "precision": "bf16", "optimizer": "adamw",
         "optimizer_impl": "fused", "attention": "sdpa",
-        "adapter": {"framework": "torchtune", "rank": a.rank, "alpha": a.alpha, "targets": targets},
     }  # fmt: skip
+    if a.full:
+        workload["runtime"] = "torchtune"
+    else:
+        workload["adapter"] = {"framework": "torchtune", "rank": a.rank, "alpha": a.alpha, "targets": targets}
+    if a.optim_in_bwd:
+        workload["optimizer_in_backward"] = True
     if a.qlora:
         workload["quantization"] = "nf4"
     if a.ac:
@@ -116,6 +145,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--qlora", action="store_true", help="quantize_base (torchao NF4Tensor)")
     p.add_argument("--full", action="store_true", help="full fine-tuning: llama3_2, every parameter trained")
     p.add_argument("--foreach", action="store_true", help="torch.optim.AdamW's default foreach step (else fused)")
+    p.add_argument("--optim-in-bwd", action="store_true", help="optimizer_in_bwd: one AdamW per parameter, in backward")
     p.add_argument("--ac", action="store_true", help="enable_activation_checkpointing")
     p.add_argument("--chunked", action="store_true", help="CEWithChunkedOutputLoss (else CrossEntropyLoss)")
     p.add_argument("--offload", action="store_true", help="enable_activation_offloading")
@@ -171,6 +201,30 @@ def _fused_adamw_stand_in(torch: Any) -> None:
             module._fused_adamw = fused
         if hasattr(module, "_fused_adam"):
             module._fused_adam = fused
+
+
+def _inplace_accumulation(torch: Any, shape: tuple[int, ...]) -> Any:
+    """A dispatch mode that sums the gradients of a weight read several times in place, as autograd does on a
+    GPU: ``InputBuffer::accumulate`` (torch/csrc/autograd/input_buffer.cpp) runs ``old_var.add_(var)`` when
+    the buffer holds the last reference to a dense tensor and ``var`` is no tensor subclass, and ``old_var +
+    var`` otherwise, which is what a fake tensor (a subclass) gets. Only the ``add`` of two gradients of
+    ``shape`` (the tied output weight, read once per output chunk) outside grad mode is redirected."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class InplaceAccumulation(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if (
+                func is torch.ops.aten.add.Tensor
+                and not torch.is_grad_enabled()
+                and not kwargs
+                and len(args) == 2
+                and all(isinstance(t, torch.Tensor) and tuple(t.shape) == shape for t in args)
+            ):
+                return args[0].add_(args[1])
+            return func(*args, **kwargs)
+
+    return InplaceAccumulation()
 
 
 def _nf4_linear_without_swap() -> None:
@@ -279,12 +333,21 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
             labels = torch.randint(0, a.vocab - 1, (a.batch, a.seq))
             ignore = torch.full((a.batch, 1), -100)
         trained = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trained, lr=3e-4, weight_decay=0.01, fused=not a.foreach)
         tracker = traced_cases.card_tracker(a.gpu, model, tokens, labels, ignore)
         hooks = [*tracker.install_module_hooks(model), *tracker.install_grad_hooks(model)]
-        hooks.append(tracker.install_optimizer_hooks(optimizer))
+        if a.optim_in_bwd:  # full_finetune_single_device._setup_optimizer: one optimizer per parameter
+            optim_dict = {p: torch.optim.AdamW([p], lr=3e-4, weight_decay=0.01, fused=not a.foreach) for p in trained}
+            training.register_optim_in_bwd_hooks(model=model, optim_dict=optim_dict)
+            optimizer = None
+        else:
+            optimizer = torch.optim.AdamW(trained, lr=3e-4, weight_decay=0.01, fused=not a.foreach)
+            hooks.append(tracker.install_optimizer_hooks(optimizer))
         model.train()
-        with tracker:
+        weight = model.tok_embeddings.weight
+        inplace = (
+            _inplace_accumulation(torch, tuple(weight.shape)) if a.full and a.chunked else contextlib.nullcontext()
+        )
+        with tracker, inplace:
             for step in (1, 2):
                 tracker.set_phase("forward", step)
                 with offload:
@@ -299,8 +362,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                 loss.backward()
                 del loss
                 tracker.set_phase("optimizer")
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                if optimizer is not None:
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
                 tracker.set_phase("idle")
         for hook in hooks:
             hook.remove()
@@ -325,10 +389,11 @@ def versions() -> dict[str, str]:
     return {name: version(name) for name in ("torch", "torchtune", "torchao")}
 
 
-def regenerate() -> None:
-    """Trace every case in its own process (fake CUDA must load before torch) and write DATA."""
+def regenerate(full: bool = False) -> None:
+    """Trace every case in its own process (fake CUDA must load before torch) and write DATA (the LoRA and
+    QLoRA cases) or, ``full``, DATA_FULL (the full fine-tuning cases)."""
     out, found = [], None
-    for shape, adapter, flags, batch, seq in CASES:
+    for shape, adapter, flags, batch, seq in FULL_CASES if full else CASES:
         command = f"{SHAPES[shape]} {ADAPTERS[adapter]} {flags} --batch {batch} --seq {seq}"
         argv = [sys.executable, str(HERE / "tracer_torchtune.py"), *shlex.split(command), "--json"]
         res = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
@@ -337,12 +402,17 @@ def regenerate() -> None:
         entry = {"id": spec["name"], "command": f"python benchmarks/tracer_torchtune.py {command}"}
         out.append(entry | {"model": spec["model"], "workload": spec["workload"]} | res)
         print(f"{spec['name']}: {res['peak_bytes']:,} B ({res['peak_phase']})", file=sys.stderr)
+    recipe, builder = (
+        ("full_finetune_single_device", "llama3_2") if full else ("lora_finetune_single_device", "lora_llama3_2")
+    )
     about = (
         "CPU tracer (shared/calibration/tracer) run through benchmarks/tracer_torchtune.py: exact "
-        "max_memory_allocated() of two steps of torchtune's lora_finetune_single_device loop on torchtune's "
-        "own lora_llama3_2 decoder (Llama-3.2-1B and -3B widths, 4 and 3 layers), H100 cuBLAS workspaces"
+        f"max_memory_allocated() of two steps of torchtune's {recipe} loop on torchtune's "
+        f"own {builder} decoder (Llama-3.2-1B and -3B widths, 4 and 3 layers), H100 cuBLAS workspaces"
     )
-    DATA.write_text(json.dumps({"about": about, "versions": found, "gpu": "h100", "cases": out}, indent=1) + "\n")
+    (DATA_FULL if full else DATA).write_text(
+        json.dumps({"about": about, "versions": found, "gpu": "h100", "cases": out}, indent=1) + "\n"
+    )
 
 
 def score(data: Path = DATA) -> None:
@@ -363,7 +433,12 @@ def score(data: Path = DATA) -> None:
 
 def main(argv: list[str]) -> None:
     """``--regenerate``, ``--score``, or one traced case (its flags)."""
-    modes = {"--regenerate": regenerate, "--score": score}
+    modes = {
+        "--regenerate": regenerate,
+        "--score": score,
+        "--regenerate-full": lambda: regenerate(full=True),
+        "--score-full": lambda: score(DATA_FULL),
+    }
     if len(argv) == 1 and argv[0] in modes:
         modes[argv[0]]()
         return

@@ -66,13 +66,16 @@ def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
 
     LayerNorm saves its input (the residual sum) and fp32 mean/rstd. HF's RMSNorm computes in fp32: it saves
     an fp32 copy of its input, the normalised tensor cast back (``e``), and rstd; under autocast the normalised
-    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there). On a
+    tensor stays fp32 and the output is not saved (each linear saves its own 16-bit copy, counted there). Code
+    that multiplies the weight into the fp32 normalised tensor (``ModelCode.rmsnorm_normed_fp32``) keeps that one
+    in fp32 in pure precision too. On a
     PyTorch whose ``mean`` keeps its input (:func:`rmsnorm_square_bytes`), the squared input too."""
     h = shape.hidden
     if shape.norm is Norm.layernorm:
         per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
     else:
-        per_token = h * FP32 + RMSNORM_STATS + (h * FP32 if dt.amp else 2 * h * dt.compute)
+        normed = FP32 if dt.amp or shape.code.rmsnorm_normed_fp32 else dt.compute
+        per_token = h * FP32 + RMSNORM_STATS + h * normed + (0 if dt.amp else h * dt.compute)
         per_token += t5.norm_input_bytes(shape, dt.residual) + rmsnorm_square_bytes(shape, dt)
     return n_tokens * per_token
 
@@ -215,13 +218,15 @@ def attention_saved_bytes(
     SDPA flash / memory-efficient kernels save output + logsumexp (fp32, one per head and query); so does
     ``attention: flash``, at the width of the dtype its library runs in (:func:`kernel_bytes`).
     Eager attention saves softmax (and dropout) outputs over heads x seq_q x seq_kv, and K/V
-    repeated to all heads for GQA; its permuted context is copied before the output projection.
+    repeated to all heads for GQA; its permuted context is copied before the output projection. Code that
+    expands grouped K/V before SDPA (``ModelCode.kv_expanded``) has the fused kernels save them so too.
     """
     seq_q = q_tokens // tk.batch
     seq_kv = kv_tokens // tk.batch
     kernel = attention_kernel(shape, dt, attention)
     k = kernel_bytes(shape, dt, attention)
-    kv_width = shape.kv_width if kernel in ("flash", "efficient") else shape.q_width
+    fused = kernel in ("flash", "efficient") and not (shape.code.kv_expanded and not cross)
+    kv_width = shape.kv_width if fused else shape.q_width
     qkv = (q_tokens * shape.q_width + 2 * kv_tokens * kv_width) * k
     if cross:
         copies = input_copy_bytes(q_tokens, shape.hidden, 1, dt) + input_copy_bytes(kv_tokens, shape.hidden, 2, dt)

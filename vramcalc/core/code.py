@@ -1,6 +1,7 @@
 """How the code that runs a model allocates beyond what its shape says: :class:`ModelCode`, plain facts of
 one library release for one model family (transformers by release, litgpt's own model code), set on the
-model's shape by the stack modules (``vramcalc/stacks/transformers.py``, ``vramcalc/stacks/litgpt.py``) and
+model's shape by the stack modules (``vramcalc/stacks/transformers.py``, ``vramcalc/stacks/litgpt.py``,
+``vramcalc/stacks/torchtune.py`` for torchtune's decoder in training) and
 read by the activation and generation formulas.
 """
 
@@ -72,6 +73,12 @@ class ModelCode:
     #: ``x * x``), or in fp32 with ``rmsnorm_square_fp32`` (transformers squares its fp32 copy of the input).
     rmsnorm_square_saved: bool = False
     rmsnorm_square_fp32: bool = False
+    #: SDPA receives K and V expanded to every query head (copies of grouped K/V), which its kernel saves in
+    #: place of the grouped ones.
+    kv_expanded: bool = False
+    #: RMSNorm runs on an fp32 copy of its input with the weight multiplied in fp32: it keeps the fp32
+    #: normalised tensor (the weight's gradient reads it) where a 16-bit one is kept otherwise (pure precision).
+    rmsnorm_normed_fp32: bool = False
     #: The fused kernel of ``attention: flash`` (None: that attention is not asked for).
     flash: FusedAttention | None = None
 

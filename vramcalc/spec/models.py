@@ -455,6 +455,8 @@ class Workload(SpecSection):
         serving = ("memory_utilization", "max_model_len", "max_num_batched_tokens", "max_num_seqs")
         if self.mode is Mode.train:
             given = [key for key in (*llm_keys, *serving, *LLAMACPP_KEYS) if getattr(self, key) is not None]
+            if self.runtime is Runtime.torchtune:  # torchtune's own model code trains too (stacks/torchtune.py)
+                given.remove("runtime")
             if given:
                 raise ValueError(f"{given[0]}: only valid with mode: inference")
         elif self.adapter is not None:

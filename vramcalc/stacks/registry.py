@@ -213,7 +213,7 @@ LIBRARIES: tuple[Library, ...] = (
         keys_checked=lambda wl: wl.runtime is Runtime.gpt_fast,
     ),
     Library(
-        "torchtune's generate",
+        "torchtune's generate and full fine-tuning",
         "vramcalc.stacks.torchtune",
         ("runtime", "max_cache_len"),
         _serves(Runtime.torchtune),
@@ -377,6 +377,10 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
 
         shape, _, notes = litgpt.model_code(workload, shape)
         return shape, notes
+    if workload.runtime is Runtime.torchtune and workload.mode is Mode.train and workload.adapter is None:
+        from vramcalc.stacks import torchtune
+
+        return torchtune.model_code(spec, workload, shape)
     from vramcalc.stacks import flash_attn, transformers
 
     code, notes = transformers.model_code(spec, workload, shape)

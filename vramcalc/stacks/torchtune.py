@@ -29,6 +29,33 @@ not rounded; ``workload.max_cache_len`` gives a longer one (``TransformerDecoder
   last step keeps ``new tokens - 1`` rows of ``vocab`` fp32 values per sequence and builds ``new tokens`` rows
   beside them. The recipe throws them away after ``generate`` returns; they are alive until then.
 
+Full fine-tuning (``runtime: torchtune`` with ``mode: train``; ``recipes/full_finetune_single_device.py``, the
+model built by ``torchtune/models/llama3_2/_component_builders.py`` ``llama3_2``; traced:
+``benchmarks/tracer_torchtune.py --full``, ``benchmarks/data/tracer_torchtune_full.json``) trains torchtune's own
+decoder, whose code keeps other tensors than transformers' (:func:`model_code`, facts handed to the shared
+activation formulas):
+
+* ``MultiHeadAttention.forward`` (``modules/attention.py``) expands grouped K and V to every query head
+  (``k.unsqueeze(2).expand(expand_shape).flatten(1, 2)``: a copy) before ``F.scaled_dot_product_attention``,
+  so the kernel saves K and V at the query heads' width; the grouped K and V are read by the copy only (which
+  saves nothing) and are freed;
+* ``RMSNorm.forward`` (``modules/rms_norm.py``) is ``F.rms_norm(x.float(), ..., weight=self.scale,
+  eps=self.eps).to(x.dtype)``: the fp32 input copy, the fp32 normalised tensor the weight's multiply keeps, the
+  fp32 statistics, and the 16-bit output the next linear keeps;
+* ``RotaryPositionalEmbeddings.forward`` (``modules/position_embeddings.py``) computes in fp32 (``x.float()``)
+  and returns ``x_out.type_as(x)``: its fp32 products multiply the cache, which needs no gradient, so only the
+  16-bit rotated Q is saved (by SDPA) and the rotated K is read by the expansion; the fp32 copies are
+  momentary;
+* the model's RoPE cache, fp32 over the builder's ``max_seq_len`` (131,072 positions for Llama 3.1 to 3.3:
+  ``model.max_position_embeddings``), counted with the parameters
+  (:func:`vramcalc.stacks.torchtune_lora.rope_cache_bytes`, as under torchtune's LoRA recipe).
+
+The recipe's techniques (``enable_activation_checkpointing``, ``enable_activation_offloading``,
+``optimizer_in_bwd``, ``CEWithChunkedOutputLoss``) are those of :mod:`vramcalc.stacks.techniques`; the recipe
+deletes the logits before backward (``del logits``). Refused with one line: ``compile`` (its compiled layers are
+modelled for the LoRA recipe only), an adapter of another framework, quantized weights, another precision than
+bf16, several GPUs, other models than dense rotary decoders.
+
 Not counted: the momentary ``torch.ones`` beside ``masks`` while ``tril`` builds it (before the prefill), the
 int32 token tensors (``generated_tokens``, ``stop_token_mask``), sampling's row-sized temporaries, the fp32 copies
 of q and k inside the rotary embedding, and whatever SDPA's kernel makes of a boolean mask. The generation is
@@ -37,12 +64,16 @@ modelled to its ``max_new_tokens`` (no stop token reached earlier).
 
 from __future__ import annotations
 
-from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position
+from dataclasses import replace
+
+from vramcalc.choices import Architecture, Attention, CrossEntropy, Head, KvCacheDtype, Mode, Norm, Position
+from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context, refuse_paged_serving_keys
 from vramcalc.llm.kvcache import self_attention_layers
-from vramcalc.spec.models import Spec
+from vramcalc.spec.models import ModelSpec, Spec, Workload
+from vramcalc.stacks import torchtune_lora
 from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import FP32, allocation_bytes
 
@@ -55,6 +86,9 @@ def check_keys(spec: Spec) -> None:
     recipe's dtype, the model's own weights (its torchao quantizers are not modelled), no adapter, no
     transformers release, a cache that holds the context."""
     wl = spec.workload
+    if wl.mode is Mode.train:
+        check_training_keys(spec)
+        return
     reason = one_gpu_only(wl)
     if spec.parallel is not None and reason is not None:
         raise SpecError(reason)
@@ -129,3 +163,77 @@ def static_cache(spec: Spec, shape: ModelShape) -> StaticCache:
         kept_steps=tuple(steps),
         note=note,
     )
+
+
+def check_training_keys(spec: Spec) -> None:
+    """torchtune's fine-tuning recipes (``runtime: torchtune``, ``mode: train``), refused with one line naming
+    the key: its LoRA recipe with ``adapter.framework: torchtune`` (checked there), else full fine-tuning of
+    a dense decoder in bf16 on one GPU, with SDPA, not compiled, not quantized."""
+    wl = spec.workload
+    if wl.adapter is not None:
+        if wl.adapter.framework != "torchtune":
+            raise SpecError(
+                f"workload.adapter.framework: {wl.adapter.framework} with runtime: torchtune; torchtune's LoRA "
+                "recipe is adapter.framework: torchtune"
+            )
+        return
+    if spec.parallel is not None:
+        raise SpecError(
+            "workload.runtime: torchtune's full fine-tuning across several GPUs (parallel:) is not modelled"
+        )
+    if (wl.versions or {}).get("transformers") is not None:
+        raise SpecError("workload.versions.transformers: torchtune runs its own model code (runtime: torchtune)")
+    if wl.attention is not Attention.sdpa:
+        raise SpecError(f"workload.attention: torchtune calls scaled_dot_product_attention (got {wl.attention.value})")
+    if wl.precision.value != "bf16":
+        raise SpecError(f"workload.precision: {wl.precision.value} with runtime: torchtune is not modelled (bf16)")
+    if wl.quantization is not None:
+        raise SpecError("workload.quantization: torchtune's full fine-tuning trains unquantized weights")
+    if wl.compile:
+        raise SpecError(
+            "workload.compile: torchtune's full fine-tuning compiled is not modelled (runtime: torchtune; its "
+            "compiled layers are modelled for adapter.framework: torchtune)"
+        )
+    if wl.keep_outputs:
+        raise SpecError("workload.keep_outputs: torchtune's recipe deletes the logits before backward")
+    if wl.cross_entropy not in (CrossEntropy.standard, CrossEntropy.chunked):
+        raise SpecError(f"workload.cross_entropy: {wl.cross_entropy.value} is not a torchtune loss (standard, chunked)")
+    if spec.model.architecture not in (None, Architecture.decoder) or spec.model.experts is not None:
+        raise SpecError("workload.runtime: torchtune's full fine-tuning is modelled for dense decoder models")
+
+
+def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelShape, list[str]]:
+    """The shape as torchtune's own decoder runs it in training (module docstring): K and V expanded to every
+    query head before SDPA, RMSNorm's fp32 normalised tensor kept, the fp32 RoPE cache with the parameters,
+    and a note."""
+    _check_trained_shape(shape)
+    positions = spec.max_position_embeddings or workload.seq_len or 0
+    code = ModelCode(
+        release="torchtune",
+        kv_expanded=shape.kv_heads < shape.heads,
+        rmsnorm_normed_fp32=shape.norm is Norm.rmsnorm,
+        buffer_bytes=torchtune_lora.rope_cache_bytes(shape, positions),
+    )
+    note = (
+        "runtime torchtune: torchtune's own decoder (K and V expanded to every query head before SDPA, RMSNorm "
+        f"in fp32, a float32 RoPE cache of {positions:,} positions)"
+    )
+    notes = [note]
+    if spec.max_position_embeddings is None:
+        notes.append(
+            "model.max_position_embeddings not given: torchtune's RoPE cache counted for seq_len positions "
+            "(its builders use the model's max_seq_len)"
+        )
+    return replace(shape, code=code), notes
+
+
+def _check_trained_shape(shape: ModelShape) -> None:
+    """What torchtune's decoder is modelled for in training: a dense rotary decoder with an LM head."""
+    if shape.architecture is not Architecture.decoder or shape.mla is not None or shape.moe is not None:
+        raise SpecError(
+            "workload.runtime: torchtune's full fine-tuning is modelled for dense decoders (no experts, no MLA)"
+        )
+    if shape.position is not Position.rotary or shape.head is not Head.lm:
+        raise SpecError(
+            "workload.runtime: torchtune's full fine-tuning is modelled for rotary decoders with an LM head"
+        )
