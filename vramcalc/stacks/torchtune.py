@@ -52,9 +52,19 @@ activation formulas):
 
 The recipe's techniques (``enable_activation_checkpointing``, ``enable_activation_offloading``,
 ``optimizer_in_bwd``, ``CEWithChunkedOutputLoss``) are those of :mod:`vramcalc.stacks.techniques`; the recipe
-deletes the logits before backward (``del logits``). Refused with one line: ``compile`` (its compiled layers are
-modelled for the LoRA recipe only), an adapter of another framework, quantized weights, another precision than
-bf16, several GPUs, other models than dense rotary decoders.
+deletes the logits before backward (``del logits``). ``compile: True`` (``torchtune/training/_compile.py``
+``compile_model``: each ``TransformerSelfAttentionLayer`` compiled before checkpointing wraps it; ``compile_loss``:
+the chunked loss's ``compute_cross_entropy``) keeps per layer what inductor's partitioner keeps when every weight
+trains (:data:`vramcalc.stacks.torchtune_lora.TORCHTUNE_LAYER`, the set the LoRA recipe's compiled layer keeps
+with an adapted MLP, less the adapters' outputs; traced: ``benchmarks/tracer_torchtune_compile.py --full``,
+``benchmarks/data/tracer_torchtune_compile.json``): the layer's input, each RMSNorm's 16-bit output and fp32
+statistics (the fp32 copies of ``x.float()`` are fused away), Q after the rotary embedding, K and V expanded to
+every query head, the attention output, logsumexp and RNG state, the output projection's output, one MLP
+up-projection output and the product ``w2`` reads, one more hidden-wide matmul output. Refused with one line:
+``compile`` with ``optimizer_in_backward`` (the traced step holds less than the eager rules count; not
+understood yet), ``compile`` with the plain ``CrossEntropyLoss`` (``compile_loss`` compiles it whole), an adapter of another
+framework, quantized weights, another precision than bf16, several GPUs, other models than dense rotary
+decoders.
 
 Not counted: the momentary ``torch.ones`` beside ``masks`` while ``tril`` builds it (before the prefill), the
 int32 token tensors (``generated_tokens``, ``stop_token_mask``), sampling's row-sized temporaries, the fp32 copies
@@ -194,6 +204,11 @@ def check_training_keys(spec: Spec) -> None:
         raise SpecError(
             "workload.compile with runtime: torchtune is modelled with cross_entropy: chunked (compile_loss "
             "compiles a plain CrossEntropyLoss whole, not modelled)"
+        )
+    if wl.compile and wl.optimizer_in_backward:
+        raise SpecError(
+            "workload.compile with runtime: torchtune is not modelled with optimizer_in_backward (its compiled "
+            "layers' gradients with the per-parameter optimizers are not verified)"
         )
     if wl.keep_outputs:
         raise SpecError("workload.keep_outputs: torchtune's recipe deletes the logits before backward")

@@ -45,7 +45,10 @@
   and K and V expanded to every query head (``MultiHeadAttention.forward`` expands grouped K/V before SDPA),
   the attention output, logsumexp and RNG state, one residual-stream tensor and one h-wide matmul output, the
   second norm's statistics; with adapters on the MLP the second norm's output, one MLP matmul output and the
-  product (w2's input), without them one MLP matmul output (:func:`compiled_block_bytes`). The first layer's
+  product (w2's input), without them one MLP matmul output (:func:`compiled_block_bytes`): the set a layer keeps
+  whose every weight trains (:data:`TORCHTUNE_LAYER`, full fine-tuning under ``runtime: torchtune``: the norm
+  outputs and the product are what the weight gradients read, the second h-wide matmul output is kept as in the
+  LoRA layer) with each ``lora_a``'s output, less what a frozen MLP does not need. The first layer's
   input needs no gradient (the embedding is frozen): it keeps neither its input nor its first norm's
   statistics. Under QLoRA, ``linear_nf4``'s ``weight.to(dtype)`` is traced into the graph as plain ops on the
   ``NF4Tensor``'s inner tensors (AOTAutograd flattens the subclass, ``NF4Tensor.__tensor_flatten__``): its
