@@ -22,7 +22,12 @@ one reported.
         --kv-heads 8 --ffn 8192 --vocab 128256 --batch 1 --seq 1024 --rank 64 --alpha 128 \\
         --attn q_proj,v_proj,output_proj --mlp --qlora --chunked --json
     /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune_compile.py --regenerate  # tracer_torchtune_compile.json
+    /tmp/tracer-venv/bin/python benchmarks/tracer_torchtune_compile.py --regenerate-full  # its full fine-tuning cases
     python benchmarks/tracer_torchtune_compile.py --score                            # vramcalc against it (no torch)
+
+``--full`` (tracer_torchtune.py's flag) runs ``full_finetune_single_device`` on ``llama3_2`` instead, every
+parameter trained, each ``TransformerSelfAttentionLayer`` compiled as above; ``--optim-in-bwd`` its
+``optimizer_in_bwd``.
 """
 
 from __future__ import annotations
@@ -50,6 +55,16 @@ CASES = [
     ("1b", "qvo-mlp-r64", "--qlora --ac --chunked --offload", 2, 1024),
     ("1b", "qv-r8", "--ac --chunked", 1, 1024),
     ("1b", "qvo-mlp-r64", "--qlora --chunked", 1, 256),  # short: the weights and their dequantization dominate
+]
+#: Full fine-tuning (``full_finetune_single_device`` with ``llama3_2``, every parameter trained), compiled.
+FULL_CASES = [
+    ("1b", "full", "--chunked", 2, 1024),
+    ("1b", "full", "--ac --chunked", 2, 2048),
+    ("1b", "full", "--ac --chunked --offload", 2, 2048),
+    ("1b", "full", "--optim-in-bwd --chunked", 2, 1024),
+    ("3b", "full", "--chunked", 2, 1024),
+    ("3b", "full", "--ac --chunked", 2, 2048),
+    ("3b", "full", "--optim-in-bwd --ac --chunked", 2, 2048),
 ]
 
 
@@ -117,16 +132,20 @@ def run(argv: list[str]) -> dict[str, Any]:
     import torchtune.models.llama3_2._component_builders as builders
 
     builders.lora_llama3_2 = _compiling_builder(builders.lora_llama3_2)
+    builders.llama3_2 = _compiling_builder(builders.llama3_2)  # --full: full_finetune_single_device's model
     _compiled_losses()
     result = tracer_torchtune.run(a)
     result["compiled"] = json.loads(json.dumps(tracer_compile.MEASURED))
     return result
 
 
-def regenerate() -> None:
-    """Trace every case in its own process and write DATA."""
+def regenerate(full_only: bool = False) -> None:
+    """Trace every case in its own process and write DATA; ``full_only``, the full fine-tuning cases alone,
+    the stored LoRA cases kept."""
     out, found = [], None
-    for shape, adapter, flags, batch, seq in CASES:
+    if full_only:
+        out = [c for c in json.loads(DATA.read_text(encoding="utf-8"))["cases"] if "adapter" in c["workload"]]
+    for shape, adapter, flags, batch, seq in FULL_CASES if full_only else CASES + FULL_CASES:
         command = (
             f"{tracer_torchtune.SHAPES[shape]} {tracer_torchtune.ADAPTERS[adapter]} {flags} --batch {batch} --seq {seq}"
         )
@@ -144,7 +163,8 @@ def regenerate() -> None:
         "max_memory_allocated() of the second step of torchtune's lora_finetune_single_device loop with "
         "compile=True (each TransformerSelfAttentionLayer and the loss through AOTAutograd with inductor's "
         "decompositions and partitioner, fusion emulated) on torchtune's own lora_llama3_2 decoder "
-        "(Llama-3.2-1B widths, 4 layers), H100 cuBLAS workspaces"
+        "(Llama-3.2-1B widths, 4 layers), and of full_finetune_single_device's loop so on llama3_2 (Llama-3.2-1B "
+        "and -3B widths, 4 and 3 layers), H100 cuBLAS workspaces"
     )
     DATA.write_text(json.dumps({"about": about, "versions": found, "gpu": "h100", "cases": out}, indent=1) + "\n")
 
@@ -156,7 +176,7 @@ def score() -> None:
 
 def main(argv: list[str]) -> None:
     """``--regenerate``, ``--score``, or one traced case (tracer_torchtune.py's flags)."""
-    modes = {"--regenerate": regenerate, "--score": score}
+    modes = {"--regenerate": regenerate, "--regenerate-full": lambda: regenerate(full_only=True), "--score": score}
     if len(argv) == 1 and argv[0] in modes:
         modes[argv[0]]()
         return

@@ -55,6 +55,10 @@ class CompiledBlock:
     #: saved tensors are (the same bytes as autocast's weight-cast cache), not held by the cache: a checkpointed
     #: block's forward keeps none of them.
     weight_casts_in_graph: bool = False
+    #: How many of the MLP's up-projection outputs are kept where the partitioner keeps fewer than every one
+    #: (None: ``mlp_matmul_outputs`` says), and how many further hidden-wide matmul outputs it keeps.
+    mlp_up_outputs: int | None = None
+    hidden_matmul_outputs: int = 0
 
 
 def compiled_layer_saved_bytes(
@@ -70,9 +74,12 @@ def compiled_layer_saved_bytes(
     per_token += shape.norms_per_layer * ((h * c if block.norm_output else 0) + (stats if block.norm_stats else 0))
     per_token += h * c if block.projection_output else 0
     k = act.kernel_bytes(shape, dt, attention)
-    per_token += (2 * shape.q_width + 2 * shape.kv_width) * k  # Q, K, V and the output
+    kv = shape.q_width if shape.code.kv_expanded else shape.kv_width  # K and V as the kernel reads them
+    per_token += (2 * shape.q_width + 2 * kv) * k  # Q, K, V and the output
     n_up = 2 if shape.gated else 1
-    per_token += shape.ffn * c * ((n_up if block.mlp_matmul_outputs else 0) + int(block.mlp_activation_output))
+    ups = block.mlp_up_outputs if block.mlp_up_outputs is not None else n_up if block.mlp_matmul_outputs else 0
+    per_token += shape.ffn * c * (ups + int(block.mlp_activation_output))
+    per_token += block.hidden_matmul_outputs * h * c
     if shape.dropout > 0:
         per_token += 2 * h * block.dropout_mask_bytes
     logsumexp = tk.batch * shape.heads * tk.seq * act.FP32

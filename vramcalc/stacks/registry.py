@@ -216,7 +216,8 @@ LIBRARIES: tuple[Library, ...] = (
         "torchtune's generate and full fine-tuning",
         "vramcalc.stacks.torchtune",
         ("runtime", "max_cache_len"),
-        _serves(Runtime.torchtune),
+        lambda wl: wl.runtime is Runtime.torchtune,
+        refines=True,
         keys_checked=lambda wl: wl.runtime is Runtime.torchtune,
     ),
     Library(

@@ -52,9 +52,19 @@ activation formulas):
 
 The recipe's techniques (``enable_activation_checkpointing``, ``enable_activation_offloading``,
 ``optimizer_in_bwd``, ``CEWithChunkedOutputLoss``) are those of :mod:`vramcalc.stacks.techniques`; the recipe
-deletes the logits before backward (``del logits``). Refused with one line: ``compile`` (its compiled layers are
-modelled for the LoRA recipe only), an adapter of another framework, quantized weights, another precision than
-bf16, several GPUs, other models than dense rotary decoders.
+deletes the logits before backward (``del logits``). ``compile: True`` (``torchtune/training/_compile.py``
+``compile_model``: each ``TransformerSelfAttentionLayer`` compiled before checkpointing wraps it; ``compile_loss``:
+the chunked loss's ``compute_cross_entropy``) keeps per layer what inductor's partitioner keeps when every weight
+trains (:data:`vramcalc.stacks.torchtune_lora.TORCHTUNE_LAYER`, the set the LoRA recipe's compiled layer keeps
+with an adapted MLP, less the adapters' outputs; traced: ``benchmarks/tracer_torchtune_compile.py --full``,
+``benchmarks/data/tracer_torchtune_compile.json``): the layer's input, each RMSNorm's 16-bit output and fp32
+statistics (the fp32 copies of ``x.float()`` are fused away), Q after the rotary embedding, K and V expanded to
+every query head, the attention output, logsumexp and RNG state, the output projection's output, one MLP
+up-projection output and the product ``w2`` reads, one more hidden-wide matmul output. Refused with one line:
+``compile`` with ``optimizer_in_backward`` (the traced step holds less than the eager rules count; not
+understood yet), ``compile`` with the plain ``CrossEntropyLoss`` (``compile_loss`` compiles it whole), an adapter of another
+framework, quantized weights, another precision than bf16, several GPUs, other models than dense rotary
+decoders.
 
 Not counted: the momentary ``torch.ones`` beside ``masks`` while ``tril`` builds it (before the prefill), the
 int32 token tensors (``generated_tokens``, ``stop_token_mask``), sampling's row-sized temporaries, the fp32 copies
@@ -69,11 +79,12 @@ from dataclasses import replace
 from vramcalc.choices import Architecture, Attention, CrossEntropy, Head, KvCacheDtype, Mode, Norm, Position
 from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
+from vramcalc.core.stack import Stack
 from vramcalc.errors import SpecError
 from vramcalc.llm.generation import StaticCache, check_cache_len, prompt_and_context, refuse_paged_serving_keys
 from vramcalc.llm.kvcache import self_attention_layers
 from vramcalc.spec.models import ModelSpec, Spec, Workload
-from vramcalc.stacks import torchtune_lora
+from vramcalc.stacks import inductor, torchtune_lora
 from vramcalc.stacks.techniques import one_gpu_only
 from vramcalc.units import FP32, allocation_bytes
 
@@ -168,7 +179,7 @@ def static_cache(spec: Spec, shape: ModelShape) -> StaticCache:
 def check_training_keys(spec: Spec) -> None:
     """torchtune's fine-tuning recipes (``runtime: torchtune``, ``mode: train``), refused with one line naming
     the key: its LoRA recipe with ``adapter.framework: torchtune`` (checked there), else full fine-tuning of
-    a dense decoder in bf16 on one GPU, with SDPA, not compiled, not quantized."""
+    a dense decoder in bf16 on one GPU, with SDPA, not quantized, compiled with its chunked loss only."""
     wl = spec.workload
     if wl.adapter is not None:
         if wl.adapter.framework != "torchtune":
@@ -189,10 +200,15 @@ def check_training_keys(spec: Spec) -> None:
         raise SpecError(f"workload.precision: {wl.precision.value} with runtime: torchtune is not modelled (bf16)")
     if wl.quantization is not None:
         raise SpecError("workload.quantization: torchtune's full fine-tuning trains unquantized weights")
-    if wl.compile:
+    if wl.compile and wl.cross_entropy is not CrossEntropy.chunked:
         raise SpecError(
-            "workload.compile: torchtune's full fine-tuning compiled is not modelled (runtime: torchtune; its "
-            "compiled layers are modelled for adapter.framework: torchtune)"
+            "workload.compile with runtime: torchtune is modelled with cross_entropy: chunked (compile_loss "
+            "compiles a plain CrossEntropyLoss whole, not modelled)"
+        )
+    if wl.compile and wl.optimizer_in_backward:
+        raise SpecError(
+            "workload.compile with runtime: torchtune is not modelled with optimizer_in_backward (its compiled "
+            "layers' gradients with the per-parameter optimizers are not verified)"
         )
     if wl.keep_outputs:
         raise SpecError("workload.keep_outputs: torchtune's recipe deletes the logits before backward")
@@ -237,3 +253,21 @@ def _check_trained_shape(shape: ModelShape) -> None:
         raise SpecError(
             "workload.runtime: torchtune's full fine-tuning is modelled for rotary decoders with an LM head"
         )
+
+
+#: The note on a compiled torchtune decoder in full fine-tuning, in place of the generic compiled block's.
+COMPILE_NOTE = (
+    "compile: each torchtune layer compiled by torch.compile with inductor's default partitioner "
+    "(min_cut_rematerialization_partition, PyTorch 2.13): a layer keeps its input, norm outputs and statistics, Q, "
+    "K and V expanded to every query head, the attention output, one MLP up-projection output and the product w2 "
+    "reads, two hidden-wide matmul outputs; pointwise temporaries fused away; embedding and output layer eager"
+)
+
+
+def refine(stack: Stack, workload: Workload) -> Stack:
+    """Full fine-tuning compiled (``compile_model``): each layer keeps what inductor's partitioner keeps of
+    torchtune's layer (:data:`vramcalc.stacks.torchtune_lora.TORCHTUNE_LAYER`), with its note."""
+    if not (workload.compile and workload.mode is Mode.train and workload.adapter is None):
+        return stack
+    notes = tuple(n for n in stack.workload_notes if n != inductor.NOTE)
+    return replace(stack, compiled_block=torchtune_lora.TORCHTUNE_LAYER, workload_notes=(*notes, COMPILE_NOTE))

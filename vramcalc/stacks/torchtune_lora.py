@@ -45,7 +45,10 @@
   and K and V expanded to every query head (``MultiHeadAttention.forward`` expands grouped K/V before SDPA),
   the attention output, logsumexp and RNG state, one residual-stream tensor and one h-wide matmul output, the
   second norm's statistics; with adapters on the MLP the second norm's output, one MLP matmul output and the
-  product (w2's input), without them one MLP matmul output (:func:`compiled_block_bytes`). The first layer's
+  product (w2's input), without them one MLP matmul output (:func:`compiled_block_bytes`): the set a layer keeps
+  whose every weight trains (:data:`TORCHTUNE_LAYER`, full fine-tuning under ``runtime: torchtune``: the norm
+  outputs and the product are what the weight gradients read, the second h-wide matmul output is kept as in the
+  LoRA layer) with each ``lora_a``'s output, less what a frozen MLP does not need. The first layer's
   input needs no gradient (the embedding is frozen): it keeps neither its input nor its first norm's
   statistics. Under QLoRA, ``linear_nf4``'s ``weight.to(dtype)`` is traced into the graph as plain ops on the
   ``NF4Tensor``'s inner tensors (AOTAutograd flattens the subclass, ``NF4Tensor.__tensor_flatten__``): its
@@ -61,14 +64,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import Architecture, Checkpointing, CrossEntropy, Position, QuantMethod
+from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Position, QuantMethod
 from vramcalc.core import activations as act
+from vramcalc.core import compiled
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import adapters, quantization
 from vramcalc.llm.quantization import Matrix, QuantLayout
 from vramcalc.spec.llm import QuantizationSpec
 from vramcalc.spec.models import Spec, Workload
+from vramcalc.stacks.inductor import INDUCTOR_BLOCK
 from vramcalc.units import FP32, allocation_bytes, ceil_div
 
 #: ``to_nf4``'s defaults, which torchtune's ``LoRALinear`` and ``FrozenNF4Linear`` use.
@@ -80,6 +85,11 @@ NF4_VALUES = 16
 INT64 = 8
 #: ``OffloadActivations(max_fwd_stash_size=5)``: the last tensors offloaded stay until their copy is done.
 FWD_STASH = 5
+#: What inductor's partitioner keeps of a compiled ``TransformerSelfAttentionLayer`` whose weights all train
+#: (module docstring): the block input, each norm's output and statistics, Q and K/V, the attention output, its
+#: output projection's output, one MLP up-projection output and the product w2 reads, one more hidden-wide
+#: matmul output.
+TORCHTUNE_LAYER = replace(INDUCTOR_BLOCK, mlp_up_outputs=1, hidden_matmul_outputs=1)
 
 
 def uses_torchtune(wl: Workload) -> bool:
@@ -199,19 +209,25 @@ def loop_loss(loss: act.LossBytes, wl: Workload) -> act.LossBytes:
     return replace(loss, backward_temporaries=0)
 
 
+def trained_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
+    """What one compiled ``TransformerSelfAttentionLayer`` keeps when its input and every activation a weight
+    gradient reads are needed (:data:`TORCHTUNE_LAYER`, K and V expanded to every query head)."""
+    expanded = replace(shape, code=replace(shape.code, kv_expanded=shape.kv_heads < shape.heads))
+    return compiled.compiled_layer_saved_bytes(expanded, tk, dt, Attention.sdpa, TORCHTUNE_LAYER)
+
+
 def compiled_block_bytes(
     shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], rank: int, nf4: bool
 ) -> tuple[int, int]:
-    """What one compiled layer keeps for backward, the first layer's and every other's (module docstring)."""
+    """What one compiled layer keeps for backward, the first layer's and every other's (module docstring): the
+    trained layer's set (:func:`trained_layer_bytes`) with each lora_a's output, less the second norm's output
+    and the product of a frozen MLP, and, in the first layer, less its input and first norm's statistics."""
     t, h, c, q = tk.encoder, shape.hidden, dt.compute, shape.q_width
     mlp_adapted = any(m.name in adapters.MLP_TARGETS for m in matrices)
-    per_token = h * c + 4 * q * c  # the first norm's output; Q, expanded K and V, the attention output
-    per_token += 2 * h * c + act.RMSNORM_STATS  # a residual-stream tensor, an h-wide matmul output; norm stats
-    per_token += sum(m.passes * m.blocks * rank for m in matrices) * dt.param  # each lora_a's output
-    per_token += (h * c + 2 * shape.ffn * c) if mlp_adapted else shape.ffn * c
-    logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
-    first = t * per_token + logsumexp
-    other = first + t * (h * dt.residual + act.RMSNORM_STATS)
+    other = trained_layer_bytes(shape, tk, dt)
+    other += t * sum(m.passes * m.blocks * rank for m in matrices) * dt.param  # each lora_a's output
+    other -= 0 if mlp_adapted else t * (h + shape.ffn) * c
+    first = other - t * (h * dt.residual + act.RMSNORM_STATS)
     if nf4:
         attn = (2 * q * h + 2 * shape.kv_width * h) * c  # q_proj, k_proj, v_proj, output_proj
         mlp = 2 * shape.ffn * h * c
