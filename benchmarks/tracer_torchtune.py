@@ -418,10 +418,9 @@ def regenerate(full: bool = False) -> None:
 def score(data: Path = DATA) -> None:
     """vramcalc against every stored case of ``data`` (no torch needed)."""
     sys.path.insert(0, str(HERE.parent))
+    from vramcalc.errors import SpecError
     from vramcalc.families import estimate
     from vramcalc.spec.load import parse_spec
-
-    from vramcalc.errors import SpecError
 
     cases = json.loads(data.read_text(encoding="utf-8"))["cases"]
     specs = [parse_spec({"name": c["id"], "model": c["model"], "workload": c["workload"]}) for c in cases]

@@ -62,8 +62,8 @@ statistics (the fp32 copies of ``x.float()`` are fused away), Q after the rotary
 every query head, the attention output, logsumexp and RNG state, the output projection's output, one MLP
 up-projection output and the product ``w2`` reads, one more hidden-wide matmul output. Refused with one line:
 ``compile`` with ``optimizer_in_backward`` (the traced step holds less than the eager rules count; not
-understood yet), ``compile`` with the plain ``CrossEntropyLoss`` (``compile_loss`` compiles it whole), an adapter of another
-framework, quantized weights, another precision than bf16, several GPUs, other models than dense rotary
+understood yet), ``compile`` with the plain ``CrossEntropyLoss`` (``compile_loss`` compiles it whole), an adapter
+of another framework, quantized weights, another precision than bf16, several GPUs, other models than dense rotary
 decoders.
 
 Not counted: the momentary ``torch.ones`` beside ``masks`` while ``tril`` builds it (before the prefill), the
