@@ -516,45 +516,55 @@ def score() -> None:
     import statistics
 
     from vramcalc.families import estimate
-    from vramcalc.spec.models import Spec
 
     data = json.loads((Path(__file__).resolve().parent / "data" / "tracer_compile.json").read_text(encoding="utf-8"))
     errors = []
     for case in data["cases"]:
-        words = case["command"].split()[2:]
-        args = {
-            w[2:]: (n if not n.startswith("--") else True) for w, n in zip(words, [*words[1:], "--"]) if w[:2] == "--"
-        }
-        if args.get("mode") == "infer":
+        if "--mode infer" in case["command"]:
             print(f"{case['id']:55s} (a compiled forward: see tracer_compile_infer.json and its tests)")
             continue
-        model = {
-            **FAMILIES[args["arch"]],
-            "layers": int(args["layers"]),
-            "hidden_size": int(args["hidden"]),
-            "heads": int(args["heads"]),
-            "kv_heads": int(args.get("kv-heads", args["heads"])),
-            "ffn_size": int(args["ffn"]),
-            "vocab_size": int(args["vocab"]),
-            "head": "lm",
-        }
-        workload = {
-            "batch_size": int(args["batch"]),
-            "seq_len": int(args["seq"]),
-            "precision": f"amp-{args['dtype']}" if args.get("amp") else args["dtype"],
-            "attention": "sdpa",
-            "compile": True,
-            "optimizer": args["optimizer"],
-        }
-        if args.get("grad-checkpointing"):
-            workload["gradient_checkpointing"] = "full"
-        if args.get("chunked-ce"):
-            workload["cross_entropy"] = "chunked"
-        got = estimate(Spec.model_validate({"model": model, "workload": workload})).peak_allocated_bytes
+        got = estimate(traced_spec(case["command"])).peak_allocated_bytes
         errors.append(got / case["peak_bytes"] - 1)
         print(f"{case['id']:55s} traced {case['peak_bytes']:>13,}  vramcalc {got:>13,}  {errors[-1]:+.2%}")
     absolute = [abs(e) for e in errors]
     print(f"median |error| {statistics.median(absolute):.2%}, largest {max(absolute):.2%} (bar: 2 %, 5 %)")
+
+
+def traced_spec(command: str, compile_: bool = True) -> Any:
+    """The vramcalc spec of a stored case's tracer command line: the family's shape, the batch, the dtype (with
+    ``--amp``, autocast over fp32 weights), SDPA, and the step the tracer ran (the tests and ``--score`` share it)."""
+    from vramcalc.spec.models import Spec
+
+    words = command.split()[2:]
+    args: dict[str, Any] = {
+        w[2:]: (n if not n.startswith("--") else True) for w, n in zip(words, [*words[1:], "--"]) if w[:2] == "--"
+    }
+    model = {
+        **FAMILIES[args["arch"]],
+        "layers": int(args["layers"]),
+        "hidden_size": int(args["hidden"]),
+        "heads": int(args["heads"]),
+        "kv_heads": int(args.get("kv-heads", args["heads"])),
+        "ffn_size": int(args["ffn"]),
+        "vocab_size": int(args["vocab"]),
+        "head": "lm",
+    }
+    workload: dict[str, Any] = {
+        "batch_size": int(args["batch"]),
+        "seq_len": int(args["seq"]),
+        "precision": f"amp-{args['dtype']}" if args.get("amp") else args["dtype"],
+        "attention": "sdpa",
+        "compile": compile_,
+    }
+    if args.get("mode") == "infer":
+        workload["mode"] = "inference"
+    else:
+        workload["optimizer"] = args["optimizer"]
+        if args.get("grad-checkpointing"):
+            workload["gradient_checkpointing"] = "full"
+        if args.get("chunked-ce"):
+            workload["cross_entropy"] = "chunked"
+    return Spec.model_validate({"model": model, "workload": workload})
 
 
 def main(argv: list[str]) -> None:

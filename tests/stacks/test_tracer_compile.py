@@ -9,8 +9,8 @@ partitioned forward graph). Hand counts from that list.
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import shlex
 import statistics
 from pathlib import Path
 from typing import Any
@@ -33,48 +33,16 @@ TRAINING = [c for c in TRACED if "--mode infer" not in c["command"]]
 INFERENCE = json.loads((ROOT / "benchmarks" / "data" / "tracer_compile_infer.json").read_text(encoding="utf-8"))[
     "cases"
 ]
-FAMILIES = {
-    "llama": {"architecture": "decoder", "mlp": "swiglu", "norm": "rmsnorm", "position": "rotary", "bias": False},
-    "gpt2": {"architecture": "decoder", "mlp": "gelu_tanh", "norm": "layernorm", "position": "learned", "dropout": 0.1},
-    "bert": {"architecture": "encoder", "mlp": "gelu", "norm": "layernorm", "position": "learned", "dropout": 0.1},
-}
-TIED = {"llama": False, "gpt2": True, "bert": True}
+_BENCHMARK = importlib.util.spec_from_file_location("tracer_compile", ROOT / "benchmarks" / "tracer_compile.py")
+assert _BENCHMARK is not None and _BENCHMARK.loader is not None
+tracer_compile = importlib.util.module_from_spec(_BENCHMARK)
+_BENCHMARK.loader.exec_module(tracer_compile)  # its case-to-spec builder; it imports torch only to trace
 
 
 def traced_spec(command: str, compile_: bool = True) -> Spec:
-    words = shlex.split(command)[2:]
-    args: dict[str, Any] = {}
-    for word, following in zip(words, [*words[1:], "--"], strict=True):
-        if word.startswith("--"):
-            args[word[2:]] = following if not following.startswith("--") else True
-    family = args["arch"]
-    model = {
-        **FAMILIES[family],
-        "layers": int(args["layers"]),
-        "hidden_size": int(args["hidden"]),
-        "heads": int(args["heads"]),
-        "kv_heads": int(args.get("kv-heads", args["heads"])),
-        "ffn_size": int(args["ffn"]),
-        "vocab_size": int(args["vocab"]),
-        "tie_embeddings": TIED[family],
-        "head": "lm",
-    }
-    workload: dict[str, Any] = {
-        "batch_size": int(args["batch"]),
-        "seq_len": int(args["seq"]),
-        "precision": f"amp-{args['dtype']}" if args.get("amp") else args["dtype"],
-        "attention": "sdpa",
-        "compile": compile_,
-    }
-    if args.get("mode") == "infer":
-        workload["mode"] = "inference"
-    else:
-        workload["optimizer"] = args["optimizer"]
-        if args.get("grad-checkpointing"):
-            workload["gradient_checkpointing"] = "full"
-        if args.get("chunked-ce"):
-            workload["cross_entropy"] = "chunked"
-    return Spec.model_validate({"model": model, "workload": workload})
+    """The spec of a stored case's tracer command line (the benchmark's own builder, which ``--score`` uses)."""
+    spec: Spec = tracer_compile.traced_spec(command, compile_)
+    return spec
 
 
 def errors() -> list[float]:
@@ -208,7 +176,14 @@ def test_compiled_chunked_loss_by_hand() -> None:
     ],
 )
 def test_refused(workload: dict[str, Any], model: dict[str, Any], message: str) -> None:
-    base = {**FAMILIES["llama"], "layers": 2, "hidden_size": 256, "heads": 4, "ffn_size": 688, "vocab_size": 1000}
+    base = {
+        **tracer_compile.FAMILIES["llama"],
+        "layers": 2,
+        "hidden_size": 256,
+        "heads": 4,
+        "ffn_size": 688,
+        "vocab_size": 1000,
+    }
     wl = {"batch_size": 1, "seq_len": 128, "precision": "bf16", "attention": "sdpa", "compile": True, **workload}
     with pytest.raises(SpecError, match="workload.compile") as err:
         estimate(Spec.model_validate({"model": {**base, **model}, "workload": wl}))
