@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from torchtune_traces import error_of
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
@@ -37,10 +38,7 @@ def _full_cases() -> list[dict[str, Any]]:
     return json.loads(DATA_FULL.read_text(encoding="utf-8"))["cases"]
 
 
-def _error(case: dict[str, Any]) -> float:
-    spec = parse_spec({"name": case["id"], "model": case["model"], "workload": case["workload"]})
-    got = estimate(spec, hopper_or_newer=True).peak_allocated_bytes  # the cases' cuBLAS workspace is an H100's
-    return float(got / case["peak_bytes"] - 1)
+_error = error_of
 
 
 def test_cases_cover_lora_qlora_checkpointing_chunked_loss_and_offloading() -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from torchtune_traces import error_of, spec_of
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
-from vramcalc.spec.load import parse_spec
 
 DATA = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "tracer_torchtune_compile.json"
 #: Each case within 5 %, their median within 2 %.
@@ -34,13 +34,7 @@ def _modelled() -> list[dict[str, Any]]:
     return [c for c in _full_cases() if not c["workload"].get("optimizer_in_backward")]
 
 
-def _spec(case: dict[str, Any], **workload: Any) -> Any:
-    return parse_spec({"name": case["id"], "model": case["model"], "workload": {**case["workload"], **workload}})
-
-
-def _error(case: dict[str, Any]) -> float:
-    got = estimate(_spec(case), hopper_or_newer=True).peak_allocated_bytes  # the cases' cuBLAS workspace: H100
-    return float(got / case["peak_bytes"] - 1)
+_spec, _error = spec_of, error_of
 
 
 def test_cases_cover_widths_and_techniques() -> None:
