@@ -45,13 +45,16 @@ def _spec(model: Any, parallel: dict[str, Any], **workload: Any) -> Any:
 LINEAR_70B_TP2 = 34_225_520_640
 KEPT_70B_TP2 = 2 * 525_336_576 + 1_318_912
 WEIGHTS_70B_TP2 = LINEAR_70B_TP2 + 2_240 + 2 * KEPT_70B_TP2
+# vLLM's RoPE cos/sin cache, counted in its weight figure and replicated on every rank: max_position_embeddings
+# 8,192 x head_dim 128 at bf16 (RotaryEmbedding's cos_sin_cache, cast to the model's dtype)
+ROPE_CACHE_70B = 8_192 * 128 * 2
 # KV per token and rank: 80 layers x 2 (K, V) x 4 KV heads x 128 x 2 B (bf16 cache)
 KV_70B_TP2 = 80 * 2 * 4 * 128 * 2
 
 
 def test_llama3_70b_fp8_tp2_weights_and_kv_per_rank() -> None:
     result = estimate(_spec("llama-3-70b", {"tensor": 2}, quantization={"method": "fp8"}))
-    assert result.components["parameters"] == WEIGHTS_70B_TP2  # 36,329,507,008 B = 33.83 GiB
+    assert result.components["parameters"] == WEIGHTS_70B_TP2 + ROPE_CACHE_70B  # 36,329,507,008 B = 33.83 GiB + 2 MiB
     assert result.llm.kv_cache_bytes_per_token == KV_70B_TP2 == 163_840
     assert result.llm.quantization["quantized_params"] == LINEAR_70B_TP2
     assert result.llm.quantization["kept_params"] == KEPT_70B_TP2
@@ -60,8 +63,8 @@ def test_llama3_70b_fp8_tp2_weights_and_kv_per_rank() -> None:
 def test_llama3_70b_fp8_tp2_how_many_8k_sequences() -> None:
     """ "Llama-3-70B fp8 on 2 x H100, TP 2: how many 8k sequences?" By hand: vLLM sees the H100's 81,559 MiB
     less 440 MiB = 81,119 MiB (vramcalc/stacks/vllm.py, from published logs); 0.9 x that = 76,553,492,889 B;
-    less the rank's weights 36,329,507,008 B and 256 MiB outside PyTorch (NCCL, custom all-reduce) leaves
-    39,955,550,425 B = 37.21 GiB before the profile step's activation peak.
+    less the rank's weights 36,329,507,008 B (and vLLM's 2 MiB RoPE cache) and 256 MiB outside PyTorch (NCCL,
+    custom all-reduce) leaves 39,953,453,273 B = 37.21 GiB before the profile step's activation peak.
 
     The profile's peak is its sampling step (vLLM's dummy sampler run with top-k and top-p: a sort of the whole
     vocabulary's logits; the logits are all-gathered, so every rank holds all 128,256 columns). With no card
@@ -77,9 +80,10 @@ def test_llama3_70b_fp8_tp2_how_many_8k_sequences() -> None:
     cap = fit.kv_pool
     assert cap is not None
     seen = 81_119 * MiB
-    before_profile = int(0.9 * seen) - WEIGHTS_70B_TP2 - 256 * MiB
-    assert before_profile == 39_955_550_425
-    profile = result.llm.kv_pool.non_kv_bytes - WEIGHTS_70B_TP2 - 256 * MiB  # sampling step, inputs, workspace
+    before_profile = int(0.9 * seen) - WEIGHTS_70B_TP2 - ROPE_CACHE_70B - 256 * MiB
+    assert before_profile == 39_953_453_273
+    # the sampling step, inputs and the workspace
+    profile = result.llm.kv_pool.non_kv_bytes - WEIGHTS_70B_TP2 - ROPE_CACHE_70B - 256 * MiB
     sampling = 256 * 128_256 * (2 + 4 + 4 + 8 + 20) + 256 * 8_192 * 2
     assert sampling == 1_251_868_672
     assert 0 <= profile - sampling < 64 * MiB
@@ -100,6 +104,8 @@ LLAMA3_8B_TP4 = 32 * 54_534_144 + 2 * 131_334_144 + 4096
 #   q 4096x256 + k,v 2x4096x128 + o 256x4096 + MLP 3x4096x896 + norms 8192 = 14,163,968
 #   embedding / head: 128,256 / 16 = 8,016 rows x 4096 = 32,833,536 each
 LLAMA3_8B_TP16 = 32 * 14_163_968 + 2 * 32_833_536 + 4096
+# vLLM's RoPE cos/sin cache on every rank: 8,192 positions x head_dim 128 x 2 B (bf16)
+ROPE_CACHE_8B = 8_192 * 128 * 2
 
 
 @pytest.mark.parametrize(
@@ -109,7 +115,7 @@ LLAMA3_8B_TP16 = 32 * 14_163_968 + 2 * 32_833_536 + 4096
 def test_llama3_8b_kv_heads_split_or_replicated(tensor: int, params: int, kv_heads: int) -> None:
     result = estimate(_spec("llama-3-8b", {"tensor": tensor}))
     assert result.parallel.params_per_rank == params
-    assert result.components["parameters"] == 2 * params  # bf16
+    assert result.components["parameters"] == 2 * params + ROPE_CACHE_8B  # bf16, + vLLM's RoPE cache
     # 32 layers x 2 x KV heads per rank x 128 x 2 B: 32,768 (2 heads) and 16,384 (1 head, replicated)
     assert result.llm.kv_cache_bytes_per_token == 32 * 2 * kv_heads * 128 * 2
 
@@ -182,7 +188,8 @@ def test_llama31_405b_fp8_tp8_against_vllm_log() -> None:
     weights took 57.752 GB" per worker (GiB, labelled GB). By hand with every linear in fp8: per layer
     q 16384^2 + k,v 2x16384x1024 + o 16384^2 + MLP 3x16384x53248 = 3,187,671,040; /8 x 126 layers =
     50,205,818,880 B (+ 7 x 126 fp32 scales); embedding and head 16,032 rows x 16384 x 2 B each and norms
-    (253 x 16384 x 2 B) = 1,058,963,456 B: 51,264,782,336 B + 3,528 = 47.74 GiB, -17.3 % of the log. Meta's
+    (253 x 16384 x 2 B) = 1,058,963,456 B: 51,264,782,336 B + 3,528 = 47.74 GiB, with vLLM's RoPE cache
+    (131,072 x 128 x 2 B = 32 MiB) 47.78 GiB, -17.3 % of the log. Meta's
     FP8 checkpoint keeps the attention projections and the first and last layers' MLPs in bf16 (Llama 3
     paper, section 6.2): + (126 x 570,425,344 + 2 x 2,617,245,696) / 8 B = +8.98 GiB -> 56.72 GiB, -1.8 %;
     the spec has no key for layers kept in bf16, so the all-fp8 figure is what it estimates."""
@@ -191,7 +198,7 @@ def test_llama31_405b_fp8_tp8_against_vllm_log() -> None:
     assert measured == round(57.752 * GiB)
     result = estimate(_spec("llama-3.1-405b", {"tensor": 8}, quantization={"method": "fp8"}))
     ours = result.components["parameters"]
-    assert ours == 51_264_782_336 + 7 * 126 * 4
+    assert ours == 51_264_782_336 + 7 * 126 * 4 + 131_072 * 128 * 2  # + vLLM's RoPE cache (131,072 positions)
     assert round((ours - measured) / measured * 100, 1) == -17.3
     bf16_attention = ours + (126 * 570_425_344 + 2 * 2_617_245_696) // 8
     assert abs(bf16_attention - measured) / measured < 0.02  # -1.8 %

@@ -105,7 +105,7 @@ def test_gpt2_buffer_defaults_to_1024_positions_in_every_release_checked() -> No
 
 
 def prefill_head(model: dict[str, Any], version: str) -> int:
-    wl = {"mode": "inference", "batch_size": 2, "seq_len": 20, "prompt_len": 16, "max_new_tokens": 4}
+    wl = {"mode": "inference", "batch_size": 2, "seq_len": 20, "prompt_len": 16, "max_new_tokens": 4, "runtime": "hf"}
     work = resolve_workload(spec(model, version, **wl))
     return release_head_bytes(work.shape, 2 * 16, 2, work.dtypes)
 

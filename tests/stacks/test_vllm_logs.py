@@ -221,6 +221,49 @@ def test_v065_gap_is_the_non_torch_memory_not_modelled(tmp_path: Path, row_id: s
     assert any("vllm-project/vllm#10511" in note for note in doc["assumptions"])
 
 
+#: PyTorch's cuBLAS workspace before Hopper (an RTX 3090, a T4): 4096 KiB x 2 + 16 KiB x 8 (CUBLAS_WORKSPACE_CONFIG)
+AMPERE_CUBLAS_WORKSPACE = 8 * MiB + 128 * 1024
+
+
+@pytest.mark.parametrize(
+    ("row_id", "tokens", "peak_torch_gib"),
+    [("llama3.1-8b-3090-v064-20k", 20_000, 17.06), ("llama3.1-8b-3090-v064-29k", 29_000, 17.98)],
+)
+def test_v0_forward_of_llama_py(tmp_path: Path, row_id: str, tokens: int, peak_torch_gib: float) -> None:
+    """vllm-project/vllm#10517 (Llama-3.1-8B on an RTX 3090, vLLM 0.6.4, V0 without chunked prefill, so the
+    profile's forward runs max_model_len tokens). vLLM's llama.py keeps three hidden-wide tensors through a layer
+    (the loop's layer input, normalised in place; the residual, updated in place; the output projection,
+    normalised in place) and its MLP frees the merged gate/up output before the down projection
+    (``x, _ = self.gate_up_proj(x)``): per token 3 x 4,096 + 3 x 14,336 = 55,296 bf16 values, 110,592 B. The
+    sampling step (256 x 128,256 x 38 B + the hidden states) is smaller. The log prints peak_torch_memory and
+    "Loading model weights took 14.9888 GB": their difference less the pre-Hopper cuBLAS workspace, to within the
+    two printed decimals. The weights: 8,030,261,248 x 2 B plus vLLM's RoPE cache, 131,072 x 128 x 2 B =
+    16,094,076,928 B = 14.98878 GiB, the log's 14.9888."""
+    doc = _log_json(tmp_path, _log(row_id))
+    forward = tokens * (3 * 4096 + 3 * 14336) * 2
+    assert doc["vllm"]["activation_peak_bytes"] == forward
+    logged = peak_torch_gib - 14.9888
+    assert abs((forward + AMPERE_CUBLAS_WORKSPACE) / GiB - logged) <= 0.01
+    assert doc["components"]["parameters"] == 8_030_261_248 * 2 + 131_072 * 128 * 2
+    assert round(doc["components"]["parameters"] / GiB, 4) == 14.9888
+
+
+@pytest.mark.skipif(not MEASURED.exists(), reason="../shared/calibration not present")
+def test_v0_forward_of_qwen2_py(tmp_path: Path) -> None:
+    """vLLM's qwen2.py keeps its MLP's gate/up output (``gate_up, _ = self.gate_up_proj(x)``) through the down
+    projection: one hidden-wide tensor more than llama.py, per token 4 x 1,536 + 3 x 8,960 = 33,024 values.
+    Qwen2.5-1.5B from the catalog (model_type qwen2) under the T4 row's settings (measured.yaml
+    vllm-qwen2.5-1.5b-t4-util0.5: 32,768 tokens, fp16, "activation peak 2.02 GiB"): 32,768 x 33,024 x 2 B =
+    2,164,260,864 B, with the cuBLAS workspace 2.024 GiB."""
+    row = _log("qwen2.5-1.5b-t4-v073")
+    doc = _log_json(tmp_path, {**row, "model": "qwen2.5-1.5b"})
+    forward = 32_768 * (4 * 1536 + 3 * 8960) * 2
+    assert forward == 2_164_260_864
+    assert doc["vllm"]["activation_peak_bytes"] == forward
+    also = {a["quantity"]: a["value_bytes"] for a in _case("vllm-qwen2.5-1.5b-t4-util0.5")["measured"]["also"]}
+    assert abs(forward + AMPERE_CUBLAS_WORKSPACE - also["activation_peak"]) <= 0.01 * GiB
+
+
 def test_sort_scratch_by_rows() -> None:
     """PyTorch's ``launch_stable_sort_kernel`` (SortStable.cu): one row, ``segmented_sort_large_segments``
     (int64 start indices 8 + cub's alternate fp32 keys 4 and int64 values 8 = 20 B per element); 2 to 127

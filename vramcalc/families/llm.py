@@ -314,7 +314,11 @@ def profile_non_kv_bytes(
     tokens, rows = profile.max_num_batched_tokens, profile.requests
     flat = act.Tokens(batch=1, seq=tokens, target=tokens)  # varlen attention: no S x S scores
     head = generation.head_bytes(shape, rows, rows, dt, fp32_copy=True)
-    forward = generation.prefill_transient(shape, flat, dt, spec.workload.attention, head)
+    block = vllm.eager_block_bytes(shape, spec.model.model_type or "", tokens, dt.compute)
+    if profile.engine == "V0" and block is not None:  # V0 runs vLLM's model code eagerly
+        forward = max(block, head)
+    else:
+        forward = generation.prefill_transient(shape, flat, dt, spec.workload.attention, head)
     sampler = vllm.sampler_bytes(profile, shape.vocab, shape.hidden, dt.compute) if shape.head is Head.lm else 0
     activations = max(forward, sampler)
     peak = {**base, "activations": activations, "inputs": generation.ids_bytes(tokens)}

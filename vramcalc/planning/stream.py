@@ -44,7 +44,8 @@ def expert_stream(shape: ModelShape, spec: Spec) -> ExpertStream | None:
 def weights_from_spec(
     path: str | Path | Spec, tensor_parallel: int | None = None, dtype: str | None = None, label: str = "spec"
 ) -> Weights:
-    """Weights (the estimate's parameter bytes) and, for an inference spec, KV-cache bytes per token;
+    """Weights (the estimate's parameter bytes, less the model's buffers: a RoPE or causal-mask table is
+    not read whole per token) and, for an inference spec, KV-cache bytes per token;
     from a spec file or an already loaded :class:`~vramcalc.spec.models.Spec` (named ``label``). With a
     ``parallel`` section (or ``tensor_parallel``, which gives it ``tensor: N``) both are one GPU's share
     (:func:`_per_gpu`); with ``dtype``, the weights are stored in it (:func:`with_weight_dtype`)."""
@@ -94,7 +95,7 @@ def weights_from_spec(
                     "every layer over the whole context (an upper bound)"
                 )
     return Weights(
-        weights_bytes=result.components["parameters"],
+        weights_bytes=result.components["parameters"] - (shape.code.buffer_bytes if shape is not None else 0),
         n_params=result.params,
         dtype=stored_dtype(workload),
         origin=f"{label}: parameters of {result.name}{_stored(workload)}",
@@ -215,10 +216,10 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     wl = spec.workload
     notes = [found] if found else []
     per_token = None
+    shape, _ = resolve_model(spec.model, wl)
     if wl.mode is Mode.inference and wl.use_cache is False and is_generation(wl):
         notes.append(NO_CACHE_NOTE)
     elif wl.mode is Mode.inference:
-        shape, _ = resolve_model(spec.model, wl)
         kv_dtype = wl.kv_cache_dtype or KvCacheDtype.auto
         per_token = shape_bytes_per_token(rank_shape(shape, t), kv_dtype, DTYPES[wl.precision].compute)
     else:
@@ -227,7 +228,7 @@ def _per_gpu(spec: Spec, label: str, found: str | None) -> Weights:
     if p > 1:
         notes.append(f"pipeline {p}: a token passes through the stages in turn (most loaded stage x {p})")
     return Weights(
-        weights_bytes=result.components["parameters"] * p,
+        weights_bytes=(result.components["parameters"] - shape.code.buffer_bytes) * p,
         n_params=ranked.params_per_rank * p,
         dtype=stored_dtype(wl),
         origin=f"{label}: one GPU's share of {result.name}{_stored(wl)} (tensor {t} x pipeline {p})",

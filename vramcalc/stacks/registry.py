@@ -371,7 +371,8 @@ def flash_runs(spec: Spec, shape: ModelShape) -> bool:
 
 def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelShape, list[str]]:
     """The model's shape as the code that runs it allocates, and what that code changes, in words: litgpt's
-    own model code (``runtime: litgpt``, ``adapter.framework: litgpt``), else transformers at the release
+    own model code (``runtime: litgpt``, ``adapter.framework: litgpt``), torchtune's, vLLM's (serving with
+    vLLM), else transformers at the release
     ``versions.transformers`` pins (today's when none is)."""
     if _litgpt_model(workload):
         from vramcalc.stacks import litgpt
@@ -382,6 +383,11 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
         from vramcalc.stacks import torchtune
 
         return torchtune.model_code(spec, workload, shape)
+    if serving_runtime(workload) is Runtime.vllm:
+        from vramcalc.core.workload import DTYPES
+        from vramcalc.stacks import vllm
+
+        return vllm.model_code(spec, shape, DTYPES[workload.precision].compute)
     from vramcalc.stacks import flash_attn, transformers
 
     code, notes = transformers.model_code(spec, workload, shape)

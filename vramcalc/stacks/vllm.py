@@ -22,6 +22,10 @@ V0 engine; both measure with ``memory_profiling`` in vllm/utils, whose ``MemoryP
   ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests, then logits (and their fp32 copy for
   sampling) for the last token of each request. Attention runs through a varlen kernel (FlashAttention,
   XFormers): no S x S scores, so the tokens act as one flat batch.
+* **the forward's count**: the V0 engine runs vLLM's model code eagerly, counted from its files where they
+  differ from transformers' (:func:`eager_block_bytes`: llama.py frees its MLP's gate/up output early); V1
+  compiles it (``@support_torch_compile``), counted as the other files. The weights include vLLM's RoPE
+  cache (:func:`rope_cache_bytes`, :func:`model_code`).
 * **max_num_batched_tokens default**: V0 without chunked prefill, ``max(max_model_len, 2048)``
   (``SchedulerConfig.__post_init__``, vllm/config.py); V1 (the default engine since 0.8.0) always chunks
   prefills and takes ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py), which depends on the
@@ -117,13 +121,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from vramcalc.choices import Architecture, Runtime
+from vramcalc.choices import Architecture, Position, Runtime
+from vramcalc.core.code import ModelCode
 from vramcalc.core.reserve import LONG_LIVED, TRANSIENT_RESERVE, ReserveRule, transient_reserve_note
 from vramcalc.core.shape import ModelShape
 from vramcalc.core.stack import Device, Stack
 from vramcalc.errors import SpecError
 from vramcalc.llm.kvcache import PagedLayout
-from vramcalc.spec.models import Spec, Workload, runs_llamacpp
+from vramcalc.spec.models import ModelSpec, Spec, Workload, runs_llamacpp
 from vramcalc.spec.versions import release_key
 from vramcalc.units import GiB, MiB
 
@@ -171,6 +176,10 @@ LARGE_CARD_BYTES = 70 * GiB
 BY_MEMORY_FROM = (0, 9)
 #: max_num_seqs default (V0 ``SchedulerConfig``; V1 ``get_batch_defaults`` on cards under 70 GiB).
 DEFAULT_MAX_NUM_SEQS = 256
+#: The HF model types vLLM runs with llama.py's ``LlamaForCausalLM`` (its registry maps LlamaForCausalLM,
+#: MistralForCausalLM, AquilaForCausalLM, InternLMForCausalLM, InternLM3ForCausalLM and XverseForCausalLM to
+#: it; phi3.py's Phi3ForCausalLM subclasses it), read at 0.6.4 and 0.11.0: :func:`eager_block_bytes`.
+LLAMA_PY_TYPES = frozenset({"llama", "mistral", "aquila", "internlm", "internlm3", "xverse", "phi3"})
 #: The workload keys of vLLM's scheduler and engine.
 VLLM_KEYS = ("max_model_len", "max_num_batched_tokens", "max_num_seqs")
 
@@ -392,6 +401,57 @@ def sampler_bytes(profile: Profile, vocab: int, hidden: int, compute_bytes: int)
         kept = FLASHINFER_HELD_BYTES if new_api else FLASHINFER_PROBS_HELD_BYTES
         return held + rows * vocab * (compute_bytes + kept)
     return held + rows * vocab * (compute_bytes + SORT_HELD_BYTES + sort_scratch_per_logit(rows))
+
+
+def rope_cache_bytes(shape: ModelShape, positions: int, compute_bytes: int) -> int:
+    """vLLM's rotary cos/sin cache, a buffer of the model counted in "Loading model weights took": one per
+    rotary setting (``get_rope`` shares it through ``_ROPE_DICT``), ``[max_position, rotary_dim]`` cast to the
+    model's dtype (``RotaryEmbedding.__init__``: ``cache.to(dtype)``, vllm/model_executor/layers/rotary_embedding.py,
+    read at 0.6.4 and 0.11.0). Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, which is what its logged 14.9888 GiB
+    holds beyond the 14.9574 GiB of its weights (vllm-project/vllm#10517). The length is ``max_position_embeddings``;
+    a scaled RoPE that lengthens its cache (linear, dynamic NTK, YaRN) or a second setting (Gemma 3's local
+    layers) is not counted."""
+    if shape.position is not Position.rotary or positions <= 0:
+        return 0
+    return positions * shape.head_dim * compute_bytes
+
+
+def model_code(model: ModelSpec, shape: ModelShape, compute_bytes: int) -> tuple[ModelShape, list[str]]:
+    """The model as vLLM's own model code holds it: its weights and the RoPE cache (:func:`rope_cache_bytes`),
+    none of transformers' release facts (vLLM does not run transformers' modules); with a note."""
+    positions = model.max_position_embeddings or 0
+    cache = rope_cache_bytes(shape, positions, compute_bytes)
+    code = ModelCode(buffer_bytes=cache)
+    notes = []
+    if cache:
+        notes.append(
+            f"vLLM's RoPE cos/sin cache ({positions:,} positions x {shape.head_dim}, {cache / MiB:,.0f} MiB) "
+            "counted with the weights, as vLLM's weight figure counts it"
+        )
+    return (shape if code == shape.code else replace(shape, code=code)), notes
+
+
+def eager_block_bytes(shape: ModelShape, model_type: str, tokens: int, compute_bytes: int) -> int | None:
+    """The largest transient of one decoder layer of vLLM's llama.py run eagerly (the V0 engine's profile
+    forward), over ``tokens`` flat tokens; None for other model files, whose count is transformers-like.
+
+    ``LlamaModel.forward`` keeps the layer's input (``hidden_states, residual = layer(...)``), which
+    ``input_layernorm`` normalises in place (``fused_add_rms_norm``) and attention reads; the residual is one
+    tensor updated in place; ``post_attention_layernorm`` normalises the output projection in place. So three
+    hidden-wide tensors are alive through the layer. ``LlamaMLP.forward`` rebinds its input name to the merged
+    gate/up output (``x, _ = self.gate_up_proj(x)``, then ``x = self.act_fn(x)``), so that output is freed
+    before the down projection: the MLP's peak is gate/up (2 ffn) with ``SiluAndMul``'s output (ffn). Qwen2,
+    Gemma and most other files keep it (``gate_up, _ = ...``) through the down projection, one hidden-wide
+    tensor more, as transformers' count has. Attention: Q/K/V (one fused output), the kernel's output (Q wide)
+    and the output projection. Per token: max(3 h + 3 ffn, 3 h + 2 q + 2 kv). Read at 0.6.4, 0.7.3 and 0.11.0.
+    Llama-3.1-8B at 20,000 tokens: 20,000 x (3 x 4,096 + 3 x 14,336) x 2 B = 2.06 GiB; vLLM 0.6.4 logged
+    17.06 GiB peak less 14.99 GiB weights = 2.07 GiB on an RTX 3090 (vllm-project/vllm#10517)."""
+    if model_type not in LLAMA_PY_TYPES or not shape.gated or shape.moe is not None or shape.mla is not None:
+        return None
+    held = 3 * shape.hidden
+    mlp = held + 3 * shape.ffn
+    attention = held + 2 * shape.q_width + 2 * shape.kv_width
+    return tokens * max(mlp, attention) * compute_bytes
 
 
 def non_torch_bytes(profile: Profile, cuda_context_bytes: int) -> tuple[int, str]:
