@@ -51,7 +51,6 @@ def test_activation_checkpointing_row_within_five_percent() -> None:
     assert abs(score.error(row)) <= score.TOLERANCE, score.error(row)
 
 
-
 def test_a_row_below_its_published_peak_is_said_in_the_output() -> None:
     """Where the count is more than 5 % below a published row (the compiled full fine-tuning rows from chunked
     cross-entropy on), the estimate says that torchtune publishes more, quoting the row's own error, and the
