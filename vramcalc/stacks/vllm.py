@@ -413,7 +413,8 @@ def rope_cache_bytes(shape: ModelShape, positions: int, compute_bytes: int) -> i
     layers) is not counted."""
     if shape.position is not Position.rotary or positions <= 0:
         return 0
-    return positions * shape.head_dim * compute_bytes
+    rotary_dim = shape.mla.rope_dim if shape.mla is not None else shape.head_dim  # MLA rotates its rope part
+    return positions * rotary_dim * compute_bytes
 
 
 def model_code(model: ModelSpec, shape: ModelShape, compute_bytes: int) -> tuple[ModelShape, list[str]]:

@@ -1,0 +1,44 @@
+"""vLLM's own model code: the RoPE cos/sin cache it counts with the weights (vllm/model_executor/layers/
+rotary_embedding.py ``RotaryEmbedding.__init__``: ``[max_position, rotary_dim]`` cast to the model's dtype, one per
+rotary setting). Each expected figure is the cache's size by hand; the other weights are the same under both
+runtimes, so the difference of the parameter bytes is the cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vramcalc.families import estimate
+from vramcalc.spec.load import parse_spec
+
+
+def _parameters(model: Any, runtime: str, **workload: Any) -> int:
+    wl = {"mode": "inference", "batch_size": 1, "seq_len": 2048, "precision": "bf16", "runtime": runtime, **workload}
+    return estimate(parse_spec({"model": model, "workload": wl}, "test")).components["parameters"]
+
+
+def test_llama_3_1_rope_cache_is_32_mib() -> None:
+    # 131,072 positions (max_position_embeddings) x head_dim 128 x 2 B (bf16)
+    assert _parameters("llama-3.1-8b", "vllm") - _parameters("llama-3.1-8b", "hf") == 131_072 * 128 * 2
+
+
+def test_mla_rotates_only_its_rope_part() -> None:
+    # DeepSeek-V2-Lite: 163,840 positions x qk_rope_head_dim 64 x 2 B
+    assert _parameters("deepseek-v2-lite", "vllm") - _parameters("deepseek-v2-lite", "hf") == 163_840 * 64 * 2
+
+
+def test_fp16_cache_and_no_cache_without_rotary_or_positions() -> None:
+    assert (
+        _parameters("mistral-7b-v0.3", "vllm", precision="fp16")
+        - _parameters("mistral-7b-v0.3", "hf", precision="fp16")
+        == 32_768 * 128 * 2
+    )  # max_position_embeddings 32,768, head_dim 128, fp16
+    assert _parameters("gpt2", "vllm", seq_len=512) == _parameters("gpt2", "hf", seq_len=512)  # learned positions
+    inline = {
+        "architecture": "decoder",
+        "layers": 2,
+        "hidden_size": 256,
+        "heads": 4,
+        "ffn_size": 512,
+        "vocab_size": 1000,
+    }
+    assert _parameters(inline, "vllm") == _parameters(inline, "hf")  # no max_position_embeddings given
