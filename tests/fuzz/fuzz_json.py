@@ -39,7 +39,8 @@ HF_KEYS = [
     "intermediate_size", "vocab_size", "max_position_embeddings", "tie_word_embeddings", "n_embd", "n_head",
     "n_layer", "n_positions", "d_model", "num_heads", "num_layers", "d_ff", "num_local_experts",
     "num_experts_per_tok", "type_vocab_size", "image_size", "patch_size", "num_channels", "torch_dtype",
-    "architectures", "attention_bias", "rope_scaling", "sliding_window", "quantization_config",
+    "architectures", "attention_bias", "rope_scaling", "rope_parameters", "rope_local_base_freq", "sliding_window",
+    "quantization_config",
 ]  # fmt: skip
 STATS = {
     "allocated_bytes.all.peak": 123_456_789,

@@ -42,3 +42,18 @@ def test_fp16_cache_and_no_cache_without_rotary_or_positions() -> None:
         "vocab_size": 1000,
     }
     assert _parameters(inline, "vllm") == _parameters(inline, "hf")  # no max_position_embeddings given
+
+
+def test_scaled_caches_by_hand() -> None:
+    """vLLM's ``get_rope`` classes (0.11.0): Gemma 3's global layers scale linearly by 8 (``max_position x 8``)
+    and its sliding layers rotate with ``rope_local_base_freq``, a second default cache; Phi-3.5's ``longrope``
+    keeps a short (``original_max_position_embeddings``) and a long cache; Llama 4 Scout's ``llama3`` type caches
+    its whole ``max_position_embeddings``."""
+    gemma3_4b = (131_072 * 8 + 131_072) * 256 * 2  # head_dim 256, bf16: 576 MiB
+    assert _parameters("gemma-3-4b", "vllm") - _parameters("gemma-3-4b", "hf") == gemma3_4b
+    gemma3_27b = (131_072 * 8 + 131_072) * 128 * 2  # head_dim 128: 288 MiB
+    assert _parameters("gemma-3-27b", "vllm") - _parameters("gemma-3-27b", "hf") == gemma3_27b
+    phi35 = (4_096 + 131_072) * 96 * 2  # head_dim 3,072 / 32
+    assert _parameters("phi-3.5-mini", "vllm") - _parameters("phi-3.5-mini", "hf") == phi35
+    scout = 10_485_760 * 128 * 2  # 2.5 GiB
+    assert _parameters("llama-4-scout", "vllm") - _parameters("llama-4-scout", "hf") == scout

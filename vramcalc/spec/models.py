@@ -164,6 +164,19 @@ class VisionSpec(SpecSection):
         return self
 
 
+class RopeScaling(SpecSection):
+    """How the rotary embedding is scaled (a config's ``rope_scaling`` / ``rope_parameters``): no parameter
+    depends on it, but a serving runtime builds its cos/sin cache from it (vramcalc/stacks/vllm.py)."""
+
+    model_config = ConfigDict(defer_build=True)  # built when a spec first gives the section
+
+    type: Annotated[str, Field(min_length=1, max_length=40)] = "default"
+    factor: Annotated[float, Field(gt=0, le=10_000)] | None = None
+    original_max_position_embeddings: PositionCount | None = None
+    #: The sliding-window layers rotate with a base of their own (Gemma 3's ``rope_local_base_freq``).
+    local_rope: bool = False
+
+
 class ModelSpec(SpecSection):
     """Shape of the network. Omitted keys are filled by :func:`vramcalc.core.shape.resolve_model`."""
 
@@ -181,6 +194,7 @@ class ModelSpec(SpecSection):
     position: Position | None = None
     vocab_size: PositiveInt | None = None
     max_position_embeddings: PositionCount | None = None
+    rope_scaling: Annotated[RopeScaling, BuiltOnUse()] | None = None
     tie_embeddings: bool | None = None
     params: PositiveCount | None = None
     head: Head | None = None

@@ -403,31 +403,68 @@ def sampler_bytes(profile: Profile, vocab: int, hidden: int, compute_bytes: int)
     return held + rows * vocab * (compute_bytes + SORT_HELD_BYTES + sort_scratch_per_logit(rows))
 
 
-def rope_cache_bytes(shape: ModelShape, positions: int, compute_bytes: int) -> int:
-    """vLLM's rotary cos/sin cache, a buffer of the model counted in "Loading model weights took": one per
-    rotary setting (``get_rope`` shares it through ``_ROPE_DICT``), ``[max_position, rotary_dim]`` cast to the
-    model's dtype (``RotaryEmbedding.__init__``: ``cache.to(dtype)``, vllm/model_executor/layers/rotary_embedding.py,
-    read at 0.6.4 and 0.11.0). Llama-3.1-8B: 131,072 x 128 x 2 B = 32 MiB, which is what its logged 14.9888 GiB
-    holds beyond the 14.9574 GiB of its weights (vllm-project/vllm#10517). The length is ``max_position_embeddings``;
-    a scaled RoPE that lengthens its cache (linear, dynamic NTK, YaRN) or a second setting (Gemma 3's local
-    layers) is not counted."""
+#: RoPE classes whose cache spans ``original_max_position_embeddings x factor`` positions (``get_rope`` passes
+#: the original length: ``YaRNScalingRotaryEmbedding``, ``DeepseekScalingRotaryEmbedding``).
+ORIGINAL_TIMES_FACTOR = ("yarn", "deepseek_yarn")
+#: ... ``max_position x factor`` (``LinearScalingRotaryEmbedding``, ``DynamicNTKScalingRotaryEmbedding``).
+MAX_TIMES_FACTOR = ("linear", "dynamic")
+#: ``MRotaryEmbedding`` (Qwen2-VL's multimodal RoPE) caches ``max_position x 4`` positions.
+MROPE_POSITIONS = 4
+
+
+def rope_cache_rows(model: ModelSpec, positions: int) -> int:
+    """Positions of vLLM's RoPE caches for ``model`` (``get_rope`` in vllm/model_executor/layers/rotary_embedding,
+    read at 0.11.0: one class per ``rope_type``), over its ``max_position_embeddings`` ``positions``: the
+    default and ``llama3`` rotations cache ``positions``; linear and dynamic-NTK scaling ``positions x factor``;
+    YaRN ``original_max_position_embeddings x factor``; Phi-3's ``longrope`` a short and a long cache
+    (``original + positions``); the multimodal ``mrope`` ``4 x positions``. A model whose sliding-window
+    layers rotate with a base of their own (Gemma 3's ``rope_local_base_freq``: gemma3.py builds a second,
+    default ``get_rope``) has a second cache of ``positions``."""
+    scaling = model.rope_scaling
+    if scaling is None:
+        return positions
+    factor = scaling.factor or 1.0
+    original = scaling.original_max_position_embeddings or positions
+    if scaling.type in ORIGINAL_TIMES_FACTOR:
+        rows = int(original * factor)
+    elif scaling.type in MAX_TIMES_FACTOR:
+        rows = int(positions * factor)
+    elif scaling.type == "longrope":
+        rows = original + positions
+    elif scaling.type == "mrope":
+        rows = positions * MROPE_POSITIONS
+    else:
+        rows = positions
+    return rows + (positions if scaling.local_rope else 0)
+
+
+def rope_cache_bytes(shape: ModelShape, model: ModelSpec, compute_bytes: int) -> int:
+    """vLLM's rotary cos/sin caches, buffers of the model counted in "Loading model weights took":
+    ``[positions, rotary_dim]`` each, cast to the model's dtype (``RotaryEmbedding.__init__``: ``cache.to(dtype)``,
+    vllm/model_executor/layers/rotary_embedding.py, read at 0.6.4 and 0.11.0), one per rotary setting
+    (``get_rope`` shares it through ``_ROPE_DICT``), over :func:`rope_cache_rows` positions. Llama-3.1-8B:
+    131,072 x 128 x 2 B = 32 MiB, which is what its logged 14.9888 GiB holds beyond the 14.9574 GiB of its
+    weights (vllm-project/vllm#10517). vLLM builds the cache for the model's whole configured length, whatever
+    ``max_model_len`` is (vllm-project/vllm#44738 measured what clamping it would save). A partial rotary
+    embedding's cache is narrower than the head: counted at the head's width."""
+    positions = model.max_position_embeddings or 0
     if shape.position is not Position.rotary or positions <= 0:
         return 0
     rotary_dim = shape.mla.rope_dim if shape.mla is not None else shape.head_dim  # MLA rotates its rope part
-    return positions * rotary_dim * compute_bytes
+    return rope_cache_rows(model, positions) * rotary_dim * compute_bytes
 
 
 def model_code(model: ModelSpec, shape: ModelShape, compute_bytes: int) -> tuple[ModelShape, list[str]]:
-    """The model as vLLM's own model code holds it: its weights and the RoPE cache (:func:`rope_cache_bytes`),
+    """The model as vLLM's own model code holds it: its weights and the RoPE caches (:func:`rope_cache_bytes`),
     none of transformers' release facts (vLLM does not run transformers' modules); with a note."""
-    positions = model.max_position_embeddings or 0
-    cache = rope_cache_bytes(shape, positions, compute_bytes)
+    cache = rope_cache_bytes(shape, model, compute_bytes)
     code = ModelCode(buffer_bytes=cache)
     notes = []
     if cache:
+        rows = rope_cache_rows(model, model.max_position_embeddings or 0)
         notes.append(
-            f"vLLM's RoPE cos/sin cache ({positions:,} positions x {shape.head_dim}, {cache / MiB:,.0f} MiB) "
-            "counted with the weights, as vLLM's weight figure counts it"
+            f"vLLM's RoPE cos/sin cache ({rows:,} positions, {cache / MiB:,.0f} MiB) counted with the weights, "
+            "as vLLM's weight figure counts it"
         )
     return (shape if code == shape.code else replace(shape, code=code)), notes
 
