@@ -363,3 +363,23 @@ def test_t4_log_row_within_the_goal(tmp_path: Path) -> None:
     row = _log("qwen2.5-1.5b-t4-v073")
     doc = _log_json(tmp_path, row)
     assert abs(doc["kv_cache_blocks"] / row["logged"]["blocks"] - 1) <= LIMIT
+
+
+def test_accuracy_page_quotes_the_score_script() -> None:
+    """docs/accuracy.md's table of vLLM's start-up logs quotes benchmarks/vllm_log_score.py: its errors are the
+    script's, one per log (blocks where the log prints them, else tokens, else the KV budget)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("vllm_log_score", ROOT / "benchmarks" / "vllm_log_score.py")
+    assert spec is not None and spec.loader is not None
+    score = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(score)
+    text = (ROOT / "docs" / "accuracy.md").read_text(encoding="utf-8")
+    table = text.split("### vLLM's start-up logs", 1)[1].split("\n\n")[2]
+    quoted = sorted(line.rsplit("|", 2)[1].strip() for line in table.splitlines()[2:])
+    errors = []
+    for row in score.rows():
+        error = score.score(row)["error"]
+        last = error.get("blocks", error.get("kv_tokens", error.get("kv_budget_gib")))
+        errors.append(f"{last * 100:+.1f} %".replace("+-", "-"))
+    assert quoted == sorted(errors)
