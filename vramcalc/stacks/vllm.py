@@ -481,7 +481,8 @@ def eager_block_bytes(shape: ModelShape, model_type: str, tokens: int, compute_b
     before the down projection: the MLP's peak is gate/up (2 ffn) with ``SiluAndMul``'s output (ffn). Qwen2,
     Gemma and most other files keep it (``gate_up, _ = ...``) through the down projection, one hidden-wide
     tensor more, as transformers' count has. Attention: Q/K/V (one fused output), the kernel's output (Q wide)
-    and the output projection. Per token: max(3 h + 3 ffn, 3 h + 2 q + 2 kv). Read at 0.6.4, 0.7.3 and 0.11.0.
+    and the output projection. Per token: max(3 h + 3 ffn, 3 h + 2 q + 2 kv). The layer and loop read at 0.6.4 and
+    0.11.0, the MLP at every release from 0.6.4 to 0.11.0.
     Llama-3.1-8B at 20,000 tokens: 20,000 x (3 x 4,096 + 3 x 14,336) x 2 B = 2.06 GiB; vLLM 0.6.4 logged
     17.06 GiB peak less 14.99 GiB weights = 2.07 GiB on an RTX 3090 (vllm-project/vllm#10517)."""
     if model_type not in LLAMA_PY_TYPES or not shape.gated or shape.moe is not None or shape.mla is not None:
