@@ -80,7 +80,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Mode, Optimizer, Precision
+from vramcalc.choices import AdapterType, Architecture, Attention, Checkpointing, CrossEntropy, Mode, Optimizer, Precision
 from vramcalc.core import activations as act
 from vramcalc.core.compiled import CompiledBlock
 from vramcalc.core.shape import ModelShape
@@ -151,12 +151,13 @@ def check_keys(spec: Spec) -> None:
     if (wl.versions or {}).get("transformers") is not None:
         raise SpecError(f"{key} is modelled with today's transformers (drop versions.transformers)")
     torchtune = wl.adapter is not None and wl.adapter.framework == "torchtune"  # its recipe's compile_model
-    for other in ("adapter", "quantization"):
-        if getattr(wl, other) is not None and not torchtune:
-            raise SpecError(
-                f"{key} is not modelled with workload.{other} (full fine-tuning, plain inference, and "
-                "adapter.framework: torchtune)"
-            )
+    if wl.adapter is not None and not torchtune:
+        _check_peft_lora(wl)
+    if wl.quantization is not None and not torchtune:
+        raise SpecError(
+            f"{key} is not modelled with workload.quantization (full fine-tuning, plain inference, PEFT's LoRA on "
+            "an unquantized base, and adapter.framework: torchtune)"
+        )
     if spec.parallel is not None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
     if wl.precision in (Precision.mixed_bf16, Precision.mixed_fp16):
@@ -175,6 +176,27 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key} is modelled for decoder and encoder transformers, not {model.architecture.value}")
     if model.experts is not None:
         raise SpecError(f"{key} is not modelled for mixture-of-experts models")
+
+
+def _check_peft_lora(wl: Workload) -> None:
+    """An adapter under ``compile``: PEFT's plain LoRA (``LoraLayer``'s ``Linear``) or torchtune's; the rest refused
+    in one line naming the key."""
+    key, adapter = "workload.compile", wl.adapter
+    assert adapter is not None
+    if adapter.framework != "peft":
+        raise SpecError(f"{key} is not modelled with adapter.framework: {adapter.framework} (peft or torchtune)")
+    if adapter.type is not AdapterType.lora:
+        raise SpecError(f"workload.adapter.type: {adapter.type.value} is not modelled with {key} (lora)")
+    if adapter.prepare_kbit:
+        raise SpecError(f"workload.adapter.prepare_kbit is not modelled with {key} (a k-bit base's preparation)")
+    if wl.cross_entropy is not CrossEntropy.standard:
+        raise SpecError(
+            f"workload.cross_entropy: {wl.cross_entropy.value} is not modelled with {key} and a PEFT adapter "
+            "(standard)"
+        )
+    for other in ("optimizer_in_backward", "activation_offloading"):
+        if getattr(wl, other):
+            raise SpecError(f"workload.{other} is not modelled with {key} and a PEFT adapter")
 
 
 def _check_inference(wl: Workload) -> None:
