@@ -169,7 +169,7 @@ def test_compiled_chunked_loss_by_hand() -> None:
         ({"precision": "mixed-bf16"}, {}, "precision: mixed-bf16"),
         ({"attention": "eager"}, {}, "attention: sdpa"),
         ({"gradient_checkpointing": "selective"}, {}, "selective"),
-        ({"adapter": {"type": "lora", "rank": 8}}, {}, "workload.adapter"),
+        ({"adapter": {"type": "dora", "rank": 8}}, {}, "adapter.type: dora"),
         ({"cross_entropy": "fused_linear"}, {}, "fused_linear"),
         ({"versions": {"transformers": "4.40.0"}}, {}, "versions.transformers"),
         ({}, {"experts": 4, "experts_per_token": 2}, "mixture-of-experts"),

@@ -80,7 +80,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import AdapterType, Architecture, Attention, Checkpointing, CrossEntropy, Mode, Optimizer, Precision
+from vramcalc.choices import (
+    AdapterType,
+    Architecture,
+    Attention,
+    Checkpointing,
+    CrossEntropy,
+    Mode,
+    Optimizer,
+    Precision,
+)
 from vramcalc.core import activations as act
 from vramcalc.core.compiled import CompiledBlock
 from vramcalc.core.shape import ModelShape
@@ -189,14 +198,6 @@ def _check_peft_lora(wl: Workload) -> None:
         raise SpecError(f"workload.adapter.type: {adapter.type.value} is not modelled with {key} (lora)")
     if adapter.prepare_kbit:
         raise SpecError(f"workload.adapter.prepare_kbit is not modelled with {key} (a k-bit base's preparation)")
-    if wl.cross_entropy is not CrossEntropy.standard:
-        raise SpecError(
-            f"workload.cross_entropy: {wl.cross_entropy.value} is not modelled with {key} and a PEFT adapter "
-            "(standard)"
-        )
-    for other in ("optimizer_in_backward", "activation_offloading"):
-        if getattr(wl, other):
-            raise SpecError(f"workload.{other} is not modelled with {key} and a PEFT adapter")
 
 
 def _check_inference(wl: Workload) -> None:
@@ -235,6 +236,16 @@ ADAPTER_NOTE = (
 )
 
 
+#: The note under PEFT's LoRA, whose compiled block keeps another set (:mod:`vramcalc.stacks.peft_lora`).
+PEFT_ADAPTER_NOTE = (
+    "compile: each transformer block compiled by torch.compile with inductor's default partitioner "
+    "(min_cut_rematerialization_partition, PyTorch 2.13), with PEFT's LoRA: no frozen linear keeps its input (no "
+    "norm output, no down projection input), each lora_A keeps its output and one copy of each input it reads at "
+    "its matmul's dtype (with dropout, each module's dropped input and mask); under autocast each block keeps "
+    "every weight's 16-bit cast, the frozen ones too; pointwise temporaries fused away; embedding and LM head eager"
+)
+
+
 #: Said where a published compiled step peaks above the count: torchtune's README (v0.6.1, "Optimization flags",
 #: Llama-3.2-3B, 2 x 4,096 packed tokens, A100), scored by benchmarks/torchtune_lora_score.py. The traced graphs
 #: agree with the count (benchmarks/tracer_compile.py), so the gap is in what the trace cannot see.
@@ -254,8 +265,8 @@ EIGHT_BIT_ABOVE_NOTE = (
 def _note(workload: Workload) -> str:
     """The estimate's note on compile, for training or a forward, with or without autocast; where a published
     compiled step peaks above the count, what it publishes."""
-    if workload.adapter is not None and workload.adapter.framework == "torchtune":
-        return ADAPTER_NOTE
+    if workload.adapter is not None:
+        return ADAPTER_NOTE if workload.adapter.framework == "torchtune" else PEFT_ADAPTER_NOTE
     note = NOTE if workload.mode is Mode.train else INFERENCE_NOTE
     autocast = workload.precision in (Precision.amp_bf16, Precision.amp_fp16)
     note = note + AMP_NOTE if autocast and workload.mode is Mode.train else note

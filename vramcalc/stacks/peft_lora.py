@@ -90,7 +90,10 @@ def compiled_block_bytes(
     other = compiled.compiled_layer_saved_bytes(shape, tk, dt, Attention.sdpa, PEFT_LORA_BLOCK)
     other += t * adapters.compiled_lora_saved_per_token(matrices, rank, width, p) // layers
     other += block_linears(shape) * dt.compute if dt.amp else 0
+    # under autocast the first block keeps an fp32 hidden-wide tensor still (its input, or the residual sum after
+    # attention in place of the 16-bit output projection's output): counted as its input, an upper bound
     first = other - compiled.unneeded_input_bytes(shape, tk, dt)
+    first += t * shape.hidden * dt.residual if dt.amp else 0
     if p > 0:
         first_norm = [m for m in matrices if lora_targets.INPUT_SOURCE[m.name] == "attn"]
         first -= t * sum(m.passes * m.inp for m in first_norm) * act.MASK // layers
@@ -112,8 +115,9 @@ def compiled_step_bytes(
     through = adapters.backward_block_bytes(shape, tk, dt, wl.attention, 0, mlp_lora)
     inside = adapters.forward_block_bytes(shape, tk, dt, wl.attention, 0, ckpt)
     outside = act.embedding_saved_bytes(shape, tk, dt) + adapters.frozen_norm_bytes(shape, tk.encoder, dt)
-    if ckpt:
-        return outside + act.checkpoint_saved_bytes(shape, tk, dt), other, through, inside
+    if ckpt:  # the recomputed block's input is its checkpoint, counted once
+        recomputed = other - tk.encoder * shape.hidden * dt.residual
+        return outside + act.checkpoint_saved_bytes(shape, tk, dt), recomputed, through, inside
     return outside + first + max(shape.layers - 1, 0) * other, 0, through, inside
 
 
