@@ -31,9 +31,16 @@ AOTAutograd traces under the ambient autocast state, so autocast's casts are nod
 ``--dtype fp16`` the step also scales the loss and unscales the gradients with ``torch.amp.GradScaler`` as the HF
 Trainer does under fp16 (:func:`_with_grad_scaler`).
 
+``--lora R:TARGETS`` (and ``--lora-dropout P``) wraps the model with ``peft.get_peft_model(LoraConfig(r=R,
+lora_alpha=2R, target_modules=TARGETS, lora_dropout=P))`` (``benchmarks/tracer_llm.py`` ``with_lora``; needs peft in
+the tracer's venv) before its blocks are compiled, as the HF Trainer's ``torch_compile=True`` runs a PEFT model; the
+first block, whose input needs no gradient, is measured apart (``first_block``).
+
 ``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
-quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case
-with its traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
+quality bar; ``--score-peft`` the same for the PEFT cases. ``--cases`` traces the cases below again and prints
+``benchmarks/data/tracer_compile.json`` (each case with its traced step and the saved-for-backward bytes of one
+compiled block, measured from the partitioned graph); ``--infer-cases`` prints ``tracer_compile_infer.json``,
+``--peft-cases`` ``tracer_compile_peft.json``.
 """
 
 from __future__ import annotations

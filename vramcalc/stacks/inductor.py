@@ -67,7 +67,9 @@ eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfi
 graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
 
 torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
-:mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights,
+:mod:`vramcalc.stacks.torchtune_lora`, PEFT's LoRA (``adapter.framework: peft``, ``type: lora``, an unquantized
+base) by :mod:`vramcalc.stacks.peft_lora`. Not modelled, refused with one line: other adapters (DoRA, LoRA-FA,
+the other PEFT methods, litgpt's) and quantized weights,
 mixture-of-experts, encoder-decoder and vision models, generation and ``use_cache``, latent attention, q/k norms and
 parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``mixed-*`` precision (16-bit parameters with fp32 master weights: DeepSpeed's and FSDP's, several

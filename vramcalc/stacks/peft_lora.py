@@ -1,6 +1,37 @@
 """A decoder's LoRA / QLoRA step: PEFT's k-bit preparation, what bitsandbytes keeps, the frozen decoder's
 saved activations (:mod:`vramcalc.llm.adapters`) and its transients, for
-:func:`vramcalc.families.llm.adapter_phases`."""
+:func:`vramcalc.families.llm.adapter_phases`.
+
+``compile: true`` (the HF Trainer's ``torch_compile=True`` on a ``get_peft_model`` model, each block compiled by
+inductor, partitioned as :mod:`vramcalc.stacks.inductor` says): peft 0.21.2's ``Linear.forward``
+(peft/tuners/lora/layer.py) runs ``result = self.base_layer(x)``, then per adapter ``x =
+self._cast_input_dtype(x, lora_A.weight.dtype)`` (peft/tuners/tuners_utils.py: ``x.to(dtype)`` unless it already has
+the adapter's dtype) and ``result = result + lora_B(lora_A(dropout(x))) * scaling``, and casts the sum back to the
+base's dtype. Traced with AOTAutograd and inductor's partitioner on the shared tracer's fake tensors
+(``benchmarks/tracer_compile.py --peft-cases``, each block's saved tensors in
+``benchmarks/data/tracer_compile_peft.json``; torch 2.13.0, transformers 5.25.0, peft 0.21.2):
+
+* a frozen base weight has no gradient, so no matmul's input is materialized in backward for one
+  (``is_materialized_backwards`` in ``torch/_functorch/partitioners.py``): a block keeps no norm output and not the
+  down projection's input; it keeps its input, the norms' statistics, Q, K, V, the attention output, logsumexp and
+  RNG state, the output projection's output (or the residual sum), each MLP up projection's output (the
+  activation's backward reads them) and the residual dropouts' masks (:data:`PEFT_LORA_BLOCK`);
+* each lora_A keeps its output (lora_B's weight gradient reads it: the same rule as torchtune's ``LoRALinear``,
+  :func:`vramcalc.llm.adapters.lora_a_output_per_token`) and its input at the dtype its matmul runs in: without
+  dropout one copy per input source, since the adapters of q, k and v cast the same tensor (one node after
+  AOTAutograd's common-subexpression elimination); with dropout each module's mask (inductor's ``replace_random``
+  makes it a bool) and its dropped input (:func:`vramcalc.llm.adapters.compiled_lora_saved_per_token`);
+* under autocast every weight's 16-bit cast, the frozen ones too, is kept (the matmul computing the input's gradient
+  reads it, so its recomputation is banned), each block's own until its backward;
+* the first block, whose input (the frozen embedding's output) needs no gradient, keeps neither its input nor its
+  first norm's statistics, nor the masks and weight casts of the linears reading that norm
+  (:func:`vramcalc.core.compiled.unneeded_input_bytes`, shared with torchtune's layer); under autocast it keeps an
+  fp32 hidden-wide tensor still (its input, or the residual sum), counted as its input.
+
+Under gradient checkpointing each block keeps its input and the block recomputed in backward keeps the compiled set.
+Not modelled (refused by :mod:`vramcalc.stacks.inductor`): DoRA, LoRA-FA and the other PEFT methods, a quantized
+base (QLoRA), PEFT's k-bit preparation, litgpt's adapters.
+"""
 
 from __future__ import annotations
 
