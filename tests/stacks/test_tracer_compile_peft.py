@@ -10,13 +10,11 @@ block and of the others, read from the partitioned forward graphs). Hand counts 
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import statistics
-from pathlib import Path
 from typing import Any
 
 import pytest
+from compile_traces import cases, small_llama, traced_spec
 
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
@@ -25,19 +23,13 @@ from vramcalc.llm import adapters
 from vramcalc.spec.models import Spec
 from vramcalc.stacks import peft_lora
 
-ROOT = Path(__file__).resolve().parents[2]
-CASES = json.loads((ROOT / "benchmarks" / "data" / "tracer_compile_peft.json").read_text(encoding="utf-8"))["cases"]
-_BENCHMARK = importlib.util.spec_from_file_location("tracer_compile", ROOT / "benchmarks" / "tracer_compile.py")
-assert _BENCHMARK is not None and _BENCHMARK.loader is not None
-tracer_compile = importlib.util.module_from_spec(_BENCHMARK)
-_BENCHMARK.loader.exec_module(tracer_compile)  # its case-to-spec builder; it imports torch only to trace
+CASES = cases("tracer_compile_peft.json")
 #: The flash kernel's two RNG-state scalars, which the partitioned graph saves and vramcalc does not count.
 RNG_STATE = 24
 
 
 def _spec(case: dict[str, Any]) -> Spec:
-    spec: Spec = tracer_compile.traced_spec(case["command"])
-    return spec
+    return traced_spec(case["command"])
 
 
 def _error(case: dict[str, Any]) -> float:
@@ -165,19 +157,6 @@ def test_note_describes_the_adapter_block() -> None:
     assert "with PEFT's LoRA: no frozen linear keeps its input" in notes
 
 
-def _llama(**workload: Any) -> Spec:
-    model = {
-        **tracer_compile.FAMILIES["llama"],
-        "layers": 2,
-        "hidden_size": 256,
-        "heads": 4,
-        "ffn_size": 688,
-        "vocab_size": 1000,
-    }
-    wl = {"batch_size": 1, "seq_len": 128, "precision": "bf16", "attention": "sdpa", "compile": True, **workload}
-    return Spec.model_validate({"model": model, "workload": wl})
-
-
 LORA = {"type": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
 
 
@@ -195,9 +174,9 @@ LORA = {"type": "lora", "rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
 )
 def test_refused(workload: dict[str, Any], message: str) -> None:
     with pytest.raises(SpecError, match="workload.compile") as err:
-        estimate(_llama(**workload))
+        estimate(small_llama(**workload))
     assert message in str(err.value)
 
 
 def test_plain_lora_accepted() -> None:
-    assert estimate(_llama(adapter=LORA)).peak_allocated_bytes > 0
+    assert estimate(small_llama(adapter=LORA)).peak_allocated_bytes > 0
