@@ -31,9 +31,16 @@ AOTAutograd traces under the ambient autocast state, so autocast's casts are nod
 ``--dtype fp16`` the step also scales the loss and unscales the gradients with ``torch.amp.GradScaler`` as the HF
 Trainer does under fp16 (:func:`_with_grad_scaler`).
 
+``--lora R:TARGETS`` (and ``--lora-dropout P``) wraps the model with ``peft.get_peft_model(LoraConfig(r=R,
+lora_alpha=2R, target_modules=TARGETS, lora_dropout=P))`` (``benchmarks/tracer_llm.py`` ``with_lora``; needs peft in
+the tracer's venv) before its blocks are compiled, as the HF Trainer's ``torch_compile=True`` runs a PEFT model; the
+first block, whose input needs no gradient, is measured apart (``first_block``).
+
 ``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
-quality bar. ``--cases`` traces the cases below again and prints ``benchmarks/data/tracer_compile.json`` (each case
-with its traced step and the saved-for-backward bytes of one compiled block, measured from the partitioned graph).
+quality bar; ``--score-peft`` the same for the PEFT cases. ``--cases`` traces the cases below again and prints
+``benchmarks/data/tracer_compile.json`` (each case with its traced step and the saved-for-backward bytes of one
+compiled block, measured from the partitioned graph); ``--infer-cases`` prints ``tracer_compile_infer.json``,
+``--peft-cases`` ``tracer_compile_peft.json``.
 """
 
 from __future__ import annotations
@@ -104,6 +111,39 @@ INFER_CASES: dict[str, str] = {
     "--mode infer",
     "compile-infer-amp-gpt2_l2_h256_b2_s512_fp16": f"{_GPT2} --batch 2 --seq 512 --dtype fp16 --amp --mode infer",
     "compile-infer-amp-bert_l2_h256_b2_s512_bf16": f"{_BERT} --batch 2 --seq 512 --dtype bf16 --amp --mode infer",
+}
+
+#: PEFT's LoRA (``peft.get_peft_model`` on the transformers model, then each block compiled, as the HF Trainer's
+#: ``torch_compile=True`` runs a PEFT model), stored in ``benchmarks/data/tracer_compile_peft.json``.
+PEFT_CASES: dict[str, str] = {
+    "compile-peft-llama_l2_h256_b2_s512_bf16_qv_r8": f"{_LLAMA} --batch 2 --seq 512 --dtype bf16 --optimizer adamw "
+    "--lora 8:q_proj,v_proj",
+    "compile-peft-llama_l3_h512_gqa_b1_s1024_bf16_qv_r16": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 "
+    "--optimizer adamw --lora 16:q_proj,v_proj",
+    "compile-peft-llama_l3_h512_gqa_b1_s1024_bf16_all_r16": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 "
+    "--optimizer adamw --lora 16:all-linear",
+    "compile-peft-llama_l3_h512_gqa_b1_s1024_bf16_all_r16_do05": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 "
+    "--optimizer adamw --lora 16:all-linear --lora-dropout 0.05",
+    "compile-peft-gc-llama_l3_h512_gqa_b1_s1024_bf16_all_r16": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 "
+    "--optimizer adamw --grad-checkpointing --lora 16:all-linear",
+    "compile-peft-gc-llama_l3_h512_gqa_b2_s2048_bf16_qv_r16_do05": f"{_LLAMA_GQA} --batch 2 --seq 2048 --dtype bf16 "
+    "--optimizer adamw --grad-checkpointing --lora 16:q_proj,v_proj --lora-dropout 0.05",
+    "compile-peft-amp-llama_l3_h512_gqa_b1_s1024_bf16_qv_r16": f"{_LLAMA_GQA} --batch 1 --seq 1024 --dtype bf16 "
+    "--amp --optimizer adamw --lora 16:q_proj,v_proj",
+    "compile-peft-amp-llama_l3_h512_gqa_b1_s1024_bf16_all_r16_do05": f"{_LLAMA_GQA} --batch 1 --seq 1024 "
+    "--dtype bf16 --amp --optimizer adamw --lora 16:all-linear --lora-dropout 0.05",
+    "compile-peft-amp-gc-llama_l3_h512_gqa_b4_s2048_bf16_all_r16": f"{_LLAMA_GQA} --batch 4 --seq 2048 --dtype bf16 "
+    "--amp --optimizer adamw --grad-checkpointing --lora 16:all-linear",
+    "compile-peft-gpt2_l2_h256_b2_s512_bf16_all_r8": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 --optimizer adamw "
+    "--lora 8:all-linear",
+    "compile-peft-gpt2_l2_h256_b2_s512_bf16_attn_r8_do05": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 "
+    "--optimizer adamw --lora 8:c_attn --lora-dropout 0.05",
+    "compile-peft-gc-gpt2_l2_h256_b2_s512_bf16_all_r8_do05": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 "
+    "--optimizer adamw --grad-checkpointing --lora 8:all-linear --lora-dropout 0.05",
+    "compile-peft-amp-gpt2_l2_h256_b2_s512_bf16_all_r8": f"{_GPT2} --batch 2 --seq 512 --dtype bf16 --amp "
+    "--optimizer adamw --lora 8:all-linear",
+    "compile-peft-amp-gc-gpt2_l2_h256_b4_s1024_bf16_attn_r8": f"{_GPT2} --batch 4 --seq 1024 --dtype bf16 --amp "
+    "--optimizer adamw --grad-checkpointing --lora 8:c_attn",
 }
 
 #: What the compiled regions measured in the last trace: the saved-for-backward bytes of one block (the forward
@@ -439,11 +479,25 @@ def _with_grad_scaler(groundtruth: Any) -> Any:
     return restore
 
 
+def _peft_blocks(model: Any) -> list[Any]:
+    """The transformer blocks of a model, under PEFT's wrapper (``PeftModel.get_base_model``) where it has one."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return _blocks(base)
+
+
 def trace(argv: list[str]) -> dict[str, Any]:
     """The tracer's result for one command line with every block compiled (and, with ``--chunked-ce``, torchtune's
-    chunked loss compiled), plus the saved bytes of one compiled block and loss chunk."""
+    chunked loss compiled), plus the saved bytes of one compiled block and loss chunk. With ``--lora R:TARGETS``
+    (and ``--lora-dropout P``) the model is first wrapped by ``peft.get_peft_model`` (``tracer_llm.with_lora``:
+    alpha 2 x R, PEFT's other defaults), then its blocks compiled; the first block (whose input, the frozen
+    embedding's output, needs no gradient) is measured apart as ``first_block``."""
     chunked = "--chunked-ce" in argv
     argv = [a for a in argv if a != "--chunked-ce"]
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tracer_llm import _take, with_lora
+
+    argv, lora = _take(argv, "--lora", True)
+    argv, dropout = _take(argv, "--lora-dropout", True)
     if "infer" in argv:  # the first forward compiles; the second is the one reported
         argv = [*argv, "--iters", "2"]
     sys.path.insert(0, str(TRACER))
@@ -460,8 +514,15 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
     def build_compiled(*args: Any, **kwargs: Any) -> Any:
         model, batch, desc = build(*args, **kwargs)
-        for layer in _blocks(model):
-            _compile_block(layer, "block")
+        if lora:
+            import peft.tuners.lora.torchao as peft_torchao
+
+            # torchao 0.14.1 (torchtune's) is older than PEFT's torchao dispatcher accepts; no weight here is torchao's
+            peft_torchao.is_torchao_available = lambda: False
+            model = with_lora(model, lora, float(dropout or 0.0))
+            desc += f" + LoRA r={lora.replace(':', ' ')}"
+        for i, layer in enumerate(_peft_blocks(model)):
+            _compile_block(layer, "first_block" if lora and i == 0 else "block")
         if chunked:
             _chunked_loss(model)
         return model, batch, desc
@@ -510,14 +571,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
 }
 
 
-def score() -> None:
-    """vramcalc's estimate of every stored training case against the traced peak, and the quality bar (median
-    |error| <= 2 %, largest <= 5 %). Run with the project's environment (no torch needed)."""
+def score(name: str = "tracer_compile.json") -> None:
+    """vramcalc's estimate of every stored training case of ``benchmarks/data/<name>`` against the traced peak, and
+    the quality bar (median |error| <= 2 %, largest <= 5 %). Run with the project's environment (no torch needed)."""
     import statistics
 
     from vramcalc.families import estimate
 
-    data = json.loads((Path(__file__).resolve().parent / "data" / "tracer_compile.json").read_text(encoding="utf-8"))
+    data = json.loads((Path(__file__).resolve().parent / "data" / name).read_text(encoding="utf-8"))
     errors = []
     for case in data["cases"]:
         if "--mode infer" in case["command"]:
@@ -564,18 +625,28 @@ def traced_spec(command: str, compile_: bool = True) -> Any:
             workload["gradient_checkpointing"] = "full"
         if args.get("chunked-ce"):
             workload["cross_entropy"] = "chunked"
+    if args.get("lora"):  # tracer_llm.with_lora's LoraConfig: alpha 2 x rank
+        rank, targets = args["lora"].split(":")
+        workload["adapter"] = {
+            "type": "lora",
+            "rank": int(rank),
+            "alpha": 2 * int(rank),
+            "targets": targets if targets == "all-linear" else targets.split(","),
+            "dropout": float(args.get("lora-dropout", 0.0)),
+        }
     return Spec.model_validate({"model": model, "workload": workload})
 
 
 def main(argv: list[str]) -> None:
-    if argv == ["--score"]:
-        score()
+    if argv in (["--score"], ["--score-peft"]):
+        score("tracer_compile.json" if argv == ["--score"] else "tracer_compile_peft.json")
         return
-    if argv not in (["--cases"], ["--infer-cases"]):
+    sets = {"--cases": CASES, "--infer-cases": INFER_CASES, "--peft-cases": PEFT_CASES}
+    if len(argv) != 1 or argv[0] not in sets:
         print(json.dumps(trace(argv), indent=2, default=str))
         return
     rows = []
-    for case_id, command in (CASES if argv == ["--cases"] else INFER_CASES).items():
+    for case_id, command in sets[argv[0]].items():
         result = trace(command.split())
         rows.append(
             {
@@ -590,7 +661,13 @@ def main(argv: list[str]) -> None:
         )
     import torch
 
-    print(json.dumps({"torch": str(torch.__version__), "cases": rows}, indent=2))
+    found = {"torch": str(torch.__version__)}
+    if argv == ["--peft-cases"]:
+        import peft
+        import transformers
+
+        found |= {"transformers": transformers.__version__, "peft": peft.__version__}
+    print(json.dumps({**found, "cases": rows}, indent=2))
 
 
 if __name__ == "__main__":

@@ -9,13 +9,11 @@ partitioned forward graph). Hand counts from that list.
 
 from __future__ import annotations
 
-import importlib.util
-import json
 import statistics
-from pathlib import Path
 from typing import Any
 
 import pytest
+from compile_traces import cases, small_llama, traced_spec
 
 from vramcalc.core import activations as act
 from vramcalc.core import compiled
@@ -24,25 +22,11 @@ from vramcalc.core.params import linear_weight_params
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_workload
-from vramcalc.spec.models import Spec
 from vramcalc.stacks import inductor
 
-ROOT = Path(__file__).resolve().parents[2]
-TRACED = json.loads((ROOT / "benchmarks" / "data" / "tracer_compile.json").read_text(encoding="utf-8"))["cases"]
+TRACED = cases("tracer_compile.json")
 TRAINING = [c for c in TRACED if "--mode infer" not in c["command"]]
-INFERENCE = json.loads((ROOT / "benchmarks" / "data" / "tracer_compile_infer.json").read_text(encoding="utf-8"))[
-    "cases"
-]
-_BENCHMARK = importlib.util.spec_from_file_location("tracer_compile", ROOT / "benchmarks" / "tracer_compile.py")
-assert _BENCHMARK is not None and _BENCHMARK.loader is not None
-tracer_compile = importlib.util.module_from_spec(_BENCHMARK)
-_BENCHMARK.loader.exec_module(tracer_compile)  # its case-to-spec builder; it imports torch only to trace
-
-
-def traced_spec(command: str, compile_: bool = True) -> Spec:
-    """The spec of a stored case's tracer command line (the benchmark's own builder, which ``--score`` uses)."""
-    spec: Spec = tracer_compile.traced_spec(command, compile_)
-    return spec
+INFERENCE = cases("tracer_compile_infer.json")
 
 
 def errors() -> list[float]:
@@ -169,24 +153,15 @@ def test_compiled_chunked_loss_by_hand() -> None:
         ({"precision": "mixed-bf16"}, {}, "precision: mixed-bf16"),
         ({"attention": "eager"}, {}, "attention: sdpa"),
         ({"gradient_checkpointing": "selective"}, {}, "selective"),
-        ({"adapter": {"type": "lora", "rank": 8}}, {}, "workload.adapter"),
+        ({"adapter": {"type": "dora", "rank": 8}}, {}, "adapter.type: dora"),
         ({"cross_entropy": "fused_linear"}, {}, "fused_linear"),
         ({"versions": {"transformers": "4.40.0"}}, {}, "versions.transformers"),
         ({}, {"experts": 4, "experts_per_token": 2}, "mixture-of-experts"),
     ],
 )
 def test_refused(workload: dict[str, Any], model: dict[str, Any], message: str) -> None:
-    base = {
-        **tracer_compile.FAMILIES["llama"],
-        "layers": 2,
-        "hidden_size": 256,
-        "heads": 4,
-        "ffn_size": 688,
-        "vocab_size": 1000,
-    }
-    wl = {"batch_size": 1, "seq_len": 128, "precision": "bf16", "attention": "sdpa", "compile": True, **workload}
     with pytest.raises(SpecError, match="workload.compile") as err:
-        estimate(Spec.model_validate({"model": {**base, **model}, "workload": wl}))
+        estimate(small_llama(model, **workload))
     assert message in str(err.value)
 
 

@@ -73,7 +73,7 @@ def test_plain_cross_entropy_and_partial_mlp_refused() -> None:
 
 def test_other_adapter_frameworks_still_refused() -> None:
     case = _cases()[0]
-    adapter = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"]}
+    adapter = {"rank": 8, "alpha": 16, "targets": ["q_proj", "v_proj"], "framework": "litgpt"}
     with pytest.raises(SpecError, match="workload.compile"):
         estimate(_spec(case, adapter=adapter, cross_entropy="standard"))
 

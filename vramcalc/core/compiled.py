@@ -86,6 +86,14 @@ def compiled_layer_saved_bytes(
     return n_tokens * per_token + logsumexp
 
 
+def unneeded_input_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) -> int:
+    """What a compiled block whose input needs no gradient (the first block over a frozen embedding) does not keep
+    beside the others: its input and its first norm's statistics (the backward computes no gradient through that
+    norm)."""
+    stats = act.LAYERNORM_STATS if shape.norm is Norm.layernorm else act.RMSNORM_STATS
+    return tk.encoder * (shape.hidden * dt.residual + stats)
+
+
 def compiled_saved_activation_bytes(
     shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, block: CompiledBlock
 ) -> int:

@@ -234,6 +234,27 @@ def lora_saved_per_token(
     return total + sum(shared_inputs.values())
 
 
+def lora_a_output_per_token(matrices: list[LoraMatrix], rank: int, width: int) -> int:
+    """Bytes per token of every lora_A's output (``rank x blocks`` wide at ``width`` bytes), which lora_B's weight
+    gradient reads: saved by an eager step and by a compiled block's partitioner alike."""
+    return sum(m.passes * rank * m.blocks for m in matrices) * width
+
+
+def compiled_lora_saved_per_token(matrices: list[LoraMatrix], rank: int, width: int, dropout: float) -> int:
+    """Bytes per token the adapters of a compiled block save, every lora_A's matmul at ``width`` bytes: its output
+    (:func:`lora_a_output_per_token`) and its input. Without dropout the graph reads one copy of each input source
+    (the casts of one tensor are one node after common-subexpression elimination: one copy for q, k and v); with
+    dropout each module's dropped input and its mask (1 B/element)."""
+    total = lora_a_output_per_token(matrices, rank, width)
+    if dropout > 0:
+        return total + sum(m.passes * m.inp * (width + act.MASK) for m in matrices)
+    sources: dict[object, int] = {}
+    for m in matrices:
+        key = (lora_targets.INPUT_SOURCE[m.name], m.inp)
+        sources[key] = max(sources.get(key, 0), m.passes * m.inp * width)
+    return total + sum(sources.values())
+
+
 def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
     """A norm with a frozen weight saves its input and statistics only (LayerNorm: mean and rstd;
     HF RMSNorm: its fp32 input copy and rstd; and the squared input its ``mean`` keeps where the model's code

@@ -67,7 +67,9 @@ eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfi
 graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
 
 torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
-:mod:`vramcalc.stacks.torchtune_lora`. Not modelled, refused with one line: other adapters and quantized weights,
+:mod:`vramcalc.stacks.torchtune_lora`, PEFT's LoRA (``adapter.framework: peft``, ``type: lora``, an unquantized
+base) by :mod:`vramcalc.stacks.peft_lora`. Not modelled, refused with one line: other adapters (DoRA, LoRA-FA,
+the other PEFT methods, litgpt's) and quantized weights,
 mixture-of-experts, encoder-decoder and vision models, generation and ``use_cache``, latent attention, q/k norms and
 parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``mixed-*`` precision (16-bit parameters with fp32 master weights: DeepSpeed's and FSDP's, several
@@ -80,7 +82,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vramcalc.choices import Architecture, Attention, Checkpointing, CrossEntropy, Mode, Optimizer, Precision
+from vramcalc.choices import (
+    AdapterType,
+    Architecture,
+    Attention,
+    Checkpointing,
+    CrossEntropy,
+    Mode,
+    Optimizer,
+    Precision,
+)
 from vramcalc.core import activations as act
 from vramcalc.core.compiled import CompiledBlock
 from vramcalc.core.shape import ModelShape
@@ -151,12 +162,13 @@ def check_keys(spec: Spec) -> None:
     if (wl.versions or {}).get("transformers") is not None:
         raise SpecError(f"{key} is modelled with today's transformers (drop versions.transformers)")
     torchtune = wl.adapter is not None and wl.adapter.framework == "torchtune"  # its recipe's compile_model
-    for other in ("adapter", "quantization"):
-        if getattr(wl, other) is not None and not torchtune:
-            raise SpecError(
-                f"{key} is not modelled with workload.{other} (full fine-tuning, plain inference, and "
-                "adapter.framework: torchtune)"
-            )
+    if wl.adapter is not None and not torchtune:
+        _check_peft_lora(wl)
+    if wl.quantization is not None and not torchtune:
+        raise SpecError(
+            f"{key} is not modelled with workload.quantization (full fine-tuning, plain inference, PEFT's LoRA on "
+            "an unquantized base, and adapter.framework: torchtune)"
+        )
     if spec.parallel is not None:
         raise SpecError(f"{key} is not modelled with parallel: (one GPU)")
     if wl.precision in (Precision.mixed_bf16, Precision.mixed_fp16):
@@ -175,6 +187,19 @@ def check_keys(spec: Spec) -> None:
         raise SpecError(f"{key} is modelled for decoder and encoder transformers, not {model.architecture.value}")
     if model.experts is not None:
         raise SpecError(f"{key} is not modelled for mixture-of-experts models")
+
+
+def _check_peft_lora(wl: Workload) -> None:
+    """An adapter under ``compile``: PEFT's plain LoRA (``LoraLayer``'s ``Linear``) or torchtune's; the rest refused
+    in one line naming the key."""
+    key, adapter = "workload.compile", wl.adapter
+    assert adapter is not None
+    if adapter.framework != "peft":
+        raise SpecError(f"{key} is not modelled with adapter.framework: {adapter.framework} (peft or torchtune)")
+    if adapter.type is not AdapterType.lora:
+        raise SpecError(f"workload.adapter.type: {adapter.type.value} is not modelled with {key} (lora)")
+    if adapter.prepare_kbit:
+        raise SpecError(f"workload.adapter.prepare_kbit is not modelled with {key} (a k-bit base's preparation)")
 
 
 def _check_inference(wl: Workload) -> None:
@@ -213,6 +238,16 @@ ADAPTER_NOTE = (
 )
 
 
+#: The note under PEFT's LoRA, whose compiled block keeps another set (:mod:`vramcalc.stacks.peft_lora`).
+PEFT_ADAPTER_NOTE = (
+    "compile: each transformer block compiled by torch.compile with inductor's default partitioner "
+    "(min_cut_rematerialization_partition, PyTorch 2.13), with PEFT's LoRA: no frozen linear keeps its input (no "
+    "norm output, no down projection input), each lora_A keeps its output and one copy of each input it reads at "
+    "its matmul's dtype (with dropout, each module's dropped input and mask); under autocast each block keeps "
+    "every weight's 16-bit cast, the frozen ones too; pointwise temporaries fused away; embedding and LM head eager"
+)
+
+
 #: Said where a published compiled step peaks above the count: torchtune's README (v0.6.1, "Optimization flags",
 #: Llama-3.2-3B, 2 x 4,096 packed tokens, A100), scored by benchmarks/torchtune_lora_score.py. The traced graphs
 #: agree with the count (benchmarks/tracer_compile.py), so the gap is in what the trace cannot see.
@@ -232,8 +267,8 @@ EIGHT_BIT_ABOVE_NOTE = (
 def _note(workload: Workload) -> str:
     """The estimate's note on compile, for training or a forward, with or without autocast; where a published
     compiled step peaks above the count, what it publishes."""
-    if workload.adapter is not None and workload.adapter.framework == "torchtune":
-        return ADAPTER_NOTE
+    if workload.adapter is not None:
+        return ADAPTER_NOTE if workload.adapter.framework == "torchtune" else PEFT_ADAPTER_NOTE
     note = NOTE if workload.mode is Mode.train else INFERENCE_NOTE
     autocast = workload.precision in (Precision.amp_bf16, Precision.amp_fp16)
     note = note + AMP_NOTE if autocast and workload.mode is Mode.train else note

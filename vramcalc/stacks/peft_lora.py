@@ -1,18 +1,51 @@
 """A decoder's LoRA / QLoRA step: PEFT's k-bit preparation, what bitsandbytes keeps, the frozen decoder's
 saved activations (:mod:`vramcalc.llm.adapters`) and its transients, for
-:func:`vramcalc.families.llm.adapter_phases`."""
+:func:`vramcalc.families.llm.adapter_phases`.
+
+``compile: true`` (the HF Trainer's ``torch_compile=True`` on a ``get_peft_model`` model, each block compiled by
+inductor, partitioned as :mod:`vramcalc.stacks.inductor` says): peft 0.21.2's ``Linear.forward``
+(peft/tuners/lora/layer.py) runs ``result = self.base_layer(x)``, then per adapter ``x =
+self._cast_input_dtype(x, lora_A.weight.dtype)`` (peft/tuners/tuners_utils.py: ``x.to(dtype)`` unless it already has
+the adapter's dtype) and ``result = result + lora_B(lora_A(dropout(x))) * scaling``, and casts the sum back to the
+base's dtype. Traced with AOTAutograd and inductor's partitioner on the shared tracer's fake tensors
+(``benchmarks/tracer_compile.py --peft-cases``, each block's saved tensors in
+``benchmarks/data/tracer_compile_peft.json``; torch 2.13.0, transformers 5.25.0, peft 0.21.2):
+
+* a frozen base weight has no gradient, so no matmul's input is materialized in backward for one
+  (``is_materialized_backwards`` in ``torch/_functorch/partitioners.py``): a block keeps no norm output and not the
+  down projection's input; it keeps its input, the norms' statistics, Q, K, V, the attention output, logsumexp and
+  RNG state, the output projection's output (or the residual sum), each MLP up projection's output (the
+  activation's backward reads them) and the residual dropouts' masks (:data:`PEFT_LORA_BLOCK`);
+* each lora_A keeps its output (lora_B's weight gradient reads it: the same rule as torchtune's ``LoRALinear``,
+  :func:`vramcalc.llm.adapters.lora_a_output_per_token`) and its input at the dtype its matmul runs in: without
+  dropout one copy per input source, since the adapters of q, k and v cast the same tensor (one node after
+  AOTAutograd's common-subexpression elimination); with dropout each module's mask (inductor's ``replace_random``
+  makes it a bool) and its dropped input (:func:`vramcalc.llm.adapters.compiled_lora_saved_per_token`);
+* under autocast every weight's 16-bit cast, the frozen ones too, is kept (the matmul computing the input's gradient
+  reads it, so its recomputation is banned), each block's own until its backward;
+* the first block, whose input (the frozen embedding's output) needs no gradient, keeps neither its input nor its
+  first norm's statistics, nor the masks and weight casts of the linears reading that norm
+  (:func:`vramcalc.core.compiled.unneeded_input_bytes`, shared with torchtune's layer); under autocast it keeps an
+  fp32 hidden-wide tensor still (its input, or the residual sum), counted as its input.
+
+Under gradient checkpointing each block keeps its input and the block recomputed in backward keeps the compiled set.
+Not modelled (refused by :mod:`vramcalc.stacks.inductor`): DoRA, LoRA-FA and the other PEFT methods, a quantized
+base (QLoRA), PEFT's k-bit preparation, litgpt's adapters.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import AdapterType, Checkpointing
+from vramcalc.choices import AdapterType, Attention, Checkpointing
 from vramcalc.core import activations as act
+from vramcalc.core import compiled
 from vramcalc.core.shape import ModelShape
-from vramcalc.llm import adapters, moe, quantization
+from vramcalc.llm import adapters, lora_targets, moe, quantization
 from vramcalc.spec.models import Spec
 from vramcalc.stacks import bnb
+from vramcalc.stacks.inductor import INDUCTOR_BLOCK
 from vramcalc.stacks.layouts import quant_layout
 
 
@@ -30,6 +63,8 @@ def step_bytes(
     wl, adt = spec.workload, kbit.dtypes
     adapter = wl.adapter
     assert adapter is not None
+    if wl.compile:
+        return compiled_step_bytes(spec, shape, tk, dt, matrices, a)
     saved, recompute_layer = _adapter_activations(spec, shape, tk, adt, matrices, a, kbit)
     q = wl.quantization
     method = q.method if q is not None else None
@@ -55,6 +90,66 @@ def step_bytes(
     if adapters.freezes_a(adapter) and not kbit.checkpointing:
         inside += _lora_fa_down_bytes(matrices, adapter.dropout, a, adt, tk.encoder)
     return saved, recompute_layer, through, inside
+
+
+#: What inductor's partitioner keeps of a block whose base linears are frozen (module docstring): no norm output
+#: and no down projection input, which only the base weights' gradients read.
+PEFT_LORA_BLOCK = replace(INDUCTOR_BLOCK, norm_output=False, mlp_activation_output=False)
+
+
+def first_norm_linears(shape: ModelShape) -> int:
+    """The weights of the linears that read a block's first norm: Q, K and V."""
+    return (shape.q_width + 2 * shape.kv_width) * shape.hidden
+
+
+def block_linears(shape: ModelShape) -> int:
+    """The weights of one block's linears: Q, K, V, the output projection and the MLP's."""
+    n_up = 2 if shape.gated else 1
+    return first_norm_linears(shape) + shape.q_width * shape.hidden + (n_up + 1) * shape.hidden * shape.ffn
+
+
+def compiled_block_bytes(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], rank: int, a: int, p: float
+) -> tuple[int, int]:
+    """What one compiled block keeps for backward, the first block's and every other's (module docstring): the
+    frozen block's set (:data:`PEFT_LORA_BLOCK`) with each adapter's lora_A input and output at the dtype its matmul
+    runs in (``a``, or the autocast dtype), dropout ``p``; under autocast the 16-bit cast of every frozen weight.
+    The first block keeps neither its input, nor its first norm's statistics, nor the dropout masks and weight
+    casts of the linears reading that norm (no gradient flows into it)."""
+    t, layers = tk.encoder, max(1, shape.layers)
+    width = dt.compute if dt.amp else a
+    other = compiled.compiled_layer_saved_bytes(shape, tk, dt, Attention.sdpa, PEFT_LORA_BLOCK)
+    other += t * adapters.compiled_lora_saved_per_token(matrices, rank, width, p) // layers
+    other += block_linears(shape) * dt.compute if dt.amp else 0
+    # under autocast the first block keeps an fp32 hidden-wide tensor still (its input, or the residual sum after
+    # attention in place of the 16-bit output projection's output): counted as its input, an upper bound
+    first = other - compiled.unneeded_input_bytes(shape, tk, dt)
+    first += t * shape.hidden * dt.residual if dt.amp else 0
+    if p > 0:
+        first_norm = [m for m in matrices if lora_targets.INPUT_SOURCE[m.name] == "attn"]
+        first -= t * sum(m.passes * m.inp for m in first_norm) * act.MASK // layers
+    first -= first_norm_linears(shape) * dt.compute if dt.amp else 0
+    return first, other
+
+
+def compiled_step_bytes(
+    spec: Spec, shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, matrices: list[adapters.LoraMatrix], a: int
+) -> tuple[int, int, int, int]:
+    """:func:`step_bytes` with each block compiled: the compiled blocks' saved bytes (the embedding, the final norm
+    and the head eager), the eager step's transients of a block."""
+    wl = spec.workload
+    adapter = wl.adapter
+    assert adapter is not None
+    rank, ckpt = adapter.rank or 0, wl.gradient_checkpointing is Checkpointing.full
+    first, other = compiled_block_bytes(shape, tk, dt, matrices, rank, a, adapter.dropout)
+    mlp_lora = adapters.mlp_lora_bytes(matrices, rank, a, dt, adapter.dropout, tk.encoder, shape.layers)
+    through = adapters.backward_block_bytes(shape, tk, dt, wl.attention, 0, mlp_lora)
+    inside = adapters.forward_block_bytes(shape, tk, dt, wl.attention, 0, ckpt)
+    outside = act.embedding_saved_bytes(shape, tk, dt) + adapters.frozen_norm_bytes(shape, tk.encoder, dt)
+    if ckpt:  # the recomputed block's input is its checkpoint, counted once
+        recomputed = other - tk.encoder * shape.hidden * dt.residual
+        return outside + act.checkpoint_saved_bytes(shape, tk, dt), recomputed, through, inside
+    return outside + first + max(shape.layers - 1, 0) * other, 0, through, inside
 
 
 def reads_activation(spec: Spec, a: int, dt: act.Dtypes) -> bool:

@@ -225,9 +225,9 @@ def compiled_block_bytes(
     t, h, c, q = tk.encoder, shape.hidden, dt.compute, shape.q_width
     mlp_adapted = any(m.name in adapters.MLP_TARGETS for m in matrices)
     other = trained_layer_bytes(shape, tk, dt)
-    other += t * sum(m.passes * m.blocks * rank for m in matrices) * dt.param  # each lora_a's output
+    other += t * adapters.lora_a_output_per_token(matrices, rank, dt.param)
     other -= 0 if mlp_adapted else t * (h + shape.ffn) * c
-    first = other - t * (h * dt.residual + act.RMSNORM_STATS)
+    first = other - compiled.unneeded_input_bytes(shape, tk, dt)
     if nf4:
         attn = (2 * q * h + 2 * shape.kv_width * h) * c  # q_proj, k_proj, v_proj, output_proj
         mlp = 2 * shape.ffn * h * c
