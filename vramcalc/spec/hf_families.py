@@ -115,8 +115,11 @@ def qwen2(r: Reader) -> Imported:
     return model | window, notes + said
 
 
-def qwen3(r: Reader) -> Imported:
-    model, notes = _base(r, tie=False, head_dim=128)
+def qwen3(r: Reader, head_dim: int | None = 128) -> Imported:
+    """Qwen3 (``Qwen3Config``: head_dim 128). ``Qwen3MoeConfig`` has no head_dim field: its attention takes
+    ``getattr(config, "head_dim", hidden_size // num_attention_heads)`` (modeling_qwen3_moe.py,
+    ``Qwen3MoeAttention``), so its converter passes None."""
+    model, notes = _base(r, tie=False, head_dim=head_dim)
     model = {**_biases(r, model), "qk_norm": "head"}
     window, said = _qwen_window(r)
     return model | window, notes + said
