@@ -121,6 +121,37 @@ CHOICES: dict[str, list[Any]] = {
 EXTRA_FLAGS = {"add_cross_attention": True, "is_decoder": True, "token_classification_bias": False}
 
 
+#: Fields of other families that a config may carry although its class declares none of them (a
+#: PreTrainedConfig keeps unknown keyword arguments, and a model may read them with ``getattr``): the
+#: importer must read them only where the class does.
+FOREIGN = (
+    "attention_bias",
+    "mlp_bias",
+    "head_dim",
+    "qkv_bias",
+    "use_bias",
+    "bias",
+    "lm_head_bias",
+    "qk_layernorm",
+    "num_key_value_heads",
+    "sliding_window",
+    "use_sliding_window",
+    "pooler_output_size",
+    "multi_query",
+    "parallel_attn",
+    "num_experts",
+    "num_local_experts",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "rotary_dim",
+    "embedding_size",
+    "attention_head_size",
+    "type_vocab_size",
+    "intermediate_size",
+    "n_inner",
+)
+
+
 def _divisors(n: int, limit: int) -> list[int]:
     return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
 
@@ -305,6 +336,10 @@ def draw_kwargs(d: Draw, model_type: str, config_class: type) -> dict[str, Any]:
     for name, value in EXTRA_FLAGS.items():
         if name not in defaults and d.chance(0.1):
             kwargs[name] = value
+    if d.chance(0.25):
+        for name in d.rng.sample([n for n in FOREIGN if n not in defaults], 2):
+            hit, value = _sized(d, name, None)
+            kwargs[name] = value if hit else d.rng.choice([True, False, d.small_width()])
     if d.chance(0.7):
         kwargs["num_labels"] = d.rng.randint(1, 5)
     if d.chance(0.6):

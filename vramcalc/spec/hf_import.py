@@ -34,7 +34,7 @@ MAX_CONFIG_BYTES = 1_000_000
 #: model_type -> converter (vramcalc/spec/hf_families.py, hf_moe.py, hf_gpt.py, hf_encoders.py).
 FAMILIES: dict[str, Callable[[Reader], Imported]] = {
     "llama": fam.llama,
-    "mistral": fam.llama,
+    "mistral": fam.mistral,
     "mixtral": moe.mixtral,
     "qwen2": fam.qwen2,
     "qwen2_moe": moe.qwen2_moe,

@@ -7,13 +7,13 @@ and refuses, with the field named, what the spec cannot express.
 
 from __future__ import annotations
 
-from vramcalc.spec.hf_families import _base, _sliding, llama, qwen2, qwen3
+from vramcalc.spec.hf_families import _base, _sliding, mistral, qwen2, qwen3
 from vramcalc.spec.hf_reader import Imported, Model, Reader
 from vramcalc.units import quoted
 
 
 def mixtral(r: Reader) -> Imported:
-    model, notes = llama(r)
+    model, notes = mistral(r)
     model["experts"] = r.count("num_local_experts", "num_experts", default=8)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
     return model, notes

@@ -352,6 +352,8 @@ def _cross_layers(text: Config, source: str) -> int:
     cross = len({v for v in value if 0 <= v < layers})
     if cross >= layers:
         raise r.fail("cross_attention_layers", "leaves no self-attention layer")
+    if not cross:
+        raise r.fail("cross_attention_layers", f"names no layer below num_hidden_layers {layers:,} (no image input)")
     return cross
 
 
@@ -457,8 +459,9 @@ TEXT_DEFAULTS["mllama_text_model"] = {
     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 40, "num_attention_heads": 32,
     "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0,
 }  # fmt: skip
-#: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary).
-TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "mllama_text_model": "llama"}
+#: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary; Mllama's
+#: self-attention layers are a bias-free Llama's, MistralConfig's reading).
+TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "mllama_text_model": "mistral"}
 #: Top-level fields of a flat config that are the wrapper's, not the language model's.
 WRAPPER_FIELDS = ("vision_config", "text_config", "model_type", "architectures", "_name_or_path")
 
