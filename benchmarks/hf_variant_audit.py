@@ -326,7 +326,11 @@ def draw_kwargs(d: Draw, model_type: str, config_class: type) -> dict[str, Any]:
     if "text_config" in sub:
         text_type = d.rng.choice(TEXT_TYPES.get(model_type, [sub["text_config"]["model_type"]]))
         text_class = type(AutoConfig.for_model(text_type))
-        text = draw_fields(d, _defaults(text_class))
+        text_defaults = _defaults(text_class)
+        text = draw_fields(d, text_defaults)
+        if "cross_attention_layers" in text_defaults:  # Mllama: some cross-attention and some self-attention layers
+            layers = text["num_hidden_layers"] = d.rng.randint(2, 4)
+            text["cross_attention_layers"] = sorted(d.rng.sample(range(layers), d.rng.randint(1, layers - 1)))
         kwargs["text_config"] = {**text, "model_type": text_type}
     if "vision_config" in sub:
         vision_type = sub["vision_config"]["model_type"]
