@@ -34,6 +34,21 @@ FALCON = {**SMALL, "bias": True}
 QWEN2_MOE = {**SMALL, "intermediate_size": 160, "num_experts": 4, "num_experts_per_tok": 2}
 QWEN2_MOE |= {"moe_intermediate_size": 32, "num_key_value_heads": 2}
 
+LLAMA = {**SMALL, "intermediate_size": 160, "num_key_value_heads": 2}
+T5 = {"vocab_size": 1000, "d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4}
+DEEPSEEK = {**LLAMA, "num_hidden_layers": 3, "kv_lora_rank": 32, "q_lora_rank": 48, "qk_rope_head_dim": 8}
+DEEPSEEK |= {"qk_nope_head_dim": 16, "v_head_dim": 16, "n_routed_experts": 4, "num_experts_per_tok": 2}
+DEEPSEEK |= {"moe_intermediate_size": 32, "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1}
+DEEPSEEK |= {"topk_group": 1}
+SIGLIP = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2}
+SIGLIP |= {"image_size": 32, "patch_size": 8}
+GEMMA3 = {"text_config": {**LLAMA, "head_dim": 16}, "vision_config": SIGLIP, "mm_tokens_per_image": 4}
+CLIP = {**SIGLIP, "model_type": "clip_vision_model"}
+LLAMA4_VISION = {**SIGLIP, "vision_output_dim": 32, "projector_input_dim": 32, "projector_output_dim": 32}
+LLAMA4_TEXT = {**LLAMA, "intermediate_size_mlp": 96, "num_local_experts": 2, "head_dim": 16}
+MLLAMA_VISION = {**SIGLIP, "num_global_layers": 1, "attention_heads": 2, "vision_output_dim": 64}
+MLLAMA_VISION |= {"max_num_tiles": 2, "supported_aspect_ratios": [[1, 1], [1, 2]], "intermediate_layers_indices": [0]}
+
 #: name: (model_type, config arguments, architectures[0]); each sets a field that changes the count.
 CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "bert-decoder-cross-attention": (
@@ -115,6 +130,76 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
         "LlamaForTokenClassification",
     ),
     "phi-head-dim": ("phi", {**SMALL, "intermediate_size": 256, "head_dim": 8}, "PhiForCausalLM"),
+    # Qwen3MoeConfig has no head_dim: the attention's is hidden_size // num_attention_heads (16 here)
+    "qwen3-moe-no-head-dim": (
+        "qwen3_moe",
+        {**QWEN2_MOE, "num_local_experts": 4, "moe_intermediate_size": 32},
+        "Qwen3MoeForCausalLM",
+    ),
+    # a layout that leaves no sparse layer: dense MLPs of intermediate_size in both layers
+    "qwen2-moe-no-sparse-layer": ("qwen2_moe", {**QWEN2_MOE, "decoder_sparse_step": 3}, "Qwen2MoeForCausalLM"),
+    "deepseek-v3-all-dense": ("deepseek_v3", {**DEEPSEEK, "first_k_dense_replace": 3}, "DeepseekV3ForCausalLM"),
+    # DeepseekV2MLP reads mlp_bias, DeepseekV2Experts has no biases
+    "deepseek-v2-mlp-bias-experts": ("deepseek_v2", {**DEEPSEEK, "mlp_bias": True}, "DeepseekV2ForCausalLM"),
+    # fields a config carries that its class does not read
+    "mistral-attention-bias": (
+        "mistral",
+        {**LLAMA, "attention_bias": True, "mlp_bias": True},
+        "MistralForCausalLM",
+    ),
+    "olmo2-mlp-bias": ("olmo2", {**LLAMA, "mlp_bias": True}, "Olmo2ForCausalLM"),
+    "gpt2-token-classification-bias": (
+        "gpt2",
+        {**GPT2, "num_labels": 3, "token_classification_bias": False},
+        "GPT2ForTokenClassification",
+    ),
+    # T5Config keeps an is_gated_act / dense_act_fn it is given
+    "t5-gated-act": (
+        "t5",
+        {**T5, "feed_forward_proj": "relu", "is_gated_act": True, "dense_act_fn": "gelu"},
+        "T5ForConditionalGeneration",
+    ),
+    "t5-encoder-is-decoder": ("t5", {**T5, "is_decoder": True}, "T5EncoderModel"),
+    # an untied masked-LM head keeps the decoder's bias and the head's own
+    "bert-mlm-untied": ("bert", {**BERT, "tie_word_embeddings": False}, "BertForMaskedLM"),
+    "roberta-causal-lm-untied": ("roberta", {**BERT, "tie_word_embeddings": False}, "RobertaForCausalLM"),
+    "deberta-v2-mlm-untied": ("deberta-v2", {**BERT, "tie_word_embeddings": False}, "DebertaV2ForMaskedLM"),
+    "deberta-v2-mlm-not-legacy": (
+        "deberta-v2",
+        {**BERT, "tie_word_embeddings": False, "legacy": False},
+        "DebertaV2ForMaskedLM",
+    ),
+    # multimodal wrappers: the wrapper's class names the head, its tie_word_embeddings ties (Llama 4: the text's)
+    "gemma3-wrapper-untied": (
+        "gemma3",
+        {**GEMMA3, "tie_word_embeddings": False},
+        "Gemma3ForConditionalGeneration",
+    ),
+    "gemma3-sequence-classification": (
+        "gemma3",
+        {**GEMMA3, "num_labels": 3},
+        "Gemma3ForSequenceClassification",
+    ),
+    "gemma3-model": ("gemma3", GEMMA3, "Gemma3Model"),
+    "llava-model": ("llava", {"text_config": LLAMA, "vision_config": CLIP}, "LlavaModel"),
+    "llama4-text-tied": (
+        "llama4",
+        {
+            "text_config": {**LLAMA4_TEXT, "tie_word_embeddings": True},
+            "vision_config": LLAMA4_VISION,
+            "tie_word_embeddings": False,
+        },
+        "Llama4ForConditionalGeneration",
+    ),
+    # MllamaTextModel: layer i cross-attends when i is in cross_attention_layers (5 names no layer of 3)
+    "mllama-cross-attention-past-last-layer": (
+        "mllama",
+        {
+            "text_config": {**LLAMA, "num_hidden_layers": 3, "cross_attention_layers": [1, 5], "pad_token_id": None},
+            "vision_config": MLLAMA_VISION,
+        },
+        "MllamaForConditionalGeneration",
+    ),
 }
 
 

@@ -55,7 +55,7 @@ def _configs() -> list[tuple[str, str, Config]]:
         model_type = config.get("model_type")
         if model_type in hf_fields.FIELDS:
             found.append((path.name, model_type, config))
-        if model_type in TEXT_CONFIGS:
+        if TEXT_CONFIGS.get(model_type) in hf_fields.FIELDS:  # Mllama's text model is read with its vision
             found.append((path.name, TEXT_CONFIGS[model_type], config["text_config"]))
     return found
 
@@ -128,6 +128,10 @@ REFUSED_CASES = {
     # BertForQuestionAnswering, DebertaV2ForQuestionAnswering: qa_outputs = Linear(hidden_size, num_labels)
     "bert-qa-3-labels.json": "num_labels",
     "deberta-v2-qa-3-labels.json": "num_labels",
+    # DeepseekV2Experts has no biases where DeepseekV2MLP reads mlp_bias
+    "deepseek-v2-mlp-bias-experts.json": "mlp_bias",
+    # T5EncoderModel's T5Stack builds cross-attention blocks when the config says is_decoder
+    "t5-encoder-is-decoder.json": "is_decoder",
 }
 
 

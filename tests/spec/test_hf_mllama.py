@@ -130,8 +130,19 @@ def test_what_is_not_modelled_is_one_line(args: list[str], message: str) -> None
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_cross_attention_layers_past_the_last_layer_or_repeated_name_none() -> None:
+    # MllamaTextModel (modeling_mllama.py) builds layer i as a cross-attention layer when
+    # ``i in cross_attention_layers``: index 40 of a 40-layer model and a repeated 3 add no layer
+    config = json.loads(json.dumps(_config(ELEVEN_B)))
+    config["text_config"]["cross_attention_layers"] = [3]
+    one, _ = model_from_config(config, "config.json")
+    config["text_config"]["cross_attention_layers"] = [3, 3, 40]
+    same, _ = model_from_config(config, "config.json")
+    assert same == one and one["vision"]["cross_attention_layers"] == 1
+
+
 def test_bad_cross_attention_layers_name_the_field() -> None:
     config = json.loads(json.dumps(_config(ELEVEN_B)))
-    config["text_config"]["cross_attention_layers"] = [3, 40]
-    with pytest.raises(Exception, match="text_config: cross_attention_layers: expected distinct layer indices"):
+    config["text_config"]["cross_attention_layers"] = [3, "8"]
+    with pytest.raises(Exception, match="text_config: cross_attention_layers: expected a list of layer indices"):
         model_from_config(config, "config.json")

@@ -25,6 +25,15 @@ def _bert_body(r: Reader) -> Model:
     }
 
 
+def _untied_mlm_bias(model: Model) -> Model:
+    """An untied masked-LM head keeps two vocabulary-wide biases: the decoder's and the prediction head's
+    own ``bias`` (``BertLMPredictionHead``, ``RobertaLMHead``, ``LegacyDebertaV2LMPredictionHead``), which
+    ``_tied_weights_keys`` makes one tensor only when the decoder is tied to the embeddings. The second is
+    counted as ``lm_head_bias``."""
+    untied = model["head"] in ("lm", "pretraining") and not model["tie_embeddings"]
+    return model | ({"lm_head_bias": True} if untied else {})
+
+
 def bert(r: Reader) -> Imported:
     """BERT and RoBERTa (same tensors; RoBERTa's classification head is dense + out_proj, counted as
     the pooler plus the classifier)."""
@@ -34,7 +43,7 @@ def bert(r: Reader) -> Imported:
         "type_vocab_size": r.count("type_vocab_size", default=2, minimum=0),
         **encoder_head(r, head_kind(r, "mlm"), bare_pooler=True),
     }
-    return model, []
+    return _untied_mlm_bias(model), []
 
 
 def distilbert(r: Reader) -> Imported:
@@ -97,7 +106,32 @@ def deberta_v2(r: Reader) -> Imported:
     kind = head_kind(r, "none")
     if kind == "classification" and r.count("pooler_hidden_size", default=None) not in (None, model["hidden_size"]):
         raise r.fail("pooler_hidden_size", "a pooler wider or narrower than hidden_size is not modelled")
-    return {**model, **encoder_head(r, kind, bare_pooler=False)}, notes
+    model = {**model, **encoder_head(r, kind, bare_pooler=False)}
+    if not r.flag("legacy", True):  # DebertaV2LMPredictionHead: no decoder, the embedding's weight and a bias
+        return model | ({"tie_embeddings": True} if model["head"] == "lm" else {}), notes
+    return _untied_mlm_bias(model), notes
+
+
+#: T5's MLP kinds by (gated, activation): ``T5DenseGatedActDense`` (wi_0, wi_1, wo) when gated, else
+#: ``T5DenseActDense`` (wi, wo), with the activation ``dense_act_fn`` names.
+T5_MLPS = {(False, "relu"): "relu", (False, "gelu"): "gelu", (True, "gelu_new"): "geglu", (True, "gelu"): "geglu"}
+T5_MLPS[True, "silu"] = "swiglu"
+
+
+def _t5_mlp(r: Reader) -> str:
+    """T5's MLP kind. ``T5Config`` derives ``is_gated_act`` and ``dense_act_fn`` from ``feed_forward_proj``
+    ("gated-gelu": gated, gelu_new), but a config that states them keeps them, and the model builds what they
+    say (configuration_t5.py ``__post_init__``; modeling_t5.py ``T5LayerFF``)."""
+    ff = r.text("feed_forward_proj", "relu")
+    parts = ff.split("-")
+    if len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
+        raise r.fail("feed_forward_proj", f"{quoted(ff)} is not supported (relu, gelu, gated-gelu, gated-silu)")
+    gated = r.flag("is_gated_act", len(parts) == 2)
+    act = r.text("dense_act_fn", "gelu_new" if ff == "gated-gelu" else parts[-1])
+    if (gated, act) not in T5_MLPS:
+        said = f"is_gated_act {str(gated).lower()} with dense_act_fn {quoted(act)}"
+        raise r.fail("feed_forward_proj", f"{quoted(ff)} ({said}) is not supported (relu, gelu, gated-gelu, gated-silu)")
+    return T5_MLPS[gated, act]
 
 
 def t5(r: Reader) -> Imported:
@@ -105,10 +139,7 @@ def t5(r: Reader) -> Imported:
     Flan-T5 on the Hub) keeps a separate LM head, as transformers 4 builds it and as the checkpoints store
     it (flan-t5-small: 77M parameters on its model card). transformers 5 ties it whatever the config says;
     the note gives the count that makes."""
-    ff = r.text("feed_forward_proj", "relu")
-    mlp = {"relu": "relu", "gelu": "gelu", "gated-gelu": "geglu", "gated-silu": "swiglu"}.get(ff)
-    if mlp is None:
-        raise r.fail("feed_forward_proj", f"{quoted(ff)} is not supported (relu, gelu, gated-gelu, gated-silu)")
+    mlp = _t5_mlp(r)
     tied = r.flag("tie_word_embeddings", True)
     notes: list[str] = []
     if not tied:
@@ -136,6 +167,8 @@ def t5(r: Reader) -> Imported:
         "relative_attention_buckets": r.count("relative_attention_num_buckets", default=32),
     }
     if kind == "encoder":  # T5EncoderModel: the shared embedding and the encoder stack
+        if r.flag("is_decoder", False):  # T5Stack builds a cross-attention block per layer (T5Block)
+            raise r.fail("is_decoder", "true is not modelled with T5EncoderModel (cross-attention in the encoder)")
         return {"architecture": "encoder", **model, "type_vocab_size": 0, "head": "none", "pooler": False}, notes
     if kind not in ("lm", "none"):
         raise r.fail("architectures", f"{quoted(r.architectures())}: T5 heads other than the LM are not modelled")

@@ -93,19 +93,28 @@ def _base(r: Reader, *, tie: bool, head_dim: int | None = None) -> Imported:
     return model, _rope_notes(r)
 
 
-def _biases(r: Reader, model: Model) -> Model:
+def _biases(r: Reader, model: Model, *, mlp: bool = False) -> Model:
+    """``attention_bias`` on q, k, v and o (the attention classes of Llama, Qwen3, Gemma, OLMo read it);
+    ``mlp``: the MLP reads ``mlp_bias`` too (``LlamaMLP``; the other families' MLPs are bias-free)."""
     if r.flag("attention_bias", False):
         model["attention_bias"] = True
-    if r.flag("mlp_bias", False):
+    if mlp and r.flag("mlp_bias", False):
         model["mlp_bias"] = True
     return model
 
 
-def llama(r: Reader) -> Imported:
+def mistral(r: Reader) -> Imported:
+    """Mistral (and Mixtral's attention): ``MistralAttention`` and ``MistralMLP`` build bias-free linears
+    whatever ``attention_bias`` or ``mlp_bias`` a config carries (modeling_mistral.py, modeling_mixtral.py)."""
     model, notes = _base(r, tie=False)
-    model = _biases(r, model)
-    window, said = _sliding(r)  # Mistral v0.1's 4,096; none in Llama
+    window, said = _sliding(r)  # Mistral v0.1's 4,096
     return model | window, notes + said
+
+
+def llama(r: Reader) -> Imported:
+    """Llama: ``LlamaAttention`` reads ``attention_bias`` and ``LlamaMLP`` ``mlp_bias`` (modeling_llama.py)."""
+    model, notes = mistral(r)
+    return _biases(r, model, mlp=True), notes
 
 
 def qwen2(r: Reader) -> Imported:
@@ -115,8 +124,11 @@ def qwen2(r: Reader) -> Imported:
     return model | window, notes + said
 
 
-def qwen3(r: Reader) -> Imported:
-    model, notes = _base(r, tie=False, head_dim=128)
+def qwen3(r: Reader, head_dim: int | None = 128) -> Imported:
+    """Qwen3 (``Qwen3Config``: head_dim 128). ``Qwen3MoeConfig`` has no head_dim field: its attention takes
+    ``getattr(config, "head_dim", hidden_size // num_attention_heads)`` (modeling_qwen3_moe.py,
+    ``Qwen3MoeAttention``), so its converter passes None."""
+    model, notes = _base(r, tie=False, head_dim=head_dim)
     model = {**_biases(r, model), "qk_norm": "head"}
     window, said = _qwen_window(r)
     return model | window, notes + said

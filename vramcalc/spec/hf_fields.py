@@ -161,7 +161,7 @@ QUIET_FAMILY: dict[str, tuple[str, frozenset[str]]] = {
     ),
     "deberta_conv": (
         "the convolution's activation and groups: only with conv_kernel_size, which is refused",
-        _names("conv_act conv_groups legacy"),
+        _names("conv_act conv_groups"),
     ),
     "vit_masked": ("only ViTForMaskedImageModeling's decoder, a class that is refused", _names("encoder_stride")),
     "rotary_head_dim": (
@@ -171,6 +171,18 @@ QUIET_FAMILY: dict[str, tuple[str, frozenset[str]]] = {
     "rotary_length": (
         "the rotary table's length (no parameters) in this family's class",
         _names("max_position_embeddings"),
+    ),
+    "own_token_head": (
+        "the generic token classifier's bias switch: this family's own token classifier always has a bias",
+        _names("token_classification_bias"),
+    ),
+    "unread_biases": (
+        "bias switches this family's classes do not read (their q, k, v, o and MLP linears are bias-free)",
+        _names("attention_bias mlp_bias"),
+    ),
+    "unread_mlp_bias": (
+        "an MLP bias switch this family's classes do not read (their MLPs are bias-free)",
+        _names("mlp_bias"),
     ),
     "t5_legacy": ("an old T5 field its class ignores", _names("n_positions")),
     "multimodal": (
@@ -191,7 +203,7 @@ QUIET_FAMILY: dict[str, tuple[str, frozenset[str]]] = {
 def _table(read: str, quiet: tuple[str, ...] = (), refused: Mapping[str, Refused] | None = None) -> Fields:
     extra = frozenset().union(*(QUIET_FAMILY[group][1] for group in quiet))
     refusals = {**COMMON_REFUSED, **(refused or {})}
-    read_names = (COMMON_READ | _names(read)) - set(refusals)
+    read_names = (COMMON_READ | _names(read)) - set(refusals) - extra  # a family's quiet group overrides
     return Fields(read_names, (QUIET | extra) - read_names - set(refusals), refusals)
 
 
@@ -202,46 +214,49 @@ _BERT_TABLE = _table(_BERT, refused={"add_cross_attention": CROSS_ATTENTION, "po
 #: model_type -> its class's fields by kind.
 FIELDS: dict[str, Fields] = {
     "llama": _table(_LLAMA + _WINDOW),
-    "mistral": _table(_LLAMA + _WINDOW),
-    "mixtral": _table(_LLAMA + _WINDOW + _MOE),
-    "qwen2": _table(_LLAMA + _WINDOW),
-    "qwen2_moe": _table(_LLAMA + _WINDOW + _MOE + "qkv_bias shared_expert_intermediate_size"),
-    "qwen3": _table(_LLAMA + _WINDOW),
-    "qwen3_moe": _table(_LLAMA + _WINDOW + _MOE),
-    "gemma": _table(_LLAMA),
-    "gemma2": _table(_LLAMA + _WINDOW),
-    "gemma3_text": _table(_LLAMA + _WINDOW + "sliding_window_pattern _sliding_window_pattern"),
-    "olmo": _table(_LLAMA),
-    "olmo2": _table(_LLAMA),
-    "phi3": _table(_LLAMA + _WINDOW),
-    "starcoder2": _table(_LLAMA + _WINDOW + "use_bias"),
+    "mistral": _table(_LLAMA + _WINDOW, ("unread_biases",)),
+    "mixtral": _table(_LLAMA + _WINDOW + _MOE, ("unread_biases",)),
+    "qwen2": _table(_LLAMA + _WINDOW, ("unread_biases",)),
+    "qwen2_moe": _table(_LLAMA + _WINDOW + _MOE + "qkv_bias shared_expert_intermediate_size", ("unread_biases",)),
+    "qwen3": _table(_LLAMA + _WINDOW, ("unread_mlp_bias",)),
+    "qwen3_moe": _table(_LLAMA + _WINDOW + _MOE, ("unread_mlp_bias",)),
+    "gemma": _table(_LLAMA, ("unread_mlp_bias",)),
+    "gemma2": _table(_LLAMA + _WINDOW, ("unread_mlp_bias",)),
+    "gemma3_text": _table(_LLAMA + _WINDOW + "sliding_window_pattern _sliding_window_pattern", ("unread_mlp_bias",)),
+    "olmo": _table(_LLAMA, ("unread_mlp_bias",)),
+    "olmo2": _table(_LLAMA, ("unread_mlp_bias",)),
+    "phi3": _table(_LLAMA + _WINDOW, ("unread_biases",)),
+    "starcoder2": _table(_LLAMA + _WINDOW + "use_bias", ("unread_biases",)),
     "deepseek_v2": _table(_LLAMA + _MLA, ("derived",)),
-    "deepseek_v3": _table(_LLAMA + _MLA, ("derived", "deepseek_mtp")),
-    "phimoe": _table(_LLAMA + _WINDOW + _MOE + "lm_head_bias"),
-    "olmoe": _table(_LLAMA + _MOE),
+    "deepseek_v3": _table(_LLAMA + _MLA, ("derived", "deepseek_mtp", "unread_mlp_bias")),
+    "phimoe": _table(_LLAMA + _WINDOW + _MOE + "lm_head_bias", ("unread_mlp_bias",)),
+    "olmoe": _table(_LLAMA + _MOE, ("unread_mlp_bias",)),
     "llama4_text": _table(
-        _LLAMA + _WINDOW + _MOE + "intermediate_size_mlp moe_layers interleave_moe_layer_step attention_chunk_size"
+        _LLAMA + _WINDOW + _MOE + "intermediate_size_mlp moe_layers interleave_moe_layer_step attention_chunk_size",
+        ("unread_mlp_bias",),
     ),
     "phi": _table(_LLAMA + "qk_layernorm", refused={"head_dim": _HEAD_DIM}),
-    "gpt2": _table(_GPT2, ("gpt2_summary",), {"add_cross_attention": CROSS_ATTENTION}),
+    "gpt2": _table(_GPT2, ("gpt2_summary", "own_token_head"), {"add_cross_attention": CROSS_ATTENTION}),
     "gpt_neox": _table(
         "hidden_size num_hidden_layers num_attention_heads intermediate_size attention_bias hidden_dropout "
         "use_parallel_residual",
-        ("rotary_head_dim", "rotary_length"),
+        ("rotary_head_dim", "rotary_length", "own_token_head"),
     ),
     "falcon": _table(
         "hidden_size num_hidden_layers num_attention_heads n_head n_layer num_kv_heads multi_query "
         "new_decoder_architecture parallel_attn num_ln_in_parallel_attn ffn_hidden_size alibi bias",
-        ("derived", "rotary_head_dim", "rotary_length"),
+        ("derived", "rotary_head_dim", "rotary_length", "own_token_head"),
     ),
     "opt": _table(
         "hidden_size num_hidden_layers num_attention_heads ffn_dim max_position_embeddings enable_bias "
         "word_embed_proj_dim do_layer_norm_before _remove_final_layer_norm layer_norm_elementwise_affine "
         "activation_function"
     ),
-    "bloom": _table("hidden_size n_embed n_layer n_head num_hidden_layers num_attention_heads"),
+    "bloom": _table("hidden_size n_embed n_layer n_head num_hidden_layers num_attention_heads", ("own_token_head",)),
     "gptj": _table(_GPT2 + " rotary_dim"),
-    "gpt_bigcode": _table(_GPT2 + " multi_query", ("derived",), {"add_cross_attention": CROSS_ATTENTION}),
+    "gpt_bigcode": _table(
+        _GPT2 + " multi_query", ("derived", "own_token_head"), {"add_cross_attention": CROSS_ATTENTION}
+    ),
     "bert": _BERT_TABLE,
     "roberta": _BERT_TABLE,
     "xlm-roberta": _BERT_TABLE,
@@ -251,12 +266,12 @@ FIELDS: dict[str, Fields] = {
     ),
     "deberta-v2": _table(
         _BERT + " conv_kernel_size embedding_size position_biased_input relative_attention share_att_key pos_att_type "
-        "position_buckets max_relative_positions norm_rel_ebd pooler_hidden_size attention_head_size",
+        "position_buckets max_relative_positions norm_rel_ebd pooler_hidden_size attention_head_size legacy",
         ("deberta_conv",),
     ),
     "t5": _table(
         "d_model d_kv d_ff num_layers num_decoder_layers num_heads feed_forward_proj dropout_rate "
-        "relative_attention_num_buckets",
+        "relative_attention_num_buckets is_gated_act dense_act_fn is_decoder",
         ("t5_legacy",),
     ),
     "vit": _table(

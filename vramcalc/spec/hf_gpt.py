@@ -21,8 +21,11 @@ ACTIVATIONS = {
 }
 
 
-def _decoder(r: Reader, fields: Model) -> Model:
-    return {"architecture": "decoder", **fields, **decoder_head(r, head_kind(r, "lm"))}
+def _decoder(r: Reader, fields: Model, *, generic_token_head: bool = False) -> Model:
+    """A decoder's keys and its head; the token classifier is the family's own (with a bias) unless
+    ``generic_token_head`` (Phi's ``PhiForTokenClassification`` is transformers' generic one)."""
+    head = decoder_head(r, head_kind(r, "lm"), generic_token_head=generic_token_head)
+    return {"architecture": "decoder", **fields, **head}
 
 
 def _activation(r: Reader, name: str, default: str) -> str:
@@ -108,6 +111,7 @@ def phi(r: Reader) -> Imported:
             "norms_per_layer": 1,
             "lm_head_bias": True,
         },
+        generic_token_head=True,
     )
     return model, notes
 

@@ -51,14 +51,17 @@ def head_kind(r: Reader, default: str) -> str:
     raise r.fail("architectures", f"{quoted(names[0])}: this head is not supported (supported: {supported})")
 
 
-def decoder_head(r: Reader, kind: str) -> dict[str, Any]:
-    """Head keys of a decoder-only model (no pooler in any of these classes)."""
+def decoder_head(r: Reader, kind: str, *, generic_token_head: bool = True) -> dict[str, Any]:
+    """Head keys of a decoder-only model (no pooler in any of these classes). ``generic_token_head``: the
+    family's token classifier is transformers' ``GenericForTokenClassification`` (modeling_layers.py), whose
+    ``score`` has a bias unless ``token_classification_bias`` is false; the GPT-style families' own
+    classes (``GPT2ForTokenClassification``, ``BloomForTokenClassification``, ...) always have one."""
     if kind in ("lm", "mlm", "pretraining"):
         return {"head": "lm"}
     if kind == "classification":
         return {"head": "classification", "num_labels": r.label_count(), "head_bias": False}
-    if kind == "token_classification":  # the generic class's score: bias unless token_classification_bias is false
-        bias = r.flag("token_classification_bias", True)
+    if kind == "token_classification":
+        bias = r.flag("token_classification_bias", True) if generic_token_head else True
         return {"head": "token_classification", "num_labels": r.label_count(), "head_bias": bias}
     if kind == "question_answering":  # start and end logits whatever num_labels says
         return {"head": "question_answering", "head_bias": True}

@@ -23,7 +23,7 @@ from vramcalc.spec import hf_gpt as gpt
 from vramcalc.spec import hf_moe as moe
 from vramcalc.spec.hf_reader import Config, Imported, Model, Reader
 from vramcalc.spec.hf_rope import rope_scaling
-from vramcalc.spec.hf_vision import WRAPPERS, text_config, vision_of
+from vramcalc.spec.hf_vision import WRAPPERS, text_config, tied, vision_of
 from vramcalc.units import quoted
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ MAX_CONFIG_BYTES = 1_000_000
 #: model_type -> converter (vramcalc/spec/hf_families.py, hf_moe.py, hf_gpt.py, hf_encoders.py).
 FAMILIES: dict[str, Callable[[Reader], Imported]] = {
     "llama": fam.llama,
-    "mistral": fam.llama,
+    "mistral": fam.mistral,
     "mixtral": moe.mixtral,
     "qwen2": fam.qwen2,
     "qwen2_moe": moe.qwen2_moe,
@@ -48,7 +48,7 @@ FAMILIES: dict[str, Callable[[Reader], Imported]] = {
     "olmo2": fam.olmo2,
     "phi3": fam.phi3,
     "starcoder2": fam.starcoder2,
-    "deepseek_v2": moe.deepseek,
+    "deepseek_v2": moe.deepseek_v2,
     "deepseek_v3": moe.deepseek,
     "phimoe": moe.phimoe,
     "olmoe": moe.olmoe,
@@ -89,7 +89,7 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     """The ``model`` mapping of a spec for a transformers config, and notes on what it leaves out."""
     model_type = config.get("model_type")
     notes: list[str] = []
-    vision = None
+    vision, wrapper = None, config
     if isinstance(model_type, str) and model_type in TEXT_CONFIGS:
         hf_fields.refuse(Reader(config, source), model_type)
         text = text_config(config, model_type, source)
@@ -107,7 +107,8 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     if rope is not None and model.get("position") in (None, "rotary"):
         model = {**model, "rope_scaling": rope}
     if vision is not None:
-        model = {**model, "vision": vision}
+        wrapper_type = str(wrapper["model_type"])
+        model = {**model, "tie_embeddings": tied(wrapper, wrapper_type, model["tie_embeddings"], source), "vision": vision}
     return model, notes + said
 
 

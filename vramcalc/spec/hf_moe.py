@@ -7,29 +7,53 @@ and refuses, with the field named, what the spec cannot express.
 
 from __future__ import annotations
 
-from vramcalc.spec.hf_families import _base, _biases, _sliding, llama, qwen2, qwen3
+from vramcalc.spec.hf_families import _base, _sliding, mistral, qwen2, qwen3
 from vramcalc.spec.hf_reader import Imported, Model, Reader
 from vramcalc.units import quoted
 
 
 def mixtral(r: Reader) -> Imported:
-    model, notes = llama(r)
+    model, notes = mistral(r)
     model["experts"] = r.count("num_local_experts", "num_experts", default=8)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=2)
     return model, notes
 
 
-def _moe_layers(r: Reader, model: Model, step_field: str) -> None:
-    """Qwen MoE layer layout: layer i is sparse when not in ``mlp_only_layers`` and (i + 1) % step == 0;
-    ``mlp_only_layers`` must be the first layers (a dense prefix) to be expressed."""
-    step = r.count(step_field, default=1)
-    dense = sorted(set(r.numbers("mlp_only_layers")))
+#: The spec keys of a mixture of experts (none of them in a model whose layers are all dense).
+MOE_KEYS = (
+    "experts",
+    "experts_per_token",
+    "expert_ffn_size",
+    "shared_experts",
+    "shared_expert_ffn_size",
+    "shared_expert_gate",
+    "moe_layer_frequency",
+    "first_dense_layers",
+)
+
+
+def _dense(model: Model) -> Model:
+    """The model without its MoE keys: a config whose layer layout leaves no sparse layer builds dense
+    MLPs of ``intermediate_size`` in every layer."""
+    return {key: value for key, value in model.items() if key not in MOE_KEYS}
+
+
+def _moe_layers(r: Reader, model: Model, step_field: str) -> Model:
+    """Qwen MoE layer layout: layer i is sparse when not in ``mlp_only_layers`` and (i + 1) % step == 0
+    (``Qwen2MoeDecoderLayer``, ``Qwen3MoeDecoderLayer``); ``mlp_only_layers`` must be the first layers (a
+    dense prefix) to be expressed, and indices at or past ``num_hidden_layers`` name no layer."""
+    step = r.count(step_field, default=1) or 1
+    layers = model["layers"]
+    dense = sorted({i for i in r.numbers("mlp_only_layers") if i < layers})
     if dense != list(range(len(dense))):
         raise r.fail("mlp_only_layers", f"{quoted(dense)}: only the first layers can be dense in vramcalc")
+    if not [i for i in range(len(dense), layers) if (i + 1) % step == 0]:
+        return _dense(model)
     if step != 1:
         model["moe_layer_frequency"] = step
     if dense:
         model["first_dense_layers"] = len(dense)
+    return model
 
 
 def qwen2_moe(r: Reader) -> Imported:
@@ -44,23 +68,25 @@ def qwen2_moe(r: Reader) -> Imported:
     if shared == 0:
         raise r.fail("shared_expert_intermediate_size", "0 is not modelled (a shared-expert gate without an expert)")
     model.update(shared_experts=1, shared_expert_ffn_size=shared, shared_expert_gate=True)
-    _moe_layers(r, model, "decoder_sparse_step")
-    return model, notes
+    return _moe_layers(r, model, "decoder_sparse_step"), notes
 
 
 def qwen3_moe(r: Reader) -> Imported:
-    model, notes = qwen3(r)
+    model, notes = qwen3(r, head_dim=None)
     model["experts"] = r.count("num_experts", "num_local_experts", default=128)
     model["experts_per_token"] = r.count("num_experts_per_tok", default=8)
     model["expert_ffn_size"] = r.count("moe_intermediate_size", default=768)
-    _moe_layers(r, model, "decoder_sparse_step")
-    return model, notes
+    return _moe_layers(r, model, "decoder_sparse_step"), notes
 
 
-def deepseek(r: Reader) -> Imported:
-    """DeepSeek V2/V3: multi-head latent attention, routed + shared experts after dense first layers."""
+def deepseek(r: Reader, *, mlp_bias: bool = False) -> Imported:
+    """DeepSeek V2/V3: multi-head latent attention, routed + shared experts after dense first layers.
+    ``mlp_bias``: whether the class reads the field (``DeepseekV2MLP`` does, for the dense and shared-expert
+    MLPs only: ``DeepseekV2Experts`` holds bias-free expert tensors; ``DeepseekV3MLP`` has no biases)."""
     model, notes = _base(r, tie=False)
-    model = _biases(r, model)
+    if r.flag("attention_bias", False):
+        model["attention_bias"] = True
+    biased = mlp_bias and r.flag("mlp_bias", False)
     model.pop("head_dim", None)
     model.pop("kv_heads", None)
     model["kv_lora_rank"] = r.count("kv_lora_rank", default=512)
@@ -70,6 +96,10 @@ def deepseek(r: Reader) -> Imported:
     model["qk_nope_head_dim"] = r.count("qk_nope_head_dim", default=128)
     model["v_head_dim"] = r.count("v_head_dim", default=128)
     experts = r.count("n_routed_experts", default=None, minimum=0)
+    if biased and experts:
+        raise r.fail("mlp_bias", "true with routed experts is not modelled (biases on the dense MLPs only)")
+    if biased:
+        model["mlp_bias"] = True
     if not experts:
         return model, notes
     if r.count("moe_layer_freq", default=1) != 1:
@@ -78,10 +108,16 @@ def deepseek(r: Reader) -> Imported:
     model["experts_per_token"] = r.count("num_experts_per_tok", default=None) or min(6, experts)
     model["expert_ffn_size"] = r.need("moe_intermediate_size")
     model["shared_experts"] = r.count("n_shared_experts", default=0, minimum=0)
-    first_dense = r.count("first_k_dense_replace", default=0, minimum=0)
+    first_dense = r.count("first_k_dense_replace", default=0, minimum=0) or 0
+    if first_dense >= model["layers"]:  # every layer's MLP is dense (DeepseekV3DecoderLayer)
+        return _dense(model), notes
     if first_dense:
         model["first_dense_layers"] = first_dense
     return model, notes
+
+
+def deepseek_v2(r: Reader) -> Imported:
+    return deepseek(r, mlp_bias=True)
 
 
 def phimoe(r: Reader) -> Imported:

@@ -340,19 +340,21 @@ MLLAMA_CROSS_LAYERS = [3, 8, 13, 18, 23, 28, 33, 38]
 
 
 def _cross_layers(text: Config, source: str) -> int:
-    """How many of the language model's layers are cross-attention layers (``cross_attention_layers``:
-    distinct layer indices below ``num_hidden_layers``)."""
+    """How many of the language model's layers are cross-attention layers: ``MllamaTextModel`` builds layer
+    i as one when ``i in cross_attention_layers``, so repeated indices and those at or past
+    ``num_hidden_layers`` name none."""
     r = Reader(text, f"{source}: text_config")
     value = text.get("cross_attention_layers")
     value = MLLAMA_CROSS_LAYERS if value is None else value
     layers = r.need("num_hidden_layers")
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise r.fail("cross_attention_layers", f"expected a list of layer indices, got {quoted(value)}")
-    if any(not 0 <= v < layers for v in value) or len(set(value)) != len(value):
-        raise r.fail("cross_attention_layers", f"expected distinct layer indices below num_hidden_layers {layers:,}")
-    if len(value) >= layers:
+    cross = len({v for v in value if 0 <= v < layers})
+    if cross >= layers:
         raise r.fail("cross_attention_layers", "leaves no self-attention layer")
-    return len(value)
+    if not cross:
+        raise r.fail("cross_attention_layers", f"names no layer below num_hidden_layers {layers:,} (no image input)")
+    return cross
 
 
 def mllama(config: Config, text: Config, source: str) -> Model:
@@ -410,19 +412,24 @@ class Wrapper:
     text_type: str
     counter: Counter
     flat: bool = False
-    untied: bool = False  # the LM head never shares the embedding's weight (their rows differ: mllama)
+    #: whose ``tie_word_embeddings`` ties the LM head to the embedding: the wrapper's ("wrapper": the
+    #: wrapper class holds the LM head), the text config's ("text": the LM head is inside the language model,
+    #: Llama4ForCausalLM), or nobody's ("never": Mllama's LM head and embedding differ in rows)
+    tie_by: str = "wrapper"
+    tied: bool = False  # the wrapper config class's tie_word_embeddings default
+    text_ties: bool = False  # a text config that ties carries it to the wrapper (pre-v5 configs kept it there)
 
 
 #: The multimodal model types vramcalc counts, by the wrapper's model_type.
 WRAPPERS: dict[str, Wrapper] = {
-    "gemma3": Wrapper("gemma3_text", gemma3),
-    "llama4": Wrapper("llama4_text", llama4),
-    "llava": Wrapper("llama", llava),
+    "gemma3": Wrapper("gemma3_text", gemma3, tied=True),
+    "llama4": Wrapper("llama4_text", llama4, tie_by="text"),
+    "llava": Wrapper("llama", llava, text_ties=True),
     "llava_next": Wrapper("llama", llava_next),
-    "mistral3": Wrapper("mistral", mistral3),
-    "mllama": Wrapper("mllama_text_model", mllama, untied=True),
-    "qwen2_vl": Wrapper("qwen2_vl_text", qwen2_vl, flat=True),
-    "qwen2_5_vl": Wrapper("qwen2_5_vl_text", qwen2_5_vl, flat=True),
+    "mistral3": Wrapper("mistral", mistral3, tied=True),
+    "mllama": Wrapper("mllama_text_model", mllama, tie_by="never"),
+    "qwen2_vl": Wrapper("qwen2_vl_text", qwen2_vl, flat=True, text_ties=True),
+    "qwen2_5_vl": Wrapper("qwen2_5_vl_text", qwen2_5_vl, flat=True, text_ties=True),
 }
 
 #: The class defaults of the language models' configs (transformers 5.25, ``AutoConfig.for_model(type)``)
@@ -452,33 +459,52 @@ TEXT_DEFAULTS["mllama_text_model"] = {
     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 40, "num_attention_heads": 32,
     "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0,
 }  # fmt: skip
-#: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary).
-TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "mllama_text_model": "llama"}
+#: Language-model types whose layers are another type's (Qwen2-VL's text model is Qwen2 with 3-D rotary; Mllama's
+#: self-attention layers are a bias-free Llama's, MistralConfig's reading).
+TEXT_ALIASES = {"qwen2_vl_text": "qwen2", "qwen2_5_vl_text": "qwen2", "mllama_text_model": "mistral"}
 #: Top-level fields of a flat config that are the wrapper's, not the language model's.
 WRAPPER_FIELDS = ("vision_config", "text_config", "model_type", "architectures", "_name_or_path")
 
 
 def text_config(config: Config, model_type: str, source: str) -> Config:
     """The language model's config of a multimodal ``config``, under the model_type vramcalc reads it as:
-    a nested ``text_config`` with its class's defaults filled in, or a flat config's own fields. The
-    wrapper's ``tie_word_embeddings`` holds where the text config does not state one."""
+    a nested ``text_config`` with its class's defaults filled in, or a flat config's own fields. The head
+    is the wrapper's: its class (``architectures``: ``*ForConditionalGeneration`` an LM head, ``*Model`` none,
+    ``Gemma3ForSequenceClassification`` a score of the wrapper's labels)."""
     wrapper = WRAPPERS[model_type]
     text = config.get("text_config")
+    head = {name: config.get(name) for name in ("architectures", "id2label", "num_labels")}
     if text is None and wrapper.flat:
-        return {key: value for key, value in config.items() if key not in WRAPPER_FIELDS} | {
+        return {key: value for key, value in config.items() if key not in WRAPPER_FIELDS} | head | {
             "model_type": TEXT_ALIASES.get(wrapper.text_type, wrapper.text_type),
-            "architectures": [],
         }
     if not isinstance(text, dict):
         raise SpecError(f"{source}: text_config: expected the text model's config (a JSON object)")
     text_type = text.get("model_type") or wrapper.text_type
     defaults = TEXT_DEFAULTS.get(text_type, {}) if isinstance(text_type, str) else {}
-    tie = {} if config.get("tie_word_embeddings") is None else {"tie_word_embeddings": config["tie_word_embeddings"]}
-    text = {**defaults, **tie, **text}
-    if wrapper.untied:
-        text["tie_word_embeddings"] = False
     named = TEXT_ALIASES.get(text_type, text_type) if isinstance(text_type, str) else text_type
-    return {**text, "model_type": named, "architectures": [], "_name_or_path": ""}
+    return {**defaults, **text, **head, "model_type": named, "_name_or_path": ""}
+
+
+def tied(config: Config, model_type: str, text_tied: bool, source: str) -> bool:
+    """Whether the wrapper's LM head shares the embedding's weight. transformers 5 ties the weights each
+    model class names in ``_tied_weights_keys`` by that model's own config (``PreTrainedModel
+    .get_expanded_tied_weights_keys``, modeling_utils.py): a wrapper class that holds the LM head
+    (``Gemma3ForConditionalGeneration``, ``LlavaForConditionalGeneration``, ...) by the wrapper's
+    ``tie_word_embeddings`` (its class's default when absent), which ``LlavaConfig``, ``Qwen2VLConfig`` and
+    ``Qwen2_5_VLConfig`` turn on when the text config ties (their ``__post_init__``);
+    ``Llama4ForConditionalGeneration``'s LM head is its ``Llama4ForCausalLM``'s, tied by the text config.
+
+    transformers 5 writes the wrapper's ``tie_word_embeddings``; a config without one was written before
+    (transformers 4 tied by the text config, and the checkpoint stores what that built: Mistral Small 3.1's
+    separate ``lm_head.weight``), so the text config's tying holds there (``text_tied``: its field, else its
+    class's default)."""
+    wrapper = WRAPPERS[model_type]
+    if wrapper.tie_by != "wrapper":
+        return wrapper.tie_by == "text" and text_tied
+    if config.get("tie_word_embeddings") is None:
+        return text_tied
+    return Reader(config, source).flag("tie_word_embeddings", wrapper.tied) or (wrapper.text_ties and text_tied)
 
 
 def vision_of(config: Config, model_type: str, text: Config, source: str) -> tuple[Model | None, list[str]]:
