@@ -130,7 +130,8 @@ def _t5_mlp(r: Reader) -> str:
     act = r.text("dense_act_fn", "gelu_new" if ff == "gated-gelu" else parts[-1])
     if (gated, act) not in T5_MLPS:
         said = f"is_gated_act {str(gated).lower()} with dense_act_fn {quoted(act)}"
-        raise r.fail("feed_forward_proj", f"{quoted(ff)} ({said}) is not supported (relu, gelu, gated-gelu, gated-silu)")
+        supported = "relu, gelu, gated-gelu, gated-silu"
+        raise r.fail("feed_forward_proj", f"{quoted(ff)} ({said}) is not supported ({supported})")
     return T5_MLPS[gated, act]
 
 

@@ -108,7 +108,8 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
         model = {**model, "rope_scaling": rope}
     if vision is not None:
         wrapper_type = str(wrapper["model_type"])
-        model = {**model, "tie_embeddings": tied(wrapper, wrapper_type, model["tie_embeddings"], source), "vision": vision}
+        tie = tied(wrapper, wrapper_type, model["tie_embeddings"], source)
+        model = {**model, "tie_embeddings": tie, "vision": vision}
     return model, notes + said
 
 

@@ -475,9 +475,13 @@ def text_config(config: Config, model_type: str, source: str) -> Config:
     text = config.get("text_config")
     head = {name: config.get(name) for name in ("architectures", "id2label", "num_labels")}
     if text is None and wrapper.flat:
-        return {key: value for key, value in config.items() if key not in WRAPPER_FIELDS} | head | {
-            "model_type": TEXT_ALIASES.get(wrapper.text_type, wrapper.text_type),
-        }
+        return (
+            {key: value for key, value in config.items() if key not in WRAPPER_FIELDS}
+            | head
+            | {
+                "model_type": TEXT_ALIASES.get(wrapper.text_type, wrapper.text_type),
+            }
+        )
     if not isinstance(text, dict):
         raise SpecError(f"{source}: text_config: expected the text model's config (a JSON object)")
     text_type = text.get("model_type") or wrapper.text_type
