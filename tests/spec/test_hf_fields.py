@@ -125,9 +125,6 @@ REFUSED_CASES = {
     "deberta-v2-attention-head-size.json": "attention_head_size",
     # Qwen2MoeSparseMoeBlock keeps shared_expert_gate (hidden_size x 1) with a zero-width shared expert
     "qwen2-moe-zero-shared-expert.json": "shared_expert_intermediate_size",
-    # BertForQuestionAnswering, DebertaV2ForQuestionAnswering: qa_outputs = Linear(hidden_size, num_labels)
-    "bert-qa-3-labels.json": "num_labels",
-    "deberta-v2-qa-3-labels.json": "num_labels",
     # DeepseekV2Experts has no biases where DeepseekV2MLP reads mlp_bias
     "deepseek-v2-mlp-bias-experts.json": "mlp_bias",
     # T5EncoderModel's T5Stack builds cross-attention blocks when the config says is_decoder

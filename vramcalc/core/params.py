@@ -126,7 +126,7 @@ def output_head_linear_params(shape: ModelShape) -> int:
     elif shape.head is Head.classification or shape.head is Head.token_classification:
         total += _linear(h, shape.num_labels, b)
     elif shape.head is Head.question_answering:
-        total += _linear(h, 2, b)  # start and end logits (qa_outputs)
+        total += _linear(h, shape.num_labels, b)  # qa_outputs: start and end logits (num_labels 2 by default)
     return total
 
 

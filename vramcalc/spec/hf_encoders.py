@@ -51,6 +51,8 @@ def distilbert(r: Reader) -> Imported:
     ``DistilBertModel``; ``pre_classifier`` + ``classifier`` count as a pooler plus the classifier and the
     masked-LM head (vocab_transform, vocab_layer_norm, vocab_projector) as BERT's."""
     kind = head_kind(r, "mlm")
+    if kind == "question_answering" and r.label_count() != 2:  # DistilBertForQuestionAnswering raises
+        raise r.fail("num_labels", f"{r.label_count()}: DistilBertForQuestionAnswering takes 2 (start and end)")
     activation = r.text("activation", "gelu")
     if activation not in ("gelu", "relu"):
         raise r.fail("activation", f"{quoted(activation)} is not supported (gelu, relu)")

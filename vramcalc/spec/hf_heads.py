@@ -79,8 +79,6 @@ def encoder_head(r: Reader, kind: str, bare_pooler: bool) -> dict[str, Any]:
         return {"head": "classification", "num_labels": r.label_count(), "pooler": True, "head_bias": True}
     if kind == "token_classification":
         return {"head": "token_classification", "num_labels": r.label_count(), "pooler": False, "head_bias": True}
-    if kind == "question_answering":
-        if r.label_count() != 2:  # the encoders' qa_outputs has num_labels outputs; vramcalc counts 2
-            raise r.fail("num_labels", f"{r.label_count()}: a question-answering head of 2 (start and end) only")
-        return {"head": "question_answering", "pooler": False, "head_bias": True}
+    if kind == "question_answering":  # the encoders' qa_outputs: hidden -> num_labels (2: start and end)
+        return {"head": "question_answering", "num_labels": r.label_count(), "pooler": False, "head_bias": True}
     return {"head": "none", "pooler": bare_pooler}
