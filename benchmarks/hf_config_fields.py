@@ -28,6 +28,8 @@ CASES_DIR = ROOT / "tests" / "data" / "hf_configs" / "fields"
 SMALL = {"vocab_size": 1000, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4}
 GPT2 = {"vocab_size": 1000, "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128}
 BERT = {**SMALL, "intermediate_size": 256, "max_position_embeddings": 128}
+DISTILBERT = {"vocab_size": 1000, "dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 256}
+DISTILBERT |= {"max_position_embeddings": 128}
 OPT = {**SMALL, "ffn_dim": 256, "max_position_embeddings": 128}
 VIT = {**SMALL, "intermediate_size": 256, "image_size": 32, "patch_size": 8}
 FALCON = {**SMALL, "bias": True}
@@ -119,6 +121,11 @@ CASES: dict[str, tuple[str, dict[str, Any], str]] = {
     "bert-qa-3-labels": ("bert", {**BERT, "num_labels": 3}, "BertForQuestionAnswering"),
     "deberta-v2-qa-3-labels": ("deberta-v2", {**BERT, "num_labels": 3}, "DebertaV2ForQuestionAnswering"),
     "roberta-qa": ("roberta", BERT, "RobertaForQuestionAnswering"),
+    # *ForMultipleChoice: the pooled output -> Linear(hidden, 1), the sequence classifier's tensors at 1 label
+    "bert-multiple-choice": ("bert", BERT, "BertForMultipleChoice"),
+    "roberta-multiple-choice": ("roberta", BERT, "RobertaForMultipleChoice"),
+    "distilbert-multiple-choice": ("distilbert", DISTILBERT, "DistilBertForMultipleChoice"),
+    "deberta-v2-multiple-choice": ("deberta-v2", BERT, "DebertaV2ForMultipleChoice"),
     "llama-qa-3-labels": (
         "llama",
         {**SMALL, "intermediate_size": 160, "num_labels": 3},

@@ -176,7 +176,7 @@ def test_import_writes_the_config_dtype() -> None:
             {"model_type": "mamba"},
             r"model_type: 'mamba' is not supported \(supported: bert, bloom, deberta-v2, deepseek_v2",
         ),
-        ({"architectures": ["BertForMultipleChoice"]}, "architectures: 'BertForMultipleChoice': this head"),
+        ({"architectures": ["BertForNextSentencePrediction"]}, "'BertForNextSentencePrediction': this head"),
         (
             {
                 "model_type": "deberta-v2",

@@ -106,7 +106,8 @@ def deberta_v2(r: Reader) -> Imported:
         raise r.fail("position_biased_input", "false without relative_attention: no positions to count")
     model["max_position_embeddings"] = rows
     kind = head_kind(r, "none")
-    if kind == "classification" and r.count("pooler_hidden_size", default=None) not in (None, model["hidden_size"]):
+    pooled = kind in ("classification", "multiple_choice")
+    if pooled and r.count("pooler_hidden_size", default=None) not in (None, model["hidden_size"]):
         raise r.fail("pooler_hidden_size", "a pooler wider or narrower than hidden_size is not modelled")
     model = {**model, **encoder_head(r, kind, bare_pooler=False)}
     if not r.flag("legacy", True):  # DebertaV2LMPredictionHead: no decoder, the embedding's weight and a bias

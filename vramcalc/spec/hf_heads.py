@@ -8,6 +8,8 @@ Suffixes, as the transformers model classes name them:
   one bias-free ``score`` linear on the last token; BERT adds its pooler; RoBERTa's and DeBERTa's
   dense + out_proj heads count as a pooler plus a classifier (the same tensors);
 * ``*ForTokenClassification``, ``*ForQuestionAnswering``: a linear on every token, no pooler;
+* an encoder's ``*ForMultipleChoice``: its pooler and a classifier of one output per choice, the tensors of
+  its sequence classifier with ``num_labels`` 1; each choice is a sequence of the batch;
 * ``*ForMaskedLM``: the MLM head (transform, LayerNorm, vocabulary decoder with bias), no pooler;
 * ``BertForPreTraining``: MLM head, pooler and the next-sentence classifier;
 * bare ``*Model``: no head (BERT/RoBERTa and ViT keep their pooler).
@@ -29,6 +31,7 @@ SUFFIXES = (
     ("ForImageClassification", "classification"),
     ("ForTokenClassification", "token_classification"),
     ("ForQuestionAnswering", "question_answering"),
+    ("ForMultipleChoice", "multiple_choice"),
     ("ForMaskedLM", "mlm"),
     ("ForPreTraining", "pretraining"),
     ("EncoderModel", "encoder"),
@@ -52,12 +55,15 @@ def head_kind(r: Reader, default: str) -> str:
 
 
 def decoder_head(r: Reader, kind: str, *, generic_token_head: bool = True) -> dict[str, Any]:
-    """Head keys of a decoder-only model (no pooler in any of these classes). ``generic_token_head``: the
+    """Head keys of a decoder-only model (no pooler in any of these classes; no multiple-choice head is
+    modelled on a decoder). ``generic_token_head``: the
     family's token classifier is transformers' ``GenericForTokenClassification`` (modeling_layers.py), whose
     ``score`` has a bias unless ``token_classification_bias`` is false; the GPT-style families' own
     classes (``GPT2ForTokenClassification``, ``BloomForTokenClassification``, ...) always have one."""
     if kind in ("lm", "mlm", "pretraining"):
         return {"head": "lm"}
+    if kind == "multiple_choice":
+        raise r.fail("architectures", f"{quoted(r.architectures())}: a decoder's multiple-choice head is not modelled")
     if kind == "classification":
         return {"head": "classification", "num_labels": r.label_count(), "head_bias": False}
     if kind == "token_classification":
@@ -77,8 +83,25 @@ def encoder_head(r: Reader, kind: str, bare_pooler: bool) -> dict[str, Any]:
         return {"head": "pretraining", "pooler": True}
     if kind == "classification":
         return {"head": "classification", "num_labels": r.label_count(), "pooler": True, "head_bias": True}
+    if kind == "multiple_choice":  # BertForMultipleChoice & co: the pooled output -> Linear(hidden, 1) per choice
+        return {"head": "classification", "num_labels": 1, "pooler": True, "head_bias": True}
     if kind == "token_classification":
         return {"head": "token_classification", "num_labels": r.label_count(), "pooler": False, "head_bias": True}
     if kind == "question_answering":  # the encoders' qa_outputs: hidden -> num_labels (2: start and end)
         return {"head": "question_answering", "num_labels": r.label_count(), "pooler": False, "head_bias": True}
     return {"head": "none", "pooler": bare_pooler}
+
+
+#: Said of a multiple-choice class: how its batch is counted.
+MULTIPLE_CHOICE_NOTE = (
+    "{name}: one classifier output per choice; each choice is a sequence of the batch (batch_size counts "
+    "questions x choices)"
+)
+
+
+def head_notes(r: Reader) -> list[str]:
+    """What the estimate should say about the class's head beyond its tensors."""
+    names = r.architectures().split()
+    if names and names[0].endswith("ForMultipleChoice"):
+        return [MULTIPLE_CHOICE_NOTE.format(name=names[0])]
+    return []

@@ -21,6 +21,7 @@ from vramcalc.spec import hf_families as fam
 from vramcalc.spec import hf_fields
 from vramcalc.spec import hf_gpt as gpt
 from vramcalc.spec import hf_moe as moe
+from vramcalc.spec.hf_heads import head_notes
 from vramcalc.spec.hf_reader import Config, Imported, Model, Reader
 from vramcalc.spec.hf_rope import rope_scaling
 from vramcalc.spec.hf_vision import WRAPPERS, text_config, tied, vision_of
@@ -103,6 +104,7 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
     reader = Reader(config, source)
     hf_fields.refuse(reader, str(model_type))  # fields that change the count and are not modelled
     model, said = converter(reader)
+    said = [*said, *head_notes(reader)]
     rope = rope_scaling(config, source)
     if rope is not None and model.get("position") in (None, "rotary"):
         model = {**model, "rope_scaling": rope}
