@@ -649,7 +649,6 @@ def _compiled_forward(model: Any) -> Any:
     tensors lifted as graph inputs it mutates (kept in the graph, ``keep_inference_input_mutations``, and
     re-inplaced as inductor does), run with inductor's fusion emulated; one graph per input shape (the prefill's,
     the decode step's)."""
-    import torch
     from functorch.compile import aot_function
     from torch._inductor.decomposition import select_decomp_table
     from torch.nn.utils import stateless
@@ -864,7 +863,11 @@ def traced_spec(command: str, compile_: bool = True) -> Any:
         "attention": "sdpa",
         "compile": compile_,
     }
-    if args.get("mode") == "infer":
+    if args.get("new"):  # transformers' generate with a static cache, --seq the prompt
+        del workload["seq_len"]
+        workload |= {"mode": "inference", "prompt_len": int(args["seq"]), "max_new_tokens": int(args["new"])}
+        workload |= {"runtime": "hf", "cache": "static"}
+    elif args.get("mode") == "infer":
         workload["mode"] = "inference"
     else:
         workload["optimizer"] = args["optimizer"]
@@ -885,8 +888,10 @@ def traced_spec(command: str, compile_: bool = True) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    if argv in (["--score"], ["--score-peft"]):
-        score("tracer_compile.json" if argv == ["--score"] else "tracer_compile_peft.json")
+    scored = {"--score": "tracer_compile.json", "--score-peft": "tracer_compile_peft.json"}
+    scored["--score-generate"] = "tracer_compile_generate.json"
+    if len(argv) == 1 and argv[0] in scored:
+        score(scored[argv[0]])
         return
     if "--new" in argv:
         print(json.dumps(trace_generate(argv), indent=2, default=str))

@@ -300,4 +300,6 @@ def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
 
     _, context = prompt_and_context(wl)
     tokens = max(context - 1, wl.max_cache_len or 0)
+    if wl.compile:  # model.forward compiled: the prefill and each decode step one graph, their masks inside it
+        return StaticCache(tokens=tokens, compiled=True)
     return StaticCache(tokens=tokens, decode_extra=allocation_bytes(wl.batch_size * tokens))
