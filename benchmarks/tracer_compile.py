@@ -718,12 +718,11 @@ def trace_generate(argv: list[str]) -> dict[str, Any]:
 
     fakecuda.enable()
     import groundtruth  # type: ignore[import-not-found]
-    import memtrack  # type: ignore[import-not-found]
     import models  # type: ignore[import-not-found]
     import sdpa_cuda  # type: ignore[import-not-found]
     import torch
+    import traced_cases
     import transformers
-    import workspace  # type: ignore[import-not-found]
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import StaticCache
 
@@ -744,14 +743,7 @@ def trace_generate(argv: list[str]) -> dict[str, Any]:
             p.requires_grad_(False)
         with torch.device("cuda"):
             prompt = torch.randint(0, model.config.vocab_size, (a.batch, a.seq))
-        tracker = memtrack.StorageTracker(
-            device_type="cuda",
-            block=512,
-            workspace_fn=workspace.make_workspace_fn(),
-            persistent_fn=workspace.make_persistent_fn(a.gpu),
-        )
-        tracker.register_module(model)
-        tracker.register(prompt, "input")
+        tracker = traced_cases.card_tracker(a.gpu, model, prompt)
         text = model.config.get_text_config(decoder=True)
         heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
         head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads

@@ -35,7 +35,8 @@ prompt position at the compute dtype, and each step feeds the new token only.
 A static cache (:class:`StaticCache`: transformers' ``cache: static``, ``runtime: gpt-fast``, ``runtime:
 torchtune``) is allocated for ``StaticCache.tokens`` tokens per sequence before the prefill and written in place;
 the runtime's stacks module sizes it and says what it sets up beside it, what each forward builds from that and
-what its decoding loop keeps.
+what its decoding loop keeps; where the forward is compiled as one graph (``StaticCache.compiled``), each
+forward's working set is the compiled one (:func:`vramcalc.core.compiled.compiled_static_step_bytes`).
 """
 
 from __future__ import annotations

@@ -62,16 +62,26 @@ inputs and outputs alive at once, a fused chain's inputs until the kernel that r
 the rotary embedding's ``cat`` lowered pointwise by ``torch/_inductor/lowering.py`` ``cat`` → ``pointwise_cat``):
 :func:`vramcalc.core.compiled.compiled_inference_bytes`, traced in ``benchmarks/data/tracer_compile_infer.json``;
 under autocast beside the 16-bit cast of the weight the running matmul reads.
-Generation is refused: transformers 5.25's ``generate`` (``generation/utils.py`` ``_sample``) runs ``_prefill``
-eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfig`` mode ``reduce-overhead``: CUDA
-graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
+Generation (``runtime: hf``, ``cache: static``): transformers' "static cache and torch.compile" recipe replaces
+``model.forward`` by its compiled form; transformers 5.25's ``_prefill`` (``generation/utils.py``) calls ``self(...)``,
+so the prefill runs compiled, and ``_sample``'s decode steps call ``get_compiled_call`` (``torch.compile`` of
+``self.__call__``, ``CompileConfig`` mode ``reduce-overhead``) where ``_valid_auto_compile_criteria`` finds a
+compileable cache, else ``self``: every forward runs compiled. Under compile ``masking_utils._ignore_causal_mask_sdpa``
+sees the cache's position as a traced tensor and builds the prefill's mask, and ``sdpa_attention_forward`` skips
+``pack_gqa`` (``is_torchdynamo_compiling``): each layer reads a float mask and, with grouped KV heads, K and V
+expanded over the whole cache (``vramcalc.core.compiled.compiled_static_step_bytes``, set by
+:func:`vramcalc.stacks.transformers.static_cache`); ``StaticLayer.update``'s ``index_copy_`` is put back in place by
+inductor's re-inplacing (``torch/_inductor/fx_passes/reinplace.py``). Traced in mode default
+(``benchmarks/data/tracer_compile_generate.json``): CUDA graphs (``torch/_inductor/cudagraph_trees.py``: each shape's
+recording in one private pool shared by the graphs, replays allocating nothing) are not counted. Refused: generation
+without ``cache: static`` or on another runtime (vLLM and gpt-fast compile by themselves), and autocast.
 
 torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
 :mod:`vramcalc.stacks.torchtune_lora`, PEFT's LoRA (``adapter.framework: peft``, ``type: lora``, an unquantized
 base) by :mod:`vramcalc.stacks.peft_lora`. Not modelled, refused with one line: other adapters (DoRA, LoRA-FA,
 the other PEFT methods, litgpt's) and quantized weights,
-mixture-of-experts, encoder-decoder and vision models, generation and ``use_cache``, latent attention, q/k norms and
-parallel blocks, eager attention or SDPA's math kernel, flash-attn's
+mixture-of-experts, encoder-decoder and vision models, other generation and a forward's ``use_cache``, latent
+attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``mixed-*`` precision (16-bit parameters with fp32 master weights: DeepSpeed's and FSDP's, several
 GPUs), selective checkpointing, Liger's fused loss, several GPUs, a pinned transformers release, and PyTorch before 2.0
 (no ``torch.compile``). Releases 2.0 to 2.12 are assumed to partition as 2.13 does: the op lists and ban rules
