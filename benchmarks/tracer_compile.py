@@ -36,6 +36,13 @@ lora_alpha=2R, target_modules=TARGETS, lora_dropout=P))`` (``benchmarks/tracer_l
 the tracer's venv) before its blocks are compiled, as the HF Trainer's ``torch_compile=True`` runs a PEFT model; the
 first block, whose input needs no gradient, is measured apart (``first_block``).
 
+``--new N`` (with ``--seq`` the prompt) traces transformers' generation with a static cache and ``model.forward``
+compiled, the "static cache and torch.compile" recipe (:func:`trace_generate`): the whole forward one graph
+(AOTAutograd, inductor's decompositions, the cache's tensors graph inputs it updates in place as inductor's
+re-inplacing leaves them), fusion emulated as above, and the chains inductor realizes for their many reads
+materialized; mode "default" (CUDA graphs cannot run on fake tensors). ``--generate-cases`` prints
+``benchmarks/data/tracer_compile_generate.json``; ``--top`` lists the largest tensors alive at the peak.
+
 ``--score`` (with the project's environment) prints vramcalc's estimate of each stored case, its error and the
 quality bar; ``--score-peft`` the same for the PEFT cases. ``--cases`` traces the cases below again and prints
 ``benchmarks/data/tracer_compile.json`` (each case with its traced step and the saved-for-backward bytes of one
@@ -184,6 +191,8 @@ def _fusible(node: Any, ops: Any) -> bool:
         return True
     import torch
 
+    if node.op == "call_function" and node.target is torch.ops.aten.constant_pad_nd.default:
+        return True  # lowered as one pointwise op (lowering.py ``constant_pad_nd``: ``Pointwise.create``)
     if node.op != "call_function" or node.target is not torch.ops.aten.cat.default:
         return False
     inputs = node.args[0]
@@ -191,8 +200,37 @@ def _fusible(node: Any, ops: Any) -> bool:
     return len(inputs) <= POINTWISE_CAT_INPUTS and all(u.op == "call_function" and ops.is_fusible(u) for u in users)
 
 
-def _fused_runner(gm: Any) -> Any:
-    """A boxed callable that runs ``gm`` node by node, fused nodes outside the tracker's view."""
+#: Inductor realizes a pointwise node read by several users once it reads more than this many buffers, and any
+#: node once it has accumulated more than ``REALIZE_ACC_READS`` (``torch/_inductor/config.py``
+#: ``realize_reads_threshold``, ``realize_acc_reads_threshold``; ``graph.py`` ``run_node``: ``mark_reuse``,
+#: ``has_exceeded_max_reads``; ``ir.py`` ``StorageBox.should_realize_on_reuse``).
+REALIZE_READS = 4
+REALIZE_ACC_READS = 8
+
+
+def _realized_on_reuse(gm: Any, fused: set[Any]) -> set[Any]:
+    """The fused nodes inductor would realize all the same: a chain read by several users that reads more than
+    :data:`REALIZE_READS` buffers, or any chain that reads more than :data:`REALIZE_ACC_READS` (a whole model's
+    residual stream, whose adds would otherwise hold every layer's outputs alive)."""
+    reads: dict[Any, set[Any]] = {}
+    realized = set()
+    for node in gm.graph.nodes:
+        if node not in fused:
+            continue
+        mine: set[Any] = set()
+        for arg in node.all_input_nodes:
+            mine |= reads[arg] if arg in reads else {arg}
+        if (len(node.users) > 1 and len(mine) > REALIZE_READS) or len(mine) > REALIZE_ACC_READS:
+            realized.add(node)
+        else:
+            reads[node] = mine
+    return realized
+
+
+def _fused_runner(gm: Any, realize_on_reuse: bool = False) -> Any:
+    """A boxed callable that runs ``gm`` node by node, fused nodes outside the tracker's view; with
+    ``realize_on_reuse``, the chains inductor realizes for their many reads materialized (:func:`_realized_on_reuse`,
+    for a whole model's graph)."""
     import memtrack  # type: ignore[import-not-found]
     import torch
     import torch.fx
@@ -200,6 +238,8 @@ def _fused_runner(gm: Any) -> Any:
 
     ops = _fusible_ops()
     fused = {node for node in gm.graph.nodes if _is_fused(node, ops)}
+    if realize_on_reuse:
+        fused -= _realized_on_reuse(gm, fused)
 
     class Fused(torch.fx.Interpreter):
         """The kernel that materializes a fused chain reads the chain's inputs: they stay alive until every reader
@@ -542,6 +582,204 @@ def trace(argv: list[str]) -> dict[str, Any]:
     return result
 
 
+#: transformers' generation with a static cache and ``model.forward`` compiled (the "static cache and
+#: torch.compile" recipe), stored in ``benchmarks/data/tracer_compile_generate.json``: ``--seq`` is the prompt.
+GENERATE_CASES: dict[str, str] = {
+    "compile-gen-llama_l2_h256_b1_p512_n8_bf16": f"{_LLAMA} --batch 1 --seq 512 --new 8 --dtype bf16",
+    "compile-gen-llama_l2_h256_b4_p256_n16_bf16": f"{_LLAMA} --batch 4 --seq 256 --new 16 --dtype bf16",
+    "compile-gen-llama_l3_h512_gqa_b1_p1024_n8_bf16": f"{_LLAMA_GQA} --batch 1 --seq 1024 --new 8 --dtype bf16",
+    "compile-gen-llama_l3_h512_gqa_b4_p512_n64_bf16": f"{_LLAMA_GQA} --batch 4 --seq 512 --new 64 --dtype bf16",
+    "compile-gen-llama_l3_h512_gqa_b1_p64_n1024_bf16": f"{_LLAMA_GQA} --batch 1 --seq 64 --new 1024 --dtype bf16",
+    "compile-gen-llama_l3_h512_gqa_b4_p2048_n8_fp16": f"{_LLAMA_GQA} --batch 4 --seq 2048 --new 8 --dtype fp16",
+    "compile-gen-gpt2_l2_h256_b1_p512_n8_bf16": f"{_GPT2} --batch 1 --seq 512 --new 8 --dtype bf16",
+    "compile-gen-gpt2_l2_h256_b4_p256_n64_fp32": f"{_GPT2} --batch 4 --seq 256 --new 64 --dtype fp32",
+}
+
+
+def _in_place_cache_update(gm: Any) -> None:
+    """Inductor's re-inplacing (``torch/_inductor/fx_passes/reinplace.py`` ``reinplace_inplaceable_ops``,
+    ``inplaceable_ops``: ``index_put`` → ``index_put_``): a ``StaticLayer.update``'s ``index_copy_``,
+    functionalized by AOTAutograd and decomposed to ``index_put`` by inductor's table, whose result the graph copies
+    back into the cache (its input), runs in place: no copy of the cache is made, and the final ``copy_`` is
+    dropped."""
+    import torch
+
+    aten = torch.ops.aten
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target is not aten.copy_.default:
+            continue
+        dst, src = node.args
+        in_place = {aten.index_copy.default: aten.index_copy_.default, aten.index_put.default: aten.index_put_.default}
+        if dst.op == "placeholder" and src.op == "call_function" and src.target in in_place:
+            if src.args[0] is dst:
+                src.target = in_place[src.target]
+                node.replace_all_uses_with(dst)
+                gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.recompile()
+
+
+#: List the largest tensors alive at the peak (``--top``).
+TOP = "--top" in sys.argv
+#: True while a compiled forward is being traced.
+TRACING = [False]
+
+
+def _seen_as_compiling() -> None:
+    """transformers' ``is_torchdynamo_compiling`` answers True while the compiled forward is traced, as under dynamo
+    (``masking_utils._ignore_causal_mask_sdpa`` then builds the mask rather than read the cache's position)."""
+    import transformers.utils.import_utils as iu
+
+    if getattr(iu, "_seen_as_compiling", False):
+        return
+    original = iu.is_torchdynamo_compiling
+    iu._seen_as_compiling = True
+
+    def compiling() -> bool:
+        return TRACING[0] or original()
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("transformers") and getattr(module, "is_torchdynamo_compiling", None) is original:
+            module.is_torchdynamo_compiling = compiling
+
+
+def _compiled_forward(model: Any) -> Any:
+    """``model.forward`` (keyword ``input_ids`` and ``cache``) compiled as one graph, as the recipe's
+    ``torch.compile(model.forward, fullgraph=True)``: AOTAutograd with inductor's decompositions, the static cache's
+    tensors lifted as graph inputs it mutates (kept in the graph, ``keep_inference_input_mutations``, and
+    re-inplaced as inductor does), run with inductor's fusion emulated; one graph per input shape (the prefill's,
+    the decode step's)."""
+    from functorch.compile import aot_function
+    from torch._inductor.decomposition import select_decomp_table
+    from torch.nn.utils import stateless
+
+    _seen_as_compiling()
+    names = [n for n, _ in _state(model)]
+    forward = type(model).forward
+    graphs: dict[Any, Any] = {}
+    current: list[Any] = []  # the cache of the running call
+
+    def cache_tensors() -> list[Any]:
+        (cache,) = current
+        return [t for layer in cache.layers for t in (layer.keys, layer.values, layer.cumulative_length)]
+
+    def set_cache(tensors: list[Any]) -> None:
+        (cache,) = current
+        for i, layer in enumerate(cache.layers):
+            layer.keys, layer.values, layer.cumulative_length = tensors[3 * i : 3 * i + 3]
+
+    def fn(params: list[Any], input_ids: Any, tensors: list[Any]) -> Any:
+        real = cache_tensors()
+        set_cache(tensors)
+        TRACING[0] = True
+        try:
+            with stateless._reparametrize_module(model, dict(zip(names, params, strict=True))):
+                out = forward(model, input_ids=input_ids, cache=current[0], use_cache=True, logits_to_keep=1)
+        finally:
+            TRACING[0] = False
+            set_cache(real)
+        return [out.logits]
+
+    def compiler(gm: Any, example_inputs: Any) -> Any:
+        _in_place_cache_update(gm)
+        return _fused_runner(gm, realize_on_reuse=True)
+
+    def call(input_ids: Any, cache: Any) -> Any:
+        current[:] = [cache]
+        key = tuple(input_ids.shape)
+        if key not in graphs:
+            graphs[key] = aot_function(
+                fn,
+                fw_compiler=compiler,
+                inference_compiler=compiler,
+                decompositions=select_decomp_table(),
+                keep_inference_input_mutations=True,
+            )
+        params = [p for _, p in _state(model)]
+        (logits,) = graphs[key](params, input_ids, cache_tensors())
+        return logits
+
+    return call
+
+
+def trace_generate(argv: list[str]) -> dict[str, Any]:
+    """The traced peak of transformers' static-cache generation with ``model.forward`` compiled: the cache set up
+    for ``max_length - 1`` tokens (``_prepare_cache_for_generation``), the prefill and ``--new`` - 1 decode steps
+    through the compiled forward (``logits_to_keep=1``), each step's last logits copied to fp32 and the next token
+    picked (``_sample``); run twice, the second reported (the first compiles)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tracer_llm import _take
+
+    argv, new = _take(argv, "--new", True)
+    argv = [a for a in argv if a != "--top"]
+    n_new = int(new or 8)
+    sys.path.insert(0, str(TRACER))
+    import fakecuda  # type: ignore[import-not-found]
+
+    fakecuda.enable()
+    import groundtruth  # type: ignore[import-not-found]
+    import models  # type: ignore[import-not-found]
+    import sdpa_cuda  # type: ignore[import-not-found]
+    import torch
+    import traced_cases
+    import transformers
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers import StaticCache
+
+    _ignoring_tracker()
+    a = groundtruth.parse_args([*argv, "--attn", "sdpa", "--mode", "infer"])
+    sdpa_cuda.install(a.sdpa)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    with FakeTensorMode(allow_non_fake_inputs=False):
+        torch.set_default_dtype(dtype)
+        try:
+            with torch.device("cuda"):
+                model, _, desc = models.build(a.arch, a, dtype)
+        finally:
+            torch.set_default_dtype(torch.float32)
+        model.config.max_position_embeddings = max(getattr(model.config, "max_position_embeddings", 0), a.seq + n_new)
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        with torch.device("cuda"):
+            prompt = torch.randint(0, model.config.vocab_size, (a.batch, a.seq))
+        tracker = traced_cases.card_tracker(a.gpu, model, prompt)
+        text = model.config.get_text_config(decoder=True)
+        heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        max_cache_len = a.seq + n_new - 1  # generate's max_length - 1
+        step = _compiled_forward(model)
+
+        def generate() -> Any:
+            cache = StaticCache(config=text, max_cache_len=max_cache_len)
+            cache.early_initialization(a.batch, heads, head_dim, dtype, prompt.device)
+            input_ids, next_input = prompt, prompt
+            for _ in range(n_new):
+                logits = step(next_input, cache)
+                next_logits = logits[:, -1].to(copy=True, dtype=torch.float32)
+                del logits
+                next_tokens = torch.argmax(next_logits, dim=-1)
+                input_ids = torch.cat([input_ids, next_tokens[:, None]], dim=-1)
+                next_input = next_tokens[:, None]
+            return input_ids
+
+        with tracker, torch.no_grad():
+            for run in (1, 2):
+                tracker.set_phase("inference", run)
+                generate()
+                tracker.set_phase("idle")
+    peak = tracker.iter_peaks[2]
+    return {
+        "transformers": transformers.__version__,
+        "model": desc,
+        "peak_bytes": int(peak.total),
+        "peak_at_op": peak.op,
+        "peak_by_category": {k: v for k, v in peak.by_cat.items() if v},
+        "params": sum(p.numel() for p in model.parameters()),
+        "top_live_at_peak": tracker.live_at(peak.idx, 40) if TOP else None,
+    }
+
+
 #: The traced families as vramcalc's model keys.
 FAMILIES: dict[str, dict[str, Any]] = {
     "llama": {
@@ -617,7 +855,11 @@ def traced_spec(command: str, compile_: bool = True) -> Any:
         "attention": "sdpa",
         "compile": compile_,
     }
-    if args.get("mode") == "infer":
+    if args.get("new"):  # transformers' generate with a static cache, --seq the prompt
+        del workload["seq_len"]
+        workload |= {"mode": "inference", "prompt_len": int(args["seq"]), "max_new_tokens": int(args["new"])}
+        workload |= {"runtime": "hf", "cache": "static"}
+    elif args.get("mode") == "infer":
         workload["mode"] = "inference"
     else:
         workload["optimizer"] = args["optimizer"]
@@ -638,8 +880,24 @@ def traced_spec(command: str, compile_: bool = True) -> Any:
 
 
 def main(argv: list[str]) -> None:
-    if argv in (["--score"], ["--score-peft"]):
-        score("tracer_compile.json" if argv == ["--score"] else "tracer_compile_peft.json")
+    scored = {"--score": "tracer_compile.json", "--score-peft": "tracer_compile_peft.json"}
+    scored["--score-generate"] = "tracer_compile_generate.json"
+    if len(argv) == 1 and argv[0] in scored:
+        score(scored[argv[0]])
+        return
+    if "--new" in argv:
+        print(json.dumps(trace_generate(argv), indent=2, default=str))
+        return
+    if argv == ["--generate-cases"]:
+        rows = []
+        for case_id, command in GENERATE_CASES.items():
+            result = trace_generate(command.split())
+            found = {"transformers": result.pop("transformers")}
+            result.pop("top_live_at_peak")
+            rows.append({"id": case_id, "command": f"python benchmarks/tracer_compile.py {command}", **result})
+        import torch
+
+        print(json.dumps({"torch": str(torch.__version__), **found, "cases": rows}, indent=2))
         return
     sets = {"--cases": CASES, "--infer-cases": INFER_CASES, "--peft-cases": PEFT_CASES}
     if len(argv) != 1 or argv[0] not in sets:

@@ -147,7 +147,7 @@ def test_compiled_chunked_loss_by_hand() -> None:
     ("workload", "model", "message"),
     [
         ({"mode": "inference", "use_cache": True}, {}, "use_cache"),
-        ({"mode": "inference", "prompt_len": 64, "runtime": "hf"}, {}, "CUDA graphs"),
+        ({"mode": "inference", "prompt_len": 64, "runtime": "hf"}, {}, "give cache: static"),
         ({"mode": "inference", "prompt_len": 64, "runtime": "vllm"}, {}, "vLLM compiles"),
         ({"mode": "inference", "prompt_len": 64, "runtime": "gpt-fast"}, {}, "gpt-fast compiles"),
         ({"precision": "mixed-bf16"}, {}, "precision: mixed-bf16"),

@@ -19,6 +19,13 @@ A no-grad forward of compiled blocks (:func:`compiled_inference_bytes`) keeps no
 chains fused, a block's working set is the matmul and attention inputs and outputs alive at once (a fused chain's
 inputs stay alive until the kernel that reads them has run).
 
+A no-grad forward of a whole model compiled as one graph over a static KV cache (:func:`compiled_static_step_bytes`:
+the prompt's forward, or a decode step's) writes the new K and V into the cache in place and reads the whole
+cache: each layer's attention gets a float mask of ``batch x tokens x cache`` (the last dimension padded to the
+kernel's alignment), and with grouped KV heads reads K and V expanded to every query head over the whole cache;
+the residual stream's adds are realized where many kernels read them, one more hidden-wide buffer beside the
+block input.
+
 Notation as in :mod:`vramcalc.core.activations` (``T`` tokens, ``h`` hidden, ``f`` ffn width, ``c`` compute bytes).
 """
 
@@ -136,3 +143,31 @@ def compiled_inference_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) 
     if shape.position is Position.rotary:
         outside += 2 * tk.seq * shape.head_dim * dt.residual  # cos and sin at the hidden states' dtype, per position
     return max(outside + compiled_inference_block_bytes(shape, tk, dt), act.inference_head_bytes(shape, tk, dt))
+
+
+#: The attention mask's last dimension is padded to a multiple of this many elements for the memory-efficient
+#: kernel (the alignment of its attention bias).
+MASK_ALIGNMENT = 8
+
+
+def compiled_static_step_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, cache_tokens: int) -> int:
+    """The largest set of tensors alive in a forward of ``tk`` new tokens per sequence compiled as one graph over a
+    static cache of ``cache_tokens`` tokens per sequence (module docstring), beyond the cache itself:
+
+    * the embedding output, the block input and one more hidden-wide residual buffer (``T 3 h c``);
+    * attention: Q and the attention output (``T 2 q c``), the float mask of ``batch x tokens x cache`` rounded
+      up to :data:`MASK_ALIGNMENT`, K and V expanded to every query head over the cache where the KV heads are
+      grouped (``2 batch cache q c``), and the kernel's fp32 logsumexp;
+    * MLP: as :func:`compiled_inference_block_bytes` counts it (the attention output projection's output, the
+      second norm's output and the up projections' outputs, or those and the activation's output).
+    """
+    n_tokens, h, c = tk.encoder, shape.hidden, dt.compute
+    residual = 3 * n_tokens * h * max(c, dt.residual)
+    aligned = -(-cache_tokens // MASK_ALIGNMENT) * MASK_ALIGNMENT
+    mask = tk.batch * tk.seq * aligned * c
+    expanded = 2 * tk.batch * cache_tokens * shape.q_width * c if shape.kv_heads < shape.heads else 0
+    logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
+    attention = 2 * n_tokens * shape.q_width * c + mask + expanded + logsumexp
+    n_up = 2 if shape.gated else 1
+    mlp = n_tokens * c * (h + max(h + n_up * shape.ffn, (n_up + 1) * shape.ffn))
+    return residual + max(attention, mlp)

@@ -35,7 +35,8 @@ prompt position at the compute dtype, and each step feeds the new token only.
 A static cache (:class:`StaticCache`: transformers' ``cache: static``, ``runtime: gpt-fast``, ``runtime:
 torchtune``) is allocated for ``StaticCache.tokens`` tokens per sequence before the prefill and written in place;
 the runtime's stacks module sizes it and says what it sets up beside it, what each forward builds from that and
-what its decoding loop keeps.
+what its decoding loop keeps; where the forward is compiled as one graph (``StaticCache.compiled``), each
+forward's working set is the compiled one (:func:`vramcalc.core.compiled.compiled_static_step_bytes`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from dataclasses import dataclass, replace
 
 from vramcalc.choices import Architecture, Attention, Head, KvCacheDtype, Position, Runtime
 from vramcalc.core import activations as act
+from vramcalc.core import compiled
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.llm import kvcache, moe
@@ -76,6 +78,9 @@ class StaticCache:
     #: the step's forward runs, and the bytes of the larger tensor the step's ``torch.cat`` then builds beside
     #: them and the step's own fp32 logits (torchtune's ``generated_logits``: the first and the last step)
     kept_steps: tuple[tuple[int, int], ...] = ()
+    #: the forward is compiled as one graph (the prefill's and each decode step's working set:
+    #: :func:`vramcalc.core.compiled.compiled_static_step_bytes`; its masks are made inside it)
+    compiled: bool = False
     #: what the runtime's module assumed in sizing the cache, for the estimate's assumptions
     note: str = ""
 
@@ -263,6 +268,8 @@ def static_prefill(
     block = block_transient(shape, tk, dt, attention)
     if static.prefill_expands:
         block += expanded_kv_bytes(shape, gen.batch, static.tokens, dt.compute)
+    if static.compiled:
+        block = compiled.compiled_static_step_bytes(shape, tk, dt, static.tokens)
     return {
         "activations": max(block, head),
         "kv_cache": kv_bytes(gen, static.tokens) + static.buffers + static.prefill_extra,
@@ -332,6 +339,8 @@ def static_decode(shape: ModelShape, gen: Generation, static: StaticCache, dt: a
     b = gen.batch
     one = act.Tokens(batch=b, seq=1, target=1)
     block = block_transient(shape, one, dt, Attention.sdpa) + expanded_kv_bytes(shape, b, static.tokens, dt.compute)
+    if static.compiled:
+        block = compiled.compiled_static_step_bytes(shape, one, dt, static.tokens)
     head = head_bytes(shape, b, b, dt, fp32_copy=not static.prompt_logits or static.logits_upcast)
     ids = b * (gen.context if gen.runtime is Runtime.hf else 1)
     step = {

@@ -62,16 +62,26 @@ inputs and outputs alive at once, a fused chain's inputs until the kernel that r
 the rotary embedding's ``cat`` lowered pointwise by ``torch/_inductor/lowering.py`` ``cat`` → ``pointwise_cat``):
 :func:`vramcalc.core.compiled.compiled_inference_bytes`, traced in ``benchmarks/data/tracer_compile_infer.json``;
 under autocast beside the 16-bit cast of the weight the running matmul reads.
-Generation is refused: transformers 5.25's ``generate`` (``generation/utils.py`` ``_sample``) runs ``_prefill``
-eagerly and compiles only the decode step (``get_compiled_call``, ``CompileConfig`` mode ``reduce-overhead``: CUDA
-graphs) when ``_valid_auto_compile_criteria`` finds a static cache; vLLM and gpt-fast compile by themselves.
+Generation (``runtime: hf``, ``cache: static``): transformers' "static cache and torch.compile" recipe replaces
+``model.forward`` by its compiled form; transformers 5.25's ``_prefill`` (``generation/utils.py``) calls ``self(...)``,
+so the prefill runs compiled, and ``_sample``'s decode steps call ``get_compiled_call`` (``torch.compile`` of
+``self.__call__``, ``CompileConfig`` mode ``reduce-overhead``) where ``_valid_auto_compile_criteria`` finds a
+compileable cache, else ``self``: every forward runs compiled. Under compile ``masking_utils._ignore_causal_mask_sdpa``
+sees the cache's position as a traced tensor and builds the prefill's mask, and ``sdpa_attention_forward`` skips
+``pack_gqa`` (``is_torchdynamo_compiling``): each layer reads a float mask and, with grouped KV heads, K and V
+expanded over the whole cache (``vramcalc.core.compiled.compiled_static_step_bytes``, set by
+:func:`vramcalc.stacks.transformers.static_cache`); ``StaticLayer.update``'s ``index_copy_`` is put back in place by
+inductor's re-inplacing (``torch/_inductor/fx_passes/reinplace.py``). Traced in mode default
+(``benchmarks/data/tracer_compile_generate.json``): CUDA graphs (``torch/_inductor/cudagraph_trees.py``: each shape's
+recording in one private pool shared by the graphs, replays allocating nothing) are not counted. Refused: generation
+without ``cache: static`` or on another runtime (vLLM and gpt-fast compile by themselves), and autocast.
 
 torchtune's LoRA and QLoRA recipe compiled (``adapter.framework: torchtune``) is counted by
 :mod:`vramcalc.stacks.torchtune_lora`, PEFT's LoRA (``adapter.framework: peft``, ``type: lora``, an unquantized
 base) by :mod:`vramcalc.stacks.peft_lora`. Not modelled, refused with one line: other adapters (DoRA, LoRA-FA,
 the other PEFT methods, litgpt's) and quantized weights,
-mixture-of-experts, encoder-decoder and vision models, generation and ``use_cache``, latent attention, q/k norms and
-parallel blocks, eager attention or SDPA's math kernel, flash-attn's
+mixture-of-experts, encoder-decoder and vision models, other generation and a forward's ``use_cache``, latent
+attention, q/k norms and parallel blocks, eager attention or SDPA's math kernel, flash-attn's
 library kernels, ``mixed-*`` precision (16-bit parameters with fp32 master weights: DeepSpeed's and FSDP's, several
 GPUs), selective checkpointing, Liger's fused loss, several GPUs, a pinned transformers release, and PyTorch before 2.0
 (no ``torch.compile``). Releases 2.0 to 2.12 are assumed to partition as 2.13 does: the op lists and ban rules
@@ -88,6 +98,7 @@ from vramcalc.choices import (
     Attention,
     Checkpointing,
     CrossEntropy,
+    KvCache,
     Mode,
     Optimizer,
     Precision,
@@ -117,12 +128,14 @@ CE_CHUNKS = 8
 #: Per token of a compiled loss chunk: the fp32 row maximum and log-sum-exp the partitioner keeps.
 LOSS_STATS_PER_TOKEN = 2 * act.FP32
 
-#: Why a generation under ``compile`` is refused, per runtime.
+#: Why a generation under ``compile`` is refused, per runtime (``hf`` is modelled with ``cache: static``).
 GENERATION_REFUSALS = {
-    "hf": "transformers' generate runs the prefill eagerly and compiles the decode step with CUDA graphs, "
-    "mode reduce-overhead, under a static cache",
+    "hf": "transformers' generate compiles its forward with a static cache: give cache: static",
+    "hf-legacy": "transformers' releases before 4.36 have no static cache",
     "vllm": "vLLM compiles its model itself; its profile is modelled without this key",
     "gpt-fast": "gpt-fast compiles its decode step by design; drop the key",
+    "torchtune": "torchtune's generation recipe compiles with its own settings, not modelled",
+    "litgpt": "litgpt's generate compiles with its own settings, not modelled",
 }
 
 NOTE = (
@@ -133,6 +146,13 @@ NOTE = (
 )
 #: Added to the note under autocast.
 AMP_NOTE = "; under autocast each block's graph keeps its weights' 16-bit casts for backward and an fp32 input"
+GENERATION_NOTE = (
+    "compile: transformers' generate with a static cache and model.forward compiled by torch.compile with "
+    "inductor (PyTorch 2.13), mode default: the prefill and each decode step one graph, the cache written in "
+    "place, each layer's float mask and (grouped KV heads) K and V expanded over the whole cache; "
+    "mode reduce-overhead (CUDA graphs) also holds each recorded shape's graph memory in its private pool, "
+    "not counted"
+)
 INFERENCE_NOTE = (
     "compile: each transformer block compiled by torch.compile with inductor (PyTorch 2.13): pointwise chains "
     "fused, a block's working set is its matmul and attention inputs and outputs alive at once; embedding and "
@@ -206,10 +226,21 @@ def _check_inference(wl: Workload) -> None:
     """A compiled no-grad forward is modelled; generation and a forward's KV cache are refused in one line."""
     key = "workload.compile"
     if is_generation(wl):
-        runtime = wl.runtime.value if wl.runtime is not None else "vllm"
-        raise SpecError(f"{key} is not modelled for generation ({GENERATION_REFUSALS.get(runtime, runtime)})")
+        _check_generation(wl)
+        return
     if wl.use_cache:
         raise SpecError(f"{key} is modelled for a forward without a KV cache (drop use_cache: true)")
+
+
+def _check_generation(wl: Workload) -> None:
+    """Generation under ``compile``: transformers' ``generate`` with a static cache and 16-bit or fp32 weights (the
+    traced recipe); other runtimes and settings refused in one line naming the key."""
+    key = "workload.compile"
+    runtime = wl.runtime.value if wl.runtime is not None else "vllm"
+    if runtime != "hf" or wl.cache is not KvCache.static:
+        raise SpecError(f"{key} is not modelled for generation ({GENERATION_REFUSALS.get(runtime, runtime)})")
+    if wl.precision in (Precision.amp_bf16, Precision.amp_fp16):
+        raise SpecError(f"{key} with generation is modelled with bf16, fp16 or fp32 weights (not {wl.precision.value})")
 
 
 def check_spec(spec: Spec, shape: ModelShape) -> None:
@@ -269,6 +300,8 @@ def _note(workload: Workload) -> str:
     compiled step peaks above the count, what it publishes."""
     if workload.adapter is not None:
         return ADAPTER_NOTE if workload.adapter.framework == "torchtune" else PEFT_ADAPTER_NOTE
+    if is_generation(workload):
+        return GENERATION_NOTE
     note = NOTE if workload.mode is Mode.train else INFERENCE_NOTE
     autocast = workload.precision in (Precision.amp_bf16, Precision.amp_fp16)
     note = note + AMP_NOTE if autocast and workload.mode is Mode.train else note

@@ -59,6 +59,12 @@ of the released wheels):
   runs ``is_causal`` with the grouped K/V, ``enable_gqa``); each decode step builds a boolean ``(batch, 1, 1,
   max_cache_len)`` mask (``sdpa_mask``), and with a mask ``use_gqa_in_sdpa`` is false, so ``repeat_kv``
   expands one layer's K and V over the whole cache.
+  With ``workload.compile: true`` (the "static cache and torch.compile" recipe: ``model.forward`` compiled, so
+  ``_prefill``'s ``self(...)`` and every decode step run it) the forward is one inductor graph: the cache's
+  position is a traced tensor, so ``_ignore_causal_mask_sdpa`` does not skip the prefill's mask, whose boolean
+  form is fused into each layer's float one, and ``sdpa_attention_forward`` expands K and V with ``repeat_kv`` in
+  the prefill too (``pack_gqa`` is skipped while compiling): ``StaticCache.compiled``
+  (:mod:`vramcalc.stacks.inductor`, ``vramcalc.core.compiled.compiled_static_step_bytes``).
 
 Release numbers compare as (major, minor, patch); a ``.dev0`` suffix is ignored (a development tree is
 taken as the release it became).
@@ -300,4 +306,6 @@ def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
 
     _, context = prompt_and_context(wl)
     tokens = max(context - 1, wl.max_cache_len or 0)
+    if wl.compile:  # model.forward compiled: the prefill and each decode step one graph, their masks inside it
+        return StaticCache(tokens=tokens, compiled=True)
     return StaticCache(tokens=tokens, decode_extra=allocation_bytes(wl.batch_size * tokens))
