@@ -76,7 +76,9 @@ def test_refused_defaults_are_transformers_defaults() -> None:
             if name in DEFAULTS[model_type]:
                 assert DEFAULTS[model_type][name] in (rule.default, None), (model_type, name)
                 checked += 1
-    assert checked >= 36  # chunk_size_feed_forward is in every class's defaults
+    # add_cross_attention in GPT-2's, GPTBigCode's, BERT's, RoBERTa's and XLM-R's defaults; chunk_size_feed_forward
+    # (refused where BERT-style layers read it) in BERT's, RoBERTa's, XLM-R's and DistilBERT's
+    assert checked >= 9
 
 
 def _other(value: Any) -> Any:

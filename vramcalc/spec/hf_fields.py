@@ -51,6 +51,11 @@ QUIET_GROUPS: dict[str, tuple[str, frozenset[str]]] = {
             "cross_attention_hidden_size"
         ),
     ),
+    "unread_chunking": (
+        "PretrainedConfig's feed-forward chunking, which only BERT-style layers read (apply_chunking_to_forward "
+        "in modeling_bert.py, modeling_roberta.py, modeling_xlm_roberta.py, modeling_distilbert.py; refused there)",
+        _names("chunk_size_feed_forward"),
+    ),
     "tokens": (
         "special token ids and the label names (the label count is read from id2label or num_labels)",
         _names(
@@ -131,11 +136,12 @@ COMMON_READ = _names(
 )
 #: Refused for every family unless at the default.
 COMMON_REFUSED = {
-    "chunk_size_feed_forward": Refused(0, "feed-forward chunking, which changes activation memory"),
     "pruned_heads": Refused({}, "pruned attention heads"),
     "tie_encoder_decoder": Refused(False, "an encoder and decoder sharing their weights"),
 }
 CROSS_ATTENTION = Refused(False, "cross-attention blocks in a decoder")
+#: Read by the BERT-style layers only (``apply_chunking_to_forward``): quiet in the other families.
+FF_CHUNKING = {"chunk_size_feed_forward": Refused(0, "feed-forward chunking, which changes activation memory")}
 
 _LLAMA = "hidden_size num_hidden_layers num_attention_heads num_key_value_heads intermediate_size head_dim "
 _LLAMA += "max_position_embeddings attention_bias mlp_bias token_classification_bias "
@@ -209,7 +215,9 @@ def _table(read: str, quiet: tuple[str, ...] = (), refused: Mapping[str, Refused
 
 _HEAD_DIM = Refused(None, "this family's q, k and v of heads x head_dim, not hidden_size")
 _POSITIONS = Refused("absolute", "relative position tables, as transformers 4 builds them")
-_BERT_TABLE = _table(_BERT, refused={"add_cross_attention": CROSS_ATTENTION, "position_embedding_type": _POSITIONS})
+_BERT_TABLE = _table(
+    _BERT, refused={"add_cross_attention": CROSS_ATTENTION, "position_embedding_type": _POSITIONS, **FF_CHUNKING}
+)
 
 #: model_type -> its class's fields by kind.
 FIELDS: dict[str, Fields] = {
@@ -262,7 +270,8 @@ FIELDS: dict[str, Fields] = {
     "xlm-roberta": _BERT_TABLE,
     "distilbert": _table(
         "dim n_layers n_heads hidden_dim hidden_size num_hidden_layers num_attention_heads max_position_embeddings "
-        "activation sinusoidal_pos_embds"
+        "activation sinusoidal_pos_embds",
+        refused=FF_CHUNKING,
     ),
     "deberta-v2": _table(
         _BERT + " conv_kernel_size embedding_size position_biased_input relative_attention share_att_key pos_att_type "
