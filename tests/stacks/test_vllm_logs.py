@@ -256,7 +256,8 @@ def test_v0_forward_of_qwen2_py(tmp_path: Path) -> None:
     vllm-qwen2.5-1.5b-t4-util0.5: 32,768 tokens, fp16, "activation peak 2.02 GiB"): 32,768 x 33,024 x 2 B =
     2,164,260,864 B, with the cuBLAS workspace 2.024 GiB."""
     row = _log("qwen2.5-1.5b-t4-v073")
-    doc = _log_json(tmp_path, {**row, "model": "qwen2.5-1.5b"})
+    assert row["model"] == "qwen2.5-1.5b"
+    doc = _log_json(tmp_path, row)
     forward = 32_768 * (4 * 1536 + 3 * 8960) * 2
     assert forward == 2_164_260_864
     assert doc["vllm"]["activation_peak_bytes"] == forward

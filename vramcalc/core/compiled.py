@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from vramcalc.choices import Attention, Norm, Position
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape
+from vramcalc.units import ceil_div
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,8 @@ def compiled_inference_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes) 
 
 
 #: The attention mask's last dimension is padded to a multiple of this many elements for the memory-efficient
-#: kernel (the alignment of its attention bias).
+#: kernel (the alignment of its attention bias: a ``constant_pad_nd`` before the kernel in the traced graphs of
+#: ``benchmarks/tracer_compile.py --generate-cases``).
 MASK_ALIGNMENT = 8
 
 
@@ -163,7 +165,7 @@ def compiled_static_step_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes
     """
     n_tokens, h, c = tk.encoder, shape.hidden, dt.compute
     residual = 3 * n_tokens * h * max(c, dt.residual)
-    aligned = -(-cache_tokens // MASK_ALIGNMENT) * MASK_ALIGNMENT
+    aligned = ceil_div(cache_tokens, MASK_ALIGNMENT) * MASK_ALIGNMENT
     mask = tk.batch * tk.seq * aligned * c
     expanded = 2 * tk.batch * cache_tokens * shape.q_width * c if shape.kv_heads < shape.heads else 0
     logsumexp = tk.batch * shape.heads * tk.seq * act.FP32
