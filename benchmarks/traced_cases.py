@@ -1,7 +1,8 @@
 """What the scripts that run the shared tracer's step with a change of their own share (``tracer_sac.py``,
 ``tracer_zero_grad.py``): the ``--cases`` mode (trace every case again, print the data file's JSON) and
 SiLU's single-kernel backward for every model the tracer builds; and the tracker of the scripts that run
-their own loop (``tracer_bert_generate.py``, ``tracer_generate_nocache.py``)."""
+their own loop (``tracer_bert_generate.py``, ``tracer_generate_nocache.py``) and the frozen model of the
+generation scripts (``tracer_generate_eager.py``, ``tracer_compile.py``)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,60 @@ def card_tracker(gpu: str, model: Any, *inputs: Any) -> Any:
     for tensor in inputs:
         tracker.register(tensor, "input")
     return tracker
+
+
+def frozen_model(a: Any, dtype: Any, positions: int) -> tuple[Any, str]:
+    """The tracer family's model of the parsed arguments ``a`` built on the fake CUDA device at ``dtype``, for
+    generation: in eval mode, no parameter needing a gradient, its ``max_position_embeddings`` at least
+    ``positions``; with its description. Call it inside the scripts' ``FakeTensorMode``."""
+    import models  # type: ignore[import-not-found]  # the shared tracer's, on sys.path
+    import torch
+
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device("cuda"):
+            model, _, desc = models.build(a.arch, a, dtype)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    model.config.max_position_embeddings = max(getattr(model.config, "max_position_embeddings", 0), positions)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, desc
+
+
+def second_run(tracker: Any, generate: Callable[[], Any], desc: str, top: bool) -> dict[str, Any]:
+    """``generate`` run twice without grad under ``tracker`` (the first warms up), and the second run's peak: its
+    bytes, the op at it, its bytes by category and, with ``top``, the largest tensors alive there."""
+    import torch
+    import transformers
+
+    with tracker, torch.no_grad():
+        for run in (1, 2):
+            tracker.set_phase("inference", run)
+            generate()
+            tracker.set_phase("idle")
+    peak = tracker.iter_peaks[2]
+    return {
+        "transformers": transformers.__version__,
+        "model": desc,
+        "peak_bytes": int(peak.total),
+        "peak_at_op": peak.op,
+        "peak_by_category": {k: v for k, v in peak.by_cat.items() if v},
+        "top_live_at_peak": tracker.live_at(peak.idx, 40) if top else None,
+    }
+
+
+def print_generation_cases(script: str, cases: dict[str, str], trace: Callable[[list[str]], dict[str, Any]]) -> None:
+    """Every generation case of ``script`` traced (:func:`second_run`'s results without the live tensors), printed
+    as its data file's JSON: the torch and transformers releases and the cases, each with its command line."""
+    import torch
+
+    rows = []
+    found: dict[str, str] = {}
+    for case_id, command in cases.items():
+        result = trace(command.split())
+        found = {"transformers": result.pop("transformers")}
+        result.pop("top_live_at_peak")
+        rows.append({"id": case_id, "command": f"python benchmarks/{script} {command}", **result})
+    print(json.dumps({"torch": str(torch.__version__), **found, "cases": rows}, indent=2))

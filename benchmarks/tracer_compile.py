@@ -718,11 +718,9 @@ def trace_generate(argv: list[str]) -> dict[str, Any]:
 
     fakecuda.enable()
     import groundtruth  # type: ignore[import-not-found]
-    import models  # type: ignore[import-not-found]
     import sdpa_cuda  # type: ignore[import-not-found]
     import torch
     import traced_cases
-    import transformers
     from torch._subclasses.fake_tensor import FakeTensorMode
     from transformers import StaticCache
 
@@ -731,16 +729,7 @@ def trace_generate(argv: list[str]) -> dict[str, Any]:
     sdpa_cuda.install(a.sdpa)
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
     with FakeTensorMode(allow_non_fake_inputs=False):
-        torch.set_default_dtype(dtype)
-        try:
-            with torch.device("cuda"):
-                model, _, desc = models.build(a.arch, a, dtype)
-        finally:
-            torch.set_default_dtype(torch.float32)
-        model.config.max_position_embeddings = max(getattr(model.config, "max_position_embeddings", 0), a.seq + n_new)
-        model.eval()
-        for p in model.parameters():
-            p.requires_grad_(False)
+        model, desc = traced_cases.frozen_model(a, dtype, a.seq + n_new)
         with torch.device("cuda"):
             prompt = torch.randint(0, model.config.vocab_size, (a.batch, a.seq))
         tracker = traced_cases.card_tracker(a.gpu, model, prompt)
@@ -763,21 +752,9 @@ def trace_generate(argv: list[str]) -> dict[str, Any]:
                 next_input = next_tokens[:, None]
             return input_ids
 
-        with tracker, torch.no_grad():
-            for run in (1, 2):
-                tracker.set_phase("inference", run)
-                generate()
-                tracker.set_phase("idle")
-    peak = tracker.iter_peaks[2]
-    return {
-        "transformers": transformers.__version__,
-        "model": desc,
-        "peak_bytes": int(peak.total),
-        "peak_at_op": peak.op,
-        "peak_by_category": {k: v for k, v in peak.by_cat.items() if v},
-        "params": sum(p.numel() for p in model.parameters()),
-        "top_live_at_peak": tracker.live_at(peak.idx, 40) if TOP else None,
-    }
+        result = traced_cases.second_run(tracker, generate, desc, TOP)
+        result["params"] = sum(p.numel() for p in model.parameters())
+    return result
 
 
 #: The traced families as vramcalc's model keys.
@@ -889,15 +866,9 @@ def main(argv: list[str]) -> None:
         print(json.dumps(trace_generate(argv), indent=2, default=str))
         return
     if argv == ["--generate-cases"]:
-        rows = []
-        for case_id, command in GENERATE_CASES.items():
-            result = trace_generate(command.split())
-            found = {"transformers": result.pop("transformers")}
-            result.pop("top_live_at_peak")
-            rows.append({"id": case_id, "command": f"python benchmarks/tracer_compile.py {command}", **result})
-        import torch
+        import traced_cases  # beside this script
 
-        print(json.dumps({"torch": str(torch.__version__), **found, "cases": rows}, indent=2))
+        traced_cases.print_generation_cases("tracer_compile.py", GENERATE_CASES, trace_generate)
         return
     sets = {"--cases": CASES, "--infer-cases": INFER_CASES, "--peft-cases": PEFT_CASES}
     if len(argv) != 1 or argv[0] not in sets:

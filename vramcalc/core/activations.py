@@ -470,7 +470,7 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
         seq = max(tk.seq, tk.target)  # masked scores + softmax (an fp32 one cast back while both are alive)
         attn += tk.batch * shape.heads * seq * seq * (c + (FP32 + c if dt.amp or _softmax_upcast(shape) else c))
         attn += 2 * n_tok * shape.q_width * c if shape.kv_heads < shape.heads else 0  # repeat_kv's K and V
-    mlp = n_tok * shape.ffn * c * (3 if shape.gated else 2)
+    mlp = n_tok * shape.ffn * inference_mlp_per_element(shape, dt)
     block = maximum(
         n_tok * shape.hidden * (2 * residual + norm_out) + attn,
         n_tok * shape.hidden * (3 * residual + norm_out) + mlp,
@@ -478,6 +478,19 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     if shape.architecture is Architecture.encoder_decoder:
         block += tk.encoder * shape.hidden * c  # encoder output kept for cross-attention
     return maximum(block, head)
+
+
+def inference_mlp_per_element(shape: ModelShape, dt: Dtypes) -> int:
+    """Bytes per ffn-wide element alive at once in a no-grad MLP: gated, the activation, the up projection and
+    their product; otherwise the first linear's output and the activation's. GPT-2's ``gelu_new``
+    (``NewGELUActivation``, written out in Python) holds its input, ``0.5 * input`` and two links of the chain
+    (``torch.pow(input, 3.0)`` and its product with 0.044715, both fp32 under autocast) at once."""
+    c = dt.compute
+    if shape.gated:
+        return 3 * c
+    if shape.mlp is Mlp.gelu_tanh:
+        return 2 * c + 2 * (FP32 if dt.amp else c)
+    return 2 * c
 
 
 def inference_head_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:

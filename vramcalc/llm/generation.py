@@ -69,6 +69,9 @@ class StaticCache:
     #: the attention reads K and V expanded to every query head over the whole cache (GQA models), in the
     #: prefill too (the decode steps always do where the runtime's attention gets a mask)
     prefill_expands: bool = False
+    #: a decode step's attention reads K and V expanded to every query head over the whole cache (GQA models;
+    #: transformers packs the query's heads by KV head instead: ``pack_gqa``)
+    decode_expands: bool = True
     #: the prefill returns every prompt position's logits at the compute dtype (no fp32 copy)
     prompt_logits: bool = False
     #: the model upcasts the logits it returns to fp32, the compute-dtype ones alive until the copy is made
@@ -332,13 +335,15 @@ def decode_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention: 
 
 def static_decode(shape: ModelShape, gen: Generation, static: StaticCache, dt: act.Dtypes) -> dict[str, int]:
     """The last decode step with a static cache: the cache written in place (no copy), the step's mask, K and
-    V expanded over the whole cache (the attention gets a mask, so not PyTorch's grouped kernel), the logits
+    V expanded over the whole cache where the runtime expands them (``static.decode_expands``), the logits
     of one position per sequence (with an fp32 copy unless the runtime samples at the compute dtype). Where
     the runtime's loop keeps outputs across the steps (``static.kept_steps``), the largest moment of those
     steps: a step's forward beside what is kept, or its ``torch.cat`` beside the kept and the step's logits."""
     b = gen.batch
     one = act.Tokens(batch=b, seq=1, target=1)
-    block = block_transient(shape, one, dt, Attention.sdpa) + expanded_kv_bytes(shape, b, static.tokens, dt.compute)
+    block = block_transient(shape, one, dt, Attention.sdpa)
+    if static.decode_expands:
+        block += expanded_kv_bytes(shape, b, static.tokens, dt.compute)
     if static.compiled:
         block = compiled.compiled_static_step_bytes(shape, one, dt, static.tokens)
     head = head_bytes(shape, b, b, dt, fp32_copy=not static.prompt_logits or static.logits_upcast)

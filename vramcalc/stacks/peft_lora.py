@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from vramcalc.choices import AdapterType, Attention, Checkpointing
+from vramcalc.choices import AdapterType, Attention, Checkpointing, Mlp
 from vramcalc.core import activations as act
 from vramcalc.core import compiled
 from vramcalc.core.shape import ModelShape
@@ -144,7 +144,9 @@ def compiled_step_bytes(
     first, other = compiled_block_bytes(shape, tk, dt, matrices, rank, a, adapter.dropout)
     mlp_lora = adapters.mlp_lora_bytes(matrices, rank, a, dt, adapter.dropout, tk.encoder, shape.layers)
     through = adapters.backward_block_bytes(shape, tk, dt, wl.attention, 0, mlp_lora)
-    inside = adapters.forward_block_bytes(shape, tk, dt, wl.attention, 0, ckpt)
+    # inductor fuses gelu_new's Python chain into one kernel: the block holds what an exact GELU's would
+    fused = replace(shape, mlp=Mlp.gelu) if shape.mlp is Mlp.gelu_tanh else shape
+    inside = adapters.forward_block_bytes(fused, tk, dt, wl.attention, 0, ckpt)
     outside = act.embedding_saved_bytes(shape, tk, dt) + adapters.frozen_norm_bytes(shape, tk.encoder, dt)
     if ckpt:  # the recomputed block's input is its checkpoint, counted once
         recomputed = other - tk.encoder * shape.hidden * dt.residual

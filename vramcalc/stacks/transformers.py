@@ -57,8 +57,10 @@ of the released wheels):
   (``_prepare_cache_for_generation``). The masks (masking_utils.py): the prefill's is skipped
   (``_ignore_causal_mask_sdpa``: an empty cache whose padding is only the cache's future positions, so SDPA
   runs ``is_causal`` with the grouped K/V, ``enable_gqa``); each decode step builds a boolean ``(batch, 1, 1,
-  max_cache_len)`` mask (``sdpa_mask``), and with a mask ``use_gqa_in_sdpa`` is false, so ``repeat_kv``
-  expands one layer's K and V over the whole cache.
+  max_cache_len)`` mask (``sdpa_mask``), with which ``use_gqa_in_sdpa`` is false, and ``sdpa_attention_forward``
+  packs the single query's heads by KV head (``pack_gqa``, integrations/sdpa_attention.py, from 5.23): K and V
+  are not expanded (5.22 and earlier expanded them with ``repeat_kv`` over the whole cache). Traced:
+  ``benchmarks/tracer_generate_eager.py``.
   With ``workload.compile: true`` (the "static cache and torch.compile" recipe: ``model.forward`` compiled, so
   ``_prefill``'s ``self(...)`` and every decode step run it) the forward is one inductor graph: the cache's
   position is a traced tensor, so ``_ignore_causal_mask_sdpa`` does not skip the prefill's mask, whose boolean
@@ -295,7 +297,8 @@ def _check_static(spec: Spec) -> None:
 def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
     """transformers' ``StaticCache`` as ``generate`` sets it up (see the module's notes), or None for the
     dynamic cache: ``max_length - 1`` tokens (or ``max_cache_len`` when larger), the decode step's boolean
-    mask of ``batch x max_cache_len``, K and V expanded over the whole cache in decode only."""
+    mask of ``batch x max_cache_len``, the decode step's query packed by KV head (``pack_gqa``: K and V not
+    expanded)."""
     wl = spec.workload
     if wl.cache is not KvCache.static:
         return None
@@ -308,4 +311,4 @@ def static_cache(spec: Spec, shape: ModelShape) -> StaticCache | None:
     tokens = max(context - 1, wl.max_cache_len or 0)
     if wl.compile:  # model.forward compiled: the prefill and each decode step one graph, their masks inside it
         return StaticCache(tokens=tokens, compiled=True)
-    return StaticCache(tokens=tokens, decode_extra=allocation_bytes(wl.batch_size * tokens))
+    return StaticCache(tokens=tokens, decode_extra=allocation_bytes(wl.batch_size * tokens), decode_expands=False)
