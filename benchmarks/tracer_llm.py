@@ -25,8 +25,9 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ffn-wide intermediates a GPU never allocates);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
-* ``--family opt|gpt_neox``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` from the config defaults with
-  the sizes given (``--layers --hidden --heads --ffn --vocab``), in place of ``--arch`` (pass ``--arch gpt2``,
+* ``--family opt|gpt_neox|starcoder2|gpt_bigcode``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` /
+  ``Starcoder2ForCausalLM`` / ``GPTBigCodeForCausalLM`` from the config defaults with the sizes given (``--layers
+  --hidden --heads --ffn --vocab``, and ``--kv-heads`` for StarCoder2), in place of ``--arch`` (pass ``--arch gpt2``,
   whose batch it shares: ``input_ids`` and ``labels``), with ``use_cache`` off unless ``--config-cache`` keeps
   the configs' default (on: a training forward then builds its KV cache, as the checkpoints' configs make it).
 
@@ -77,8 +78,9 @@ def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
 
 
 def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no-untyped-def]
-    """OPT or GPT-NeoX at the given sizes, every other field at its config default (dropouts included:
-    OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0), on the fake device."""
+    """OPT, GPT-NeoX, StarCoder2 or GPT-BigCode at the given sizes, every other field at its config default
+    (dropouts included: OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0, StarCoder2's 0.0,
+    GPT-BigCode's 0.1), on the fake device."""
     import transformers as T
 
     if family == "opt":
@@ -91,8 +93,17 @@ def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no
                               intermediate_size=a.ffn, vocab_size=a.vocab,
                               max_position_embeddings=max(2048, a.seq))  # fmt: skip
         cls = T.GPTNeoXForCausalLM
+    elif family == "starcoder2":  # hidden_act gelu_pytorch_tanh, biases, LayerNorm, GQA from --kv-heads
+        cfg = T.Starcoder2Config(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                                 num_key_value_heads=a.kv_heads or a.heads, intermediate_size=a.ffn,
+                                 vocab_size=a.vocab, max_position_embeddings=max(4096, a.seq))  # fmt: skip
+        cls = T.Starcoder2ForCausalLM
+    elif family == "gpt_bigcode":  # activation_function gelu_pytorch_tanh, multi-query attention
+        cfg = T.GPTBigCodeConfig(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn,
+                                 vocab_size=a.vocab, n_positions=max(2048, a.seq))  # fmt: skip
+        cls = T.GPTBigCodeForCausalLM
     else:
-        raise SystemExit(f"--family: opt or gpt_neox, not {family!r}")
+        raise SystemExit(f"--family: opt, gpt_neox, starcoder2 or gpt_bigcode, not {family!r}")
     cfg.use_cache = config_cache
     cfg._attn_implementation = a.attn
     return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"

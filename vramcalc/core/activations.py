@@ -96,13 +96,14 @@ def input_copy_bytes(n_tokens: int, width: int, n_linears: int, dt: Dtypes) -> i
 
 
 def _softmax_upcast(shape: ModelShape) -> bool:
-    """Llama, T5, ViT, OPT and GPT-NeoX compute the eager softmax in fp32 and cast back (transformers 5's
-    shared ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``); BERT and
-    GPT-2 take the softmax in the activation dtype (checked with the tracer on bf16 models)."""
+    """Llama, T5, ViT, OPT, GPT-NeoX, StarCoder2 and GPT-BigCode compute the eager softmax in fp32 and cast back
+    (transformers 5's shared ``eager_attention_forward``: ``softmax(..., dtype=torch.float32).to(query.dtype)``);
+    BERT and GPT-2 take the softmax in the activation dtype (checked with the tracer on bf16 and fp16 models)."""
     return (
         (shape.norm is Norm.rmsnorm and not t5.is_t5(shape))
         or shape.architecture is Architecture.vit
         or shape.code.shared_eager_attention
+        or shape.code.eager_softmax_upcast
     )
 
 

@@ -37,6 +37,9 @@ class ModelCode:
     #: Eager attention is the shared ``eager_attention_forward`` (fp32 softmax) whose attention dropout is
     #: 0.0 while the model's hidden dropout is not.
     shared_eager_attention: bool = False
+    #: Eager attention's softmax runs in fp32 and is cast back (``softmax(..., dtype=torch.float32).to(dtype)``)
+    #: in a LayerNorm family that its norm does not tell apart (RMSNorm families always do).
+    eager_softmax_upcast: bool = False
     #: Eager attention clamps the masked scores with ``torch.max``, which saves them.
     eager_clamp: bool = False
     #: The clamped eager softmax runs in fp32 and its output is saved.

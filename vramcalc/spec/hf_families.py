@@ -13,8 +13,30 @@ from collections.abc import Callable
 
 from vramcalc.spec.hf_heads import decoder_head, head_kind
 from vramcalc.spec.hf_reader import MAX_POSITIONS, Imported, Model, Reader
+from vramcalc.units import quoted
 
 Converter = Callable[[Reader], Imported]
+
+
+#: ``activation_function`` values (transformers' ACT2FN names) and the MLP kind they make: ``gelu_new`` and
+#: ``gelu_fast`` are written out in Python (``gelu_tanh``: their chain's intermediates); ``gelu_pytorch_tanh``
+#: (``GELUTanh``: ``nn.functional.gelu(approximate="tanh")``) is one kernel, which holds what the exact GELU's does.
+ACTIVATIONS = {
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu_fast": "gelu_tanh",
+    "gelu": "gelu",
+    "gelu_python": "gelu",
+    "relu": "relu",
+}
+
+
+def _activation(r: Reader, name: str, default: str) -> str:
+    """The MLP kind of an activation field (no parameters depend on it; unknown ones are refused)."""
+    value = r.text(name, default)
+    if value not in ACTIVATIONS:
+        raise r.fail(name, f"{quoted(value)} is not supported ({', '.join(ACTIVATIONS)})")
+    return ACTIVATIONS[value]
 
 
 def _sliding(r: Reader, default: int | None = None, pattern: int = 0) -> Imported:
@@ -171,6 +193,7 @@ def phi3(r: Reader) -> Imported:
 
 def starcoder2(r: Reader) -> Imported:
     model, notes = _base(r, tie=True)
-    model.update(mlp="gelu_tanh", norm="layernorm", bias=r.flag("use_bias", True))
+    mlp = _activation(r, "hidden_act", "gelu_pytorch_tanh")  # c_fc -> act -> c_proj
+    model.update(mlp=mlp, norm="layernorm", bias=r.flag("use_bias", True))
     window, said = _sliding(r)
     return model | window, notes + said

@@ -5,20 +5,9 @@ classes' defaults.
 
 from __future__ import annotations
 
-from vramcalc.spec.hf_families import _rope_notes
+from vramcalc.spec.hf_families import _activation, _rope_notes
 from vramcalc.spec.hf_heads import decoder_head, head_kind
 from vramcalc.spec.hf_reader import Imported, Model, Reader
-from vramcalc.units import quoted
-
-#: ``activation_function`` values (transformers' ACT2FN names) and the MLP kind they make.
-ACTIVATIONS = {
-    "gelu_new": "gelu_tanh",
-    "gelu_pytorch_tanh": "gelu_tanh",
-    "gelu_fast": "gelu_tanh",
-    "gelu": "gelu",
-    "gelu_python": "gelu",
-    "relu": "relu",
-}
 
 
 def _decoder(r: Reader, fields: Model, *, generic_token_head: bool = False) -> Model:
@@ -26,14 +15,6 @@ def _decoder(r: Reader, fields: Model, *, generic_token_head: bool = False) -> M
     ``generic_token_head`` (Phi's ``PhiForTokenClassification`` is transformers' generic one)."""
     head = decoder_head(r, head_kind(r, "lm"), generic_token_head=generic_token_head)
     return {"architecture": "decoder", **fields, **head}
-
-
-def _activation(r: Reader, name: str, default: str) -> str:
-    """The MLP kind of an activation field (no parameters depend on it; unknown ones are refused)."""
-    value = r.text(name, default)
-    if value not in ACTIVATIONS:
-        raise r.fail(name, f"{quoted(value)} is not supported ({', '.join(ACTIVATIONS)})")
-    return ACTIVATIONS[value]
 
 
 def gpt2(r: Reader) -> Imported:

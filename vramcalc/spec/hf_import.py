@@ -87,7 +87,10 @@ def read_config(path: str | Path) -> Config:
 
 
 def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
-    """The ``model`` mapping of a spec for a transformers config, and notes on what it leaves out."""
+    """The ``model`` mapping of a spec for a transformers config, and notes on what it leaves out. It names the
+    language model's ``model_type`` (a multimodal wrapper's text model's), which selects the code facts of the
+    transformers classes that run it (:mod:`vramcalc.stacks.transformers`), so a config, its catalog entry and
+    a checkpoint of it give one estimate."""
     model_type = config.get("model_type")
     notes: list[str] = []
     vision, wrapper = None, config
@@ -112,7 +115,7 @@ def model_from_config(config: Config, source: str) -> tuple[Model, list[str]]:
         wrapper_type = str(wrapper["model_type"])
         tie = tied(wrapper, wrapper_type, model["tie_embeddings"], source)
         model = {**model, "tie_embeddings": tie, "vision": vision}
-    return model, notes + said
+    return {**model, "model_type": model_type}, notes + said
 
 
 #: torch_dtype / dtype values and the precision they name.

@@ -50,9 +50,7 @@ class ModelEntry:
         from vramcalc.spec.hf_import import model_from_config
 
         assert self.config is not None  # every entry has a config or a model (checked on load)
-        model, notes = model_from_config(dict(self.config), self.source_label)
-        model_type = self.config.get("model_type")  # selects release-specific behaviour (versions.transformers)
-        return ({**model, "model_type": model_type} if isinstance(model_type, str) else model), notes
+        return model_from_config(dict(self.config), self.source_label)  # with its model_type
 
     @property
     def source_label(self) -> str:

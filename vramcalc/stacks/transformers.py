@@ -101,6 +101,14 @@ CAUSAL_MASK_REMOVED: dict[str, tuple[int, int, int] | None] = {
     "gpt2": None,
     "gpt_neo": None,
 }
+#: Families whose model holds one bool causal-mask buffer of ``max_position_embeddings`` squared (not one per
+#: layer), in every release read (4.48, 5.25: ``GPTBigCodeModel.__init__``, ``self.bias = nn.Buffer(torch.tril(
+#: torch.ones((max_positions, max_positions), dtype=torch.bool)), persistent=False)``), and its config default.
+MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 2048}
+#: LayerNorm families whose eager attention runs its softmax in fp32 and casts it back, in every release read
+#: (their own ``eager_attention_forward`` in 5.25; GPT-BigCode's ``upcast_softmax`` with its configs'
+#: ``attention_softmax_in_fp32`` default before): traced, ``benchmarks/data/tracer_families.json``.
+FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode")
 #: Their ``max_position_embeddings`` (``n_positions``) when a spec does not give it (config defaults).
 CAUSAL_MASK_DEFAULT_POSITIONS = {"gptj": 2048, "gpt_neox": 2048, "gpt2": 1024, "gpt_neo": 2048}
 #: First release whose ``generate`` passes ``num_logits_to_keep=1`` to models that accept it.
@@ -164,13 +172,19 @@ def resolve(
     ``num_logits_to_keep`` from 4.45."""
     neox = model_type == CAT_ROTARY_FAMILY
     shared = model_type in SHARED_EAGER_FAMILIES
+    model_mask = 0
+    if model_type in MODEL_MASK_DEFAULT_POSITIONS:
+        model_mask = (positions or MODEL_MASK_DEFAULT_POSITIONS[model_type]) ** 2
+    upcast = model_type in FP32_SOFTMAX_FAMILIES
     if given is None:
-        if not (neox or shared):
+        if not (neox or shared or model_mask or upcast):
             return TODAY
-        return ModelCode(shared_eager_attention=shared, head_major_query=neox)
+        return ModelCode(
+            shared_eager_attention=shared, head_major_query=neox, buffer_bytes=model_mask, eager_softmax_upcast=upcast
+        )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
-    mask_bytes = 0
+    mask_bytes = model_mask
     removed = CAUSAL_MASK_REMOVED.get(model_type, (0, 0, 0))
     if removed is None or key < removed:
         n = positions or CAUSAL_MASK_DEFAULT_POSITIONS[model_type]
@@ -181,6 +195,7 @@ def resolve(
     return ModelCode(
         release=given,
         shared_eager_attention=shared,
+        eager_softmax_upcast=upcast,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
@@ -221,14 +236,17 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
 
 
 def notes(code: ModelCode, model_type: str) -> list[str]:
-    """What a pinned release changes, in words (for the estimate's assumptions)."""
+    """What a pinned release changes, and a model-wide mask buffer, in words (for the estimate's assumptions)."""
+    model_mask = model_type in MODEL_MASK_DEFAULT_POSITIONS and code.buffer_bytes
+    whose = "the model's" if model_mask else "per layer"
+    mask = f"{model_type}: bool causal-mask buffer {whose} ({code.buffer_bytes:,} B)"
     if code.release is None:
-        return []
+        return [mask] if model_mask else []
     said = [f"transformers {code.release} (workload.versions.transformers)"]
     if code.eager_clamp:
         said.append("OPT eager attention clamps the masked scores (torch.max) and saves them")
     if code.buffer_bytes:
-        said.append(f"{model_type}: bool causal-mask buffer per layer ({code.buffer_bytes:,} B)")
+        said.append(mask)
     if code.all_prompt_logits:
         said.append("generate: the prompt forward returns logits for every position")
     return ["; ".join(said)]
