@@ -25,8 +25,8 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ffn-wide intermediates a GPU never allocates);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
-* ``--family opt|gpt_neox|starcoder2|gpt_bigcode``: builds ``OPTForCausalLM`` / ``GPTNeoXForCausalLM`` /
-  ``Starcoder2ForCausalLM`` / ``GPTBigCodeForCausalLM`` from the config defaults with the sizes given (``--layers
+* ``--family opt|gpt_neox|starcoder2|gpt_bigcode|falcon|bloom|phi``: builds that family's ``*ForCausalLM``
+  (``OPTForCausalLM``, ``GPTNeoXForCausalLM``, ...) from the config defaults with the sizes given (``--layers
   --hidden --heads --ffn --vocab``, and ``--kv-heads`` for StarCoder2), in place of ``--arch`` (pass ``--arch gpt2``,
   whose batch it shares: ``input_ids`` and ``labels``), with ``use_cache`` off unless ``--config-cache`` keeps
   the configs' default (on: a training forward then builds its KV cache, as the checkpoints' configs make it).
@@ -78,9 +78,9 @@ def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
 
 
 def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no-untyped-def]
-    """OPT, GPT-NeoX, StarCoder2 or GPT-BigCode at the given sizes, every other field at its config default
-    (dropouts included: OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0, StarCoder2's 0.0,
-    GPT-BigCode's 0.1), on the fake device."""
+    """OPT, GPT-NeoX, StarCoder2, GPT-BigCode, Falcon, BLOOM or Phi at the given sizes, every other field at its
+    config default (dropouts included: OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0,
+    StarCoder2's 0.0, GPT-BigCode's 0.1, Falcon's, BLOOM's and Phi's 0.0), on the fake device."""
     import transformers as T
 
     if family == "opt":
@@ -102,8 +102,21 @@ def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no
         cfg = T.GPTBigCodeConfig(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn,
                                  vocab_size=a.vocab, n_positions=max(2048, a.seq))  # fmt: skip
         cls = T.GPTBigCodeForCausalLM
+    elif family == "falcon":  # FalconConfig defaults: multi-query, parallel attention
+        cfg = T.FalconConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                             ffn_hidden_size=a.ffn, vocab_size=a.vocab,
+                             max_position_embeddings=max(2048, a.seq))  # fmt: skip
+        cls = T.FalconForCausalLM
+    elif family == "bloom":  # ALiBi, ffn 4 x hidden (--ffn not read)
+        cfg = T.BloomConfig(n_layer=a.layers, hidden_size=a.hidden, n_head=a.heads, vocab_size=a.vocab)
+        cls = T.BloomForCausalLM
+    elif family == "phi":  # PhiConfig defaults: partial rotary 0.5, gelu_new, parallel block
+        cfg = T.PhiConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                          intermediate_size=a.ffn, vocab_size=a.vocab,
+                          max_position_embeddings=max(2048, a.seq))  # fmt: skip
+        cls = T.PhiForCausalLM
     else:
-        raise SystemExit(f"--family: opt, gpt_neox, starcoder2 or gpt_bigcode, not {family!r}")
+        raise SystemExit(f"--family: opt, gpt_neox, starcoder2, gpt_bigcode, falcon, bloom or phi, not {family!r}")
     cfg.use_cache = config_cache
     cfg._attn_implementation = a.attn
     return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"

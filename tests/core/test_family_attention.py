@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 
 from vramcalc.core import activations as act
+from vramcalc.errors import SpecError
 from vramcalc.families import estimate
 from vramcalc.families.resolve import resolve_model
+from vramcalc.spec.hf_import import model_from_config
 from vramcalc.spec.load import parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +53,11 @@ def test_gpt_neox_dropout_default_is_zero() -> None:
     assert resolve_model(s.model, s.workload)[0].dropout == 0.0
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+PRESET_CASES = [c for c in CASES if "config" not in c]
+CONFIG_CASES = [c for c in CASES if "config" in c]
+
+
+@pytest.mark.parametrize("case", PRESET_CASES, ids=[c["id"] for c in PRESET_CASES])
 def test_against_the_tracer(case: dict[str, Any]) -> None:
     family, attention = case["id"].split("-")[:2]
     checkpointing = "full" if case["id"].endswith("-gc") else "none"
@@ -75,3 +81,58 @@ def test_gelu_pytorch_tanh_is_one_kernel_and_bigcode_keeps_one_mask() -> None:
     shape, _ = resolve_model(bigcode.model, bigcode.workload)
     assert shape.mlp.value == "gelu"
     assert shape.code.buffer_bytes == 2048 * 2048 == 4 * 2**20
+
+
+@pytest.mark.parametrize("case", CONFIG_CASES, ids=[c["id"] for c in CONFIG_CASES])
+def test_config_families_against_the_tracer(case: dict[str, Any]) -> None:
+    """Falcon, BLOOM and Phi from the config.json transformers wrote for the traced model: their eager softmax runs
+    in fp32 and is cast back (BLOOM -0.42 %). The two parallel-block families are above the trace in eager (Falcon
+    +5.95 %, Phi +5.57 %: not explained; before the fp32 softmax was counted they were -3.70 % and -2.77 %); SDPA
+    within 1 % (Falcon +0.54 %, Phi +0.47 %)."""
+    model, _ = model_from_config(case["config"], case["id"])
+    attention = case["id"].split("-")[1]
+    workload = {"mode": "train", "batch_size": 2, "seq_len": 512, "precision": "fp16", "optimizer": "none",
+                "attention": attention}  # fmt: skip
+    result = estimate(parse_spec({"name": "t", "model": model, "workload": workload}))
+    assert result.params == case["params"]
+    error = result.peak_allocated_bytes / case["peak_bytes"] - 1
+    parallel_eager = attention == "eager" and case["id"].split("-")[0] in ("falcon", "phi")
+    assert (0 <= error <= 0.07) if parallel_eager else abs(error) <= 0.01, case["id"]
+
+
+def _bloom(**workload: Any) -> Any:
+    case = next(c for c in CONFIG_CASES if c["id"] == "bloom-eager-fp16-b2-s512-noopt")
+    model, _ = model_from_config(case["config"], case["id"])
+    base = {"mode": "train", "batch_size": 2, "seq_len": 512, "precision": "fp16", "optimizer": "none"}
+    merged = {key: value for key, value in {**base, **workload}.items() if value is not None}
+    return parse_spec({"name": "t", "model": model, "workload": merged})
+
+
+def test_bloom_runs_eager_attention_when_none_is_named() -> None:
+    # BloomForCausalLM has no SDPA path (transformers 5.25: _supports_sdpa unset; asked for "sdpa" it raises):
+    # given no attention, it runs eager, so the traced eager step is the reference, and a note says why
+    case = next(c for c in CONFIG_CASES if c["id"] == "bloom-eager-fp16-b2-s512-noopt")
+    result = estimate(_bloom())
+    assert result.peak_allocated_bytes == estimate(_bloom(attention="eager")).peak_allocated_bytes
+    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.01
+    assert any("BLOOM: transformers' classes have no SDPA" in note for note in result.assumptions)
+
+
+def test_bloom_with_sdpa_named_is_refused_and_vllm_serving_is_untouched() -> None:
+    with pytest.raises(SpecError, match=r"workload\.attention: sdpa: transformers' BLOOM classes have no SDPA"):
+        estimate(_bloom(attention="sdpa"))
+    served = {"mode": "inference", "seq_len": None, "optimizer": None, "prompt_len": 256, "max_new_tokens": 32}
+    spec = _bloom(**served, attention="sdpa")
+    assert estimate(spec).peak_allocated_bytes > 0  # vLLM's own kernels: the attention key is not transformers'
+
+
+def test_bloom_sweeps_answer_as_the_estimate() -> None:
+    # the sweeps' batch totals resolve the same attention as the full estimate (one answer per spec and card)
+    from vramcalc.planning.batch_totals import BatchTotals
+    from vramcalc.spec.load import override_workload
+
+    spec = _bloom()
+    totals = BatchTotals.of(spec, hopper_or_newer=True)
+    for batch in (1, 3, 8):
+        full = estimate(override_workload(spec, "t", batch_size=batch)).total_bytes
+        assert totals(batch) == full

@@ -82,5 +82,8 @@ def estimate(
     """Estimate the peak allocated memory of one step of ``spec``; ``card``: the GPU it is checked on, where
     one is named (vLLM's default batch sizes depend on it, vramcalc/stacks/vllm.py); ``interconnect``: how that
     card's GPUs talk, unless the spec's ``parallel.interconnect`` says (NCCL's buffers across GPUs)."""
+    from vramcalc.stacks.transformers import attention_run
+
+    spec = attention_run(spec)
     target = Target(hopper_or_newer, card, interconnect)
     return family_of(spec).estimate(spec, stack_of(spec), target)

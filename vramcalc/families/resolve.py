@@ -35,6 +35,9 @@ def resolve_workload(spec: Spec, stack: Stack | None = None) -> ResolvedWorkload
     """Resolve ``spec`` (not ResNet, which has no transformer shape) on its stack (``stack``, when the caller
     resolved it already): the model shape with its defaults, the dtypes, the step's tokens, the weight count
     and the optimizer."""
+    from vramcalc.stacks.transformers import attention_run
+
+    spec = attention_run(spec)  # the attention transformers runs (idempotent)
     stack = stack or stack_of(spec)
     shape, notes = resolve_model(spec.model, spec.workload, stack)
     check_stack(spec, shape)

@@ -197,6 +197,7 @@ def _finish(estimate: Estimate, points: list[Point], *, detailed: bool, notes: t
 def step_parts(spec: Spec) -> StepParts:
     """Loss, embedding and head tensors, block count and checkpointing pieces of a text transformer."""
     work = resolve_workload(spec)
+    spec = work.spec  # the attention transformers runs
     wl, shape, dt, tk = spec.workload, work.shape, work.dtypes, work.tokens
     loss = act.loss_bytes(shape, tk, dt)
     enc_dec = shape.architecture is Architecture.encoder_decoder

@@ -63,6 +63,9 @@ class BatchTotals:
     @classmethod
     def of(cls, spec: Spec, *, hopper_or_newer: bool, interconnect: str = "nvswitch") -> BatchTotals:
         """Prepare the totals of ``spec`` on a card of that generation (cuBLAS workspace size)."""
+        from vramcalc.stacks.transformers import attention_run
+
+        spec = attention_run(spec)  # as the full estimate resolves it
         if not symbolic_path(spec):
             return cls(spec, hopper_or_newer, interconnect=interconnect)
         work = resolve_workload(spec)

@@ -55,6 +55,8 @@ def refusal(spec: Spec, shape: ModelShape) -> str | None:
         return "a ResNet has no attention"
     if shape.architecture is Architecture.encoder_decoder:
         return "transformers' T5 classes do not support flash attention (_supports_flash_attn is False)"
+    if spec.model.model_type == "bloom":  # ALiBi: read at transformers 5.25
+        return "transformers' BLOOM classes do not support flash attention (_supports_flash_attn is unset)"
     if shape.mla is not None:
         return "multi-head latent attention (its value head is narrower than its key head) is not modelled with it"
     if shape.head_dim > MAX_HEAD_DIM:

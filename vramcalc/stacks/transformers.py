@@ -81,7 +81,7 @@ from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Mod
 from vramcalc.core.code import TODAY, ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
-from vramcalc.spec.models import ModelSpec, Spec, Workload, runs_llamacpp
+from vramcalc.spec.models import ModelSpec, Spec, Workload, is_generation, runs_llamacpp
 from vramcalc.spec.versions import release_key
 from vramcalc.stacks import torch as torch_stack
 from vramcalc.units import allocation_bytes
@@ -105,10 +105,14 @@ CAUSAL_MASK_REMOVED: dict[str, tuple[int, int, int] | None] = {
 #: layer), in every release read (4.48, 5.25: ``GPTBigCodeModel.__init__``, ``self.bias = nn.Buffer(torch.tril(
 #: torch.ones((max_positions, max_positions), dtype=torch.bool)), persistent=False)``), and its config default.
 MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 2048}
-#: LayerNorm families whose eager attention runs its softmax in fp32 and casts it back, in every release read
-#: (their own ``eager_attention_forward`` in 5.25; GPT-BigCode's ``upcast_softmax`` with its configs'
-#: ``attention_softmax_in_fp32`` default before): traced, ``benchmarks/data/tracer_families.json``.
-FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode")
+#: LayerNorm families whose eager attention runs its softmax in fp32 and casts it back (their
+#: ``eager_attention_forward``, read at 5.25: ``softmax(attn_weights, dim=-1, dtype=torch.float32).to(...)``;
+#: BLOOM's own attention the same), today's release: traced, ``benchmarks/data/tracer_families.json``. (RMSNorm
+#: families are told apart by their norm.) Pinned releases keep their own facts.
+FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phi", "phimoe", "olmo")
+#: Families whose transformers classes have no SDPA path (``_supports_sdpa`` unset, read at 5.25): asked for
+#: ``attn_implementation="sdpa"`` ``BloomForCausalLM`` raises, and asked for nothing it runs eager attention.
+NO_SDPA_FAMILIES = {"bloom": "BLOOM"}
 #: Their ``max_position_embeddings`` (``n_positions``) when a spec does not give it (config defaults).
 CAUSAL_MASK_DEFAULT_POSITIONS = {"gptj": 2048, "gpt_neox": 2048, "gpt2": 1024, "gpt_neo": 2048}
 #: First release whose ``generate`` passes ``num_logits_to_keep=1`` to models that accept it.
@@ -195,7 +199,6 @@ def resolve(
     return ModelCode(
         release=given,
         shared_eager_attention=shared,
-        eager_softmax_upcast=upcast,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
@@ -216,6 +219,32 @@ def resolve(
     )
 
 
+def runs_model(workload: Workload) -> bool:
+    """Whether transformers' classes run the model: training or a forward, or generation with ``runtime: hf`` or
+    ``hf-legacy``; not litgpt's, torchtune's or gpt-fast's own model code, nor a serving runtime."""
+    own = (Runtime.litgpt, Runtime.torchtune, Runtime.gpt_fast, Runtime.vllm, Runtime.llama_cpp)
+    if workload.runtime in own or runs_llamacpp(workload):
+        return False
+    if workload.adapter is not None and workload.adapter.framework in ("litgpt", "torchtune"):
+        return False
+    return not (workload.mode is Mode.inference and is_generation(workload) and workload.runtime is None)
+
+
+def attention_run(spec: Spec) -> Spec:
+    """The spec with the attention transformers runs: eager for a family without an SDPA path
+    (:data:`NO_SDPA_FAMILIES`) where the workload names none; naming ``sdpa`` for it is refused in one line."""
+    family = NO_SDPA_FAMILIES.get(spec.model.model_type or "")
+    wl = spec.workload
+    if family is None or wl.attention is not Attention.sdpa or not runs_model(wl):
+        return spec
+    if "attention" in wl.model_fields_set:
+        raise SpecError(
+            f"workload.attention: sdpa: transformers' {family} classes have no SDPA path (attn_implementation="
+            '"sdpa" raises); use eager, what they run by default'
+        )
+    return spec.model_copy(update={"workload": wl.model_copy(update={"attention": Attention.eager})})
+
+
 def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[ModelCode, list[str]]:
     """The code facts of the spec's model under the transformers release ``workload.versions.transformers``
     pins (today's when none is), and what a pinned release changes, in words."""
@@ -225,6 +254,9 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
     positions = spec.max_position_embeddings or 0
     code = resolve(given, model_type, shape.layers, positions, fp16, shape.norm is Norm.rmsnorm)
     said = notes(code, model_type)
+    family = NO_SDPA_FAMILIES.get(model_type)
+    if family is not None and workload.attention is Attention.eager and runs_model(workload):
+        said.append(f"{family}: transformers' classes have no SDPA or flash-attention path, so eager attention")
     if shape.norm is Norm.rmsnorm and workload.mode is Mode.train and torch_stack.mean_saves_input(workload):
         # LlamaRMSNorm and its kin: variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
         code = replace(code, rmsnorm_square_saved=True, rmsnorm_square_fp32=True)
