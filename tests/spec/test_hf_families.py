@@ -271,3 +271,43 @@ def test_new_families_refuse_what_they_cannot_express(name: str, changes: dict[s
     config = json.loads((CONFIGS / name).read_text(encoding="utf-8")) | changes
     with pytest.raises(SpecError, match=message):
         model_from_config(config, name)
+
+
+#: Config fields as transformers writes them (each class's defaults where a field is absent): the dropout rates
+#: the families' classes read, and the spec's one rate they make
+DROPOUT_CASES = [
+    # FalconConfig / BloomConfig: hidden_dropout = attention_dropout = 0.0 (falcon-7b's and bloom's configs too)
+    ({"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "vocab_size": 100}, 0.0),
+    ({"model_type": "bloom", "hidden_size": 64, "n_head": 4, "n_layer": 2, "vocab_size": 100}, 0.0),
+    # PhiConfig: resid_pdrop 0.0; phi-2 sets 0.1 on the residual branches, attention_dropout 0.0
+    ({"model_type": "phi", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+      "intermediate_size": 256, "resid_pdrop": 0.1}, 0.1),
+    # GPTJConfig: resid_pdrop = attn_pdrop = 0.0; GPTBigCodeConfig: both 0.1
+    ({"model_type": "gptj", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 100}, 0.0),
+    ({"model_type": "gpt_bigcode", "n_embd": 64, "n_head": 4, "n_layer": 2, "vocab_size": 100}, 0.1),
+    # Starcoder2Config: residual_dropout = attention_dropout = 0.0
+    ({"model_type": "starcoder2", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+      "vocab_size": 100, "intermediate_size": 256}, 0.0),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("config", "dropout"), DROPOUT_CASES, ids=[c["model_type"] for c, _ in DROPOUT_CASES])
+def test_the_families_dropout_rates_are_read(config: dict[str, Any], dropout: float) -> None:
+    model, _ = model_from_config(config, "config.json")
+    assert model["dropout"] == dropout
+
+
+def test_differing_dropout_rates_count_the_larger_and_say_so() -> None:
+    config = {"model_type": "falcon", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "vocab_size": 100, "attention_dropout": 0.1}  # fmt: skip
+    model, notes = model_from_config(config, "config.json")
+    assert model["dropout"] == 0.1
+    assert any("attention_dropout 0.1 and hidden_dropout 0.0" in note for note in notes)
+
+
+def test_phi_attention_dropout_is_refused_naming_the_field() -> None:
+    config = {"model_type": "phi", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+              "vocab_size": 100, "intermediate_size": 256, "attention_dropout": 0.1}  # fmt: skip
+    with pytest.raises(SpecError, match=r"config\.json: attention_dropout"):
+        model_from_config(config, "config.json")

@@ -429,7 +429,7 @@ def block_backward_temp_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
     flowing in the residual stream (the point where a model without a vocabulary-sized loss, such as
     ViT, peaks: saved activations are still all alive, the head's gradients already exist)."""
     n_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
-    return n_tokens * (shape.ffn + shape.hidden) * dt.compute
+    return n_tokens * (shape.code.mlp_backward_ffn_tensors * shape.ffn + shape.hidden) * dt.compute
 
 
 def checkpoint_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:

@@ -40,6 +40,11 @@ class ModelCode:
     #: Eager attention's softmax runs in fp32 and is cast back (``softmax(..., dtype=torch.float32).to(dtype)``)
     #: in a LayerNorm family that its norm does not tell apart (RMSNorm families always do).
     eager_softmax_upcast: bool = False
+    #: ffn-wide tensors the backward of a block's MLP activation holds beyond what the block saved, whose
+    #: activation output (the down projection's saved input) is freed by then: 1 for a kernel's (the incoming
+    #: gradient and the input's, less that output), 5 for BLOOM's GELU, whose backward is written out in Python
+    #: (``bloom_gelu_back``: six at its widest).
+    mlp_backward_ffn_tensors: int = 1
     #: Eager attention clamps the masked scores with ``torch.max``, which saves them.
     eager_clamp: bool = False
     #: The clamped eager softmax runs in fp32 and its output is saved.

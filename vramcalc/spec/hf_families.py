@@ -27,6 +27,7 @@ ACTIVATIONS = {
     "gelu_fast": "gelu_tanh",
     "gelu": "gelu",
     "gelu_python": "gelu",
+    "silu": "gelu",  # one kernel that saves its input, as the exact GELU's
     "relu": "relu",
 }
 
@@ -37,6 +38,18 @@ def _activation(r: Reader, name: str, default: str) -> str:
     if value not in ACTIVATIONS:
         raise r.fail(name, f"{quoted(value)} is not supported ({', '.join(ACTIVATIONS)})")
     return ACTIVATIONS[value]
+
+
+def _dropout(r: Reader, residual: str, attention: str, default: float) -> tuple[float, list[str]]:
+    """The spec's one dropout rate from a family's residual and attention rates (their config class's
+    ``default``): where they differ, the larger, which counts the masks of both sites (an upper bound, said)."""
+    rate, probs = r.fraction(residual, default), r.fraction(attention, default)
+    if rate == probs:
+        return rate, []
+    return max(rate, probs), [
+        f"{attention} {probs} and {residual} {rate}: dropout {max(rate, probs)} counted at both sites (an upper "
+        "bound on the masks training keeps)"
+    ]
 
 
 def _sliding(r: Reader, default: int | None = None, pattern: int = 0) -> Imported:
@@ -194,6 +207,7 @@ def phi3(r: Reader) -> Imported:
 def starcoder2(r: Reader) -> Imported:
     model, notes = _base(r, tie=True)
     mlp = _activation(r, "hidden_act", "gelu_pytorch_tanh")  # c_fc -> act -> c_proj
-    model.update(mlp=mlp, norm="layernorm", bias=r.flag("use_bias", True))
-    window, said = _sliding(r)
-    return model | window, notes + said
+    dropout, said = _dropout(r, "residual_dropout", "attention_dropout", 0.0)
+    model.update(mlp=mlp, norm="layernorm", bias=r.flag("use_bias", True), dropout=dropout)
+    window, more = _sliding(r)
+    return model | window, notes + said + more

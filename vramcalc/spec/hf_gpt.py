@@ -5,7 +5,7 @@ classes' defaults.
 
 from __future__ import annotations
 
-from vramcalc.spec.hf_families import _activation, _rope_notes
+from vramcalc.spec.hf_families import _activation, _dropout, _rope_notes
 from vramcalc.spec.hf_heads import decoder_head, head_kind
 from vramcalc.spec.hf_reader import Imported, Model, Reader
 
@@ -71,6 +71,10 @@ def phi(r: Reader) -> Imported:
     """Phi-1/1.5/2: one LayerNorm feeding attention and MLP in parallel; a bias on the LM head."""
     if r.flag("qk_layernorm", False):
         raise r.fail("qk_layernorm", "true is not modelled (LayerNorms of head_dim on q and k)")
+    if r.fraction("attention_dropout", 0.0) > 0:
+        raise r.fail(
+            "attention_dropout", "above 0 is not modelled for Phi (its checkpoints drop out on the residual only)"
+        )
     notes = _rope_notes(r)
     heads = r.need("num_attention_heads")
     model = _decoder(
@@ -91,6 +95,7 @@ def phi(r: Reader) -> Imported:
             "parallel_block": True,
             "norms_per_layer": 1,
             "lm_head_bias": True,
+            "dropout": r.fraction("resid_pdrop", 0.0),
         },
         generic_token_head=True,
     )
@@ -111,6 +116,7 @@ def falcon(r: Reader) -> Imported:
         raise r.fail("num_ln_in_parallel_attn", f"{in_parallel}: Falcon has 1 or 2 LayerNorms per layer")
     norms = 2 if not parallel_attn else in_parallel
     parallel = new or parallel_attn
+    dropout, notes = _dropout(r, "hidden_dropout", "attention_dropout", 0.0)
     if new:
         kv = r.count("num_kv_heads", default=heads)
     else:
@@ -132,9 +138,10 @@ def falcon(r: Reader) -> Imported:
             "fused_qkv": True,
             "parallel_block": parallel,
             "norms_per_layer": norms,
+            "dropout": dropout,
         },
     )
-    return model, []
+    return model, notes
 
 
 def opt(r: Reader) -> Imported:
@@ -176,6 +183,7 @@ def opt(r: Reader) -> Imported:
 def bloom(r: Reader) -> Imported:
     """BLOOM: ALiBi (no position parameters), a LayerNorm right after the word embeddings, fused QKV."""
     hidden = r.need("hidden_size", "n_embed")
+    dropout, notes = _dropout(r, "hidden_dropout", "attention_dropout", 0.0)
     model = _decoder(
         r,
         {
@@ -191,9 +199,10 @@ def bloom(r: Reader) -> Imported:
             "bias": True,
             "fused_qkv": True,
             "embedding_norm": True,
+            "dropout": dropout,
         },
     )
-    return model, []
+    return model, notes
 
 
 def gptj(r: Reader) -> Imported:
@@ -207,6 +216,8 @@ def gptj(r: Reader) -> Imported:
     if rotary is not None and rotary != hidden // heads:
         notes.append(f"rotary_dim {rotary}: rotary on part of each head (no parameters)")
     kind = head_kind(r, "lm")
+    dropout, said = _dropout(r, "resid_pdrop", "attn_pdrop", 0.0)
+    notes += said
     model = _decoder(
         r,
         {
@@ -225,6 +236,7 @@ def gptj(r: Reader) -> Imported:
             "fused_qkv": False,
             "parallel_block": True,
             "norms_per_layer": 1,
+            "dropout": dropout,
         },
     )
     return model | ({"lm_head_bias": True} if kind == "lm" else {}), notes
@@ -235,6 +247,7 @@ def gpt_bigcode(r: Reader) -> Imported:
     multi-query (one KV head) unless ``multi_query`` is false."""
     hidden = r.need("n_embd", "hidden_size")
     heads = r.need("n_head", "num_attention_heads")
+    dropout, notes = _dropout(r, "resid_pdrop", "attn_pdrop", 0.1)
     model = _decoder(
         r,
         {
@@ -251,6 +264,7 @@ def gpt_bigcode(r: Reader) -> Imported:
             "tie_embeddings": r.flag("tie_word_embeddings", True),
             "bias": True,
             "fused_qkv": True,
+            "dropout": dropout,
         },
     )
-    return model, []
+    return model, notes

@@ -104,12 +104,18 @@ CAUSAL_MASK_REMOVED: dict[str, tuple[int, int, int] | None] = {
 #: Families whose model holds one bool causal-mask buffer of ``max_position_embeddings`` squared (not one per
 #: layer), in every release read (4.48, 5.25: ``GPTBigCodeModel.__init__``, ``self.bias = nn.Buffer(torch.tril(
 #: torch.ones((max_positions, max_positions), dtype=torch.bool)), persistent=False)``), and its config default.
-MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 2048}
+MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 1024}  # GPTBigCodeConfig n_positions
 #: LayerNorm families whose eager attention runs its softmax in fp32 and casts it back (their
 #: ``eager_attention_forward``, read at 5.25: ``softmax(attn_weights, dim=-1, dtype=torch.float32).to(...)``;
 #: BLOOM's own attention the same), today's release: traced, ``benchmarks/data/tracer_families.json``. (RMSNorm
 #: families are told apart by their norm.) Pinned releases keep their own facts.
-FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phi", "phimoe", "olmo")
+FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phimoe", "olmo")
+#: Families whose MLP activation's backward holds more ffn-wide tensors than a kernel's, and how many beyond what
+#: the block saved (:attr:`ModelCode.mlp_backward_ffn_tensors`), in every release read (4.48, 5.25): BLOOM's
+#: ``GeLUFunction`` runs ``bloom_gelu_back``, whose Python chain holds the incoming gradient, ``tanh_out``,
+#: ``0.5 * x`` and three links of ``ff`` at its widest (six ffn-wide tensors, traced), when the activation output
+#: the down projection saved is freed: five more.
+MLP_BACKWARD_FFN_TENSORS = {"bloom": 5}
 #: Families whose transformers classes have no SDPA path (``_supports_sdpa`` unset, read at 5.25): asked for
 #: ``attn_implementation="sdpa"`` ``BloomForCausalLM`` raises, and asked for nothing it runs eager attention.
 NO_SDPA_FAMILIES = {"bloom": "BLOOM"}
@@ -148,9 +154,11 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 #: Families given by ``model_type`` whose transformers 5 attention is the shared ``eager_attention_forward``
-#: (fp32 softmax) with ``config.attention_dropout`` on the probabilities: 0.0 in every OPT checkpoint and
-#: GPT-NeoX's default (checked with ``benchmarks/tracer_llm.py --family opt|gpt_neox``).
-SHARED_EAGER_FAMILIES = ("opt", "gpt_neox")
+#: (fp32 softmax) with ``config.attention_dropout`` on the probabilities: 0.0 in every OPT checkpoint, GPT-NeoX's
+#: default and Phi's (whose checkpoints drop out on the residual branches only: phi-2's ``resid_pdrop`` 0.1; the
+#: importer refuses a Phi ``attention_dropout`` above 0) (checked with ``benchmarks/tracer_llm.py --family
+#: opt|gpt_neox|phi``).
+SHARED_EAGER_FAMILIES = ("opt", "gpt_neox", "phi")
 
 #: GPT-NeoX applies its partial rotary embedding by concatenating the rotated and the passed-through
 #: dimensions (``torch.cat``; fp32 before 4.49, then cast back): new, head-major Q and K tensors. Whether
@@ -180,11 +188,16 @@ def resolve(
     if model_type in MODEL_MASK_DEFAULT_POSITIONS:
         model_mask = (positions or MODEL_MASK_DEFAULT_POSITIONS[model_type]) ** 2
     upcast = model_type in FP32_SOFTMAX_FAMILIES
+    mlp_back = MLP_BACKWARD_FFN_TENSORS.get(model_type, 1)
     if given is None:
-        if not (neox or shared or model_mask or upcast):
+        if not (neox or shared or model_mask or upcast or mlp_back > 1):
             return TODAY
         return ModelCode(
-            shared_eager_attention=shared, head_major_query=neox, buffer_bytes=model_mask, eager_softmax_upcast=upcast
+            shared_eager_attention=shared,
+            head_major_query=neox,
+            buffer_bytes=model_mask,
+            eager_softmax_upcast=upcast,
+            mlp_backward_ffn_tensors=mlp_back,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
@@ -199,6 +212,7 @@ def resolve(
     return ModelCode(
         release=given,
         shared_eager_attention=shared,
+        mlp_backward_ffn_tensors=mlp_back,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
