@@ -25,7 +25,7 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ffn-wide intermediates a GPU never allocates);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
-* ``--family opt|gpt_neox|starcoder2|gpt_bigcode|falcon|bloom|phi``: builds that family's ``*ForCausalLM``
+* ``--family opt|gpt_neox|starcoder2|gpt_bigcode|falcon|bloom|phi|gptj``: builds that family's ``*ForCausalLM``
   (``OPTForCausalLM``, ``GPTNeoXForCausalLM``, ...) from the config defaults with the sizes given (``--layers
   --hidden --heads --ffn --vocab``, and ``--kv-heads`` for StarCoder2), in place of ``--arch`` (pass ``--arch gpt2``,
   whose batch it shares: ``input_ids`` and ``labels``), with ``use_cache`` off unless ``--config-cache`` keeps
@@ -78,9 +78,9 @@ def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
 
 
 def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no-untyped-def]
-    """OPT, GPT-NeoX, StarCoder2, GPT-BigCode, Falcon, BLOOM or Phi at the given sizes, every other field at its
+    """OPT, GPT-NeoX, StarCoder2, GPT-BigCode, Falcon, BLOOM, Phi or GPT-J at the given sizes, every other field at its
     config default (dropouts included: OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0,
-    StarCoder2's 0.0, GPT-BigCode's 0.1, Falcon's, BLOOM's and Phi's 0.0), on the fake device."""
+    StarCoder2's 0.0, GPT-BigCode's 0.1, Falcon's, BLOOM's, Phi's and GPT-J's 0.0), on the fake device."""
     import transformers as T
 
     if family == "opt":
@@ -115,8 +115,14 @@ def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no
                           intermediate_size=a.ffn, vocab_size=a.vocab,
                           max_position_embeddings=max(2048, a.seq))  # fmt: skip
         cls = T.PhiForCausalLM
+    elif family == "gptj":  # GPTJConfig defaults: rotary_dim 64, gelu_new, parallel block
+        cfg = T.GPTJConfig(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn, vocab_size=a.vocab,
+                           n_positions=max(2048, a.seq))  # fmt: skip
+        cls = T.GPTJForCausalLM
     else:
-        raise SystemExit(f"--family: opt, gpt_neox, starcoder2, gpt_bigcode, falcon, bloom or phi, not {family!r}")
+        raise SystemExit(
+            f"--family: one of opt, gpt_neox, starcoder2, gpt_bigcode, falcon, bloom, phi, gptj; not {family!r}"
+        )
     cfg.use_cache = config_cache
     cfg._attn_implementation = a.attn
     return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"

@@ -104,6 +104,7 @@ def _softmax_upcast(shape: ModelShape) -> bool:
         or shape.architecture is Architecture.vit
         or shape.code.shared_eager_attention
         or shape.code.eager_softmax_upcast
+        or shape.code.eager_qk_fp32
     )
 
 
@@ -248,6 +249,8 @@ def attention_saved_bytes(
         core = scores * (dt.compute + ((dt.compute + MASK) if attention_dropout(shape) > 0 else 0))
     else:
         core = scores * score_bytes_per_element(shape, dt, training=True)
+        if shape.code.eager_qk_fp32 and not cross and dt.compute != FP32:
+            core += q_tokens * (shape.q_width + kv_width) * FP32  # the matmul's fp32 Q and K
     return qkv + copies + output + core
 
 

@@ -45,6 +45,9 @@ class ModelCode:
     #: gradient and the input's, less that output), 5 for BLOOM's GELU, whose backward is written out in Python
     #: (``bloom_gelu_back``: six at its widest).
     mlp_backward_ffn_tensors: int = 1
+    #: Eager attention multiplies fp32 copies of Q and K (GPT-J's ``_attn``: ``query.to(torch.float32)``), which
+    #: the matmul saves, and so takes the softmax of fp32 scores (saved, then cast back for the matmul with V).
+    eager_qk_fp32: bool = False
     #: Eager attention clamps the masked scores with ``torch.max``, which saves them.
     eager_clamp: bool = False
     #: The clamped eager softmax runs in fp32 and its output is saved.

@@ -110,6 +110,9 @@ MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 1024}  # GPTBigCodeConfig n_posit
 #: BLOOM's own attention the same), today's release: traced, ``benchmarks/data/tracer_families.json``. (RMSNorm
 #: families are told apart by their norm.) Pinned releases keep their own facts.
 FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phimoe", "olmo")
+#: Families whose eager attention multiplies fp32 copies of Q and K (:attr:`ModelCode.eager_qk_fp32`), read at
+#: 4.48 and 5.25: GPT-J's ``_attn``.
+QK_FP32_FAMILIES = ("gptj",)
 #: Families whose MLP activation's backward holds more ffn-wide tensors than a kernel's, and how many beyond what
 #: the block saved (:attr:`ModelCode.mlp_backward_ffn_tensors`), in every release read (4.48, 5.25): BLOOM's
 #: ``GeLUFunction`` runs ``bloom_gelu_back``, whose Python chain holds the incoming gradient, ``tanh_out``,
@@ -189,8 +192,9 @@ def resolve(
         model_mask = (positions or MODEL_MASK_DEFAULT_POSITIONS[model_type]) ** 2
     upcast = model_type in FP32_SOFTMAX_FAMILIES
     mlp_back = MLP_BACKWARD_FFN_TENSORS.get(model_type, 1)
+    qk_fp32 = model_type in QK_FP32_FAMILIES
     if given is None:
-        if not (neox or shared or model_mask or upcast or mlp_back > 1):
+        if not (neox or shared or model_mask or upcast or mlp_back > 1 or qk_fp32):
             return TODAY
         return ModelCode(
             shared_eager_attention=shared,
@@ -198,6 +202,7 @@ def resolve(
             buffer_bytes=model_mask,
             eager_softmax_upcast=upcast,
             mlp_backward_ffn_tensors=mlp_back,
+            eager_qk_fp32=qk_fp32,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
@@ -213,6 +218,7 @@ def resolve(
         release=given,
         shared_eager_attention=shared,
         mlp_backward_ffn_tensors=mlp_back,
+        eager_qk_fp32=qk_fp32,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
