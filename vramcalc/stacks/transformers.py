@@ -290,8 +290,8 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
 def notes(code: ModelCode, model_type: str) -> list[str]:
     """What a pinned release changes, and a model-wide mask buffer, in words (for the estimate's assumptions)."""
     model_mask = model_type in MODEL_MASK_DEFAULT_POSITIONS and code.buffer_bytes
-    whose = "the model's" if model_mask else "per layer"
-    mask = f"{model_type}: bool causal-mask buffer {whose} ({code.buffer_bytes:,} B)"
+    where = "held by the model" if model_mask else "per layer"
+    mask = f"{model_type}: bool causal-mask buffer {where} ({code.buffer_bytes:,} B)"
     if code.release is None:
         return [mask] if model_mask else []
     said = [f"transformers {code.release} (workload.versions.transformers)"]
