@@ -90,7 +90,8 @@ def test_config_families_against_the_tracer(case: dict[str, Any]) -> None:
     0.0, the config classes' defaults): their eager softmax runs in fp32 and is cast back (GPT-J's over fp32 copies
     of Q and K, which its matmul saves), and BLOOM's GELU backward is written out in Python. Within 2 %: Falcon
     eager -0.38 %, SDPA -1.62 % (a 16-bit mask of batch x seq^2 per layer, which its SDPA call keeps, not
-    counted); BLOOM eager +1.65 %; Phi eager +0.10 %, SDPA -1.25 %; GPT-J eager +1.62 %, SDPA -0.52 %. (Before
+    counted); BLOOM eager +1.65 %; Phi eager +0.10 %, SDPA +0.13 % (its concatenated partial rotary query reaches
+    the flash kernel head-major, whose output is copied); GPT-J eager +1.62 %, SDPA -0.52 %. (Before
     these facts, with the 0.1 dropout the importer assumed: BLOOM -9.2 %, Falcon eager -3.7 %, Phi eager -2.8 %,
     GPT-J eager -18.7 %.)"""
     model, _ = model_from_config(case["config"], case["id"])

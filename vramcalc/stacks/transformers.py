@@ -110,6 +110,10 @@ MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 1024}  # GPTBigCodeConfig n_posit
 #: BLOOM's own attention the same), today's release: traced, ``benchmarks/data/tracer_families.json``. (RMSNorm
 #: families are told apart by their norm.) Pinned releases keep their own facts.
 FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phimoe", "olmo")
+#: Families whose partial rotary embedding concatenates the rotated and the passed-through dimensions
+#: (``torch.cat``: Phi's ``apply_rotary_pos_emb``, read at 5.25), so the query reaches SDPA head-major and the
+#: flash kernel's output is copied before the output projection (:attr:`ModelCode.head_major_query`): traced.
+HEAD_MAJOR_QUERY_FAMILIES = ("phi",)
 #: Families whose eager attention multiplies fp32 copies of Q and K (:attr:`ModelCode.eager_qk_fp32`), read at
 #: 4.48 and 5.25: GPT-J's ``_attn``.
 QK_FP32_FAMILIES = ("gptj",)
@@ -187,6 +191,7 @@ def resolve(
     ``num_logits_to_keep`` from 4.45."""
     neox = model_type == CAT_ROTARY_FAMILY
     shared = model_type in SHARED_EAGER_FAMILIES
+    head_major = neox or model_type in HEAD_MAJOR_QUERY_FAMILIES
     model_mask = 0
     if model_type in MODEL_MASK_DEFAULT_POSITIONS:
         model_mask = (positions or MODEL_MASK_DEFAULT_POSITIONS[model_type]) ** 2
@@ -194,11 +199,11 @@ def resolve(
     mlp_back = MLP_BACKWARD_FFN_TENSORS.get(model_type, 1)
     qk_fp32 = model_type in QK_FP32_FAMILIES
     if given is None:
-        if not (neox or shared or model_mask or upcast or mlp_back > 1 or qk_fp32):
+        if not (head_major or shared or model_mask or upcast or mlp_back > 1 or qk_fp32):
             return TODAY
         return ModelCode(
             shared_eager_attention=shared,
-            head_major_query=neox,
+            head_major_query=head_major,
             buffer_bytes=model_mask,
             eager_softmax_upcast=upcast,
             mlp_backward_ffn_tensors=mlp_back,
@@ -222,7 +227,7 @@ def resolve(
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
-        head_major_query=neox
+        head_major_query=head_major
         or SDPA_CONTIGUOUS[0] <= key < SDPA_CONTIGUOUS[1]
         or key < OWN_HEAD_MAJOR_UNTIL.get(model_type, (0, 0, 0)),
         rotary_cat_sdpa=neox and (fp32_rotary_key or not cache_copied),
