@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from vramcalc.choices import Attention
 from vramcalc.core import activations as act
 from vramcalc.errors import SpecError
 from vramcalc.families import estimate
@@ -88,12 +89,15 @@ def test_gelu_pytorch_tanh_is_one_kernel_and_bigcode_keeps_one_mask() -> None:
 def test_config_families_against_the_tracer(case: dict[str, Any]) -> None:
     """Falcon, BLOOM, Phi and GPT-J from the config.json transformers wrote for the traced model (every dropout
     0.0, the config classes' defaults): their eager softmax runs in fp32 and is cast back (GPT-J's over fp32 copies
-    of Q and K, which its matmul saves), and BLOOM's GELU backward is written out in Python. Within 2 %: Falcon
-    eager -0.38 %, SDPA -1.62 % (a 16-bit mask of batch x seq^2 per layer, which its SDPA call keeps, not
-    counted); BLOOM eager +1.65 %; Phi eager +0.10 %, SDPA +0.13 % (its concatenated partial rotary query reaches
-    the flash kernel head-major, whose output is copied); GPT-J eager +1.62 %, SDPA -0.52 %. (Before
-    these facts, with the 0.1 dropout the importer assumed: BLOOM -9.2 %, Falcon eager -3.7 %, Phi eager -2.8 %,
-    GPT-J eager -18.7 %.)"""
+    of Q and K, which its matmul saves), and BLOOM's GELU backward is written out in Python. Within 2 %:
+    Falcon eager -0.38 %, SDPA +0.10 % (it materialises its causal mask for every call, allow_is_causal_skip=False,
+    so each layer's SDPA keeps it converted to 16 bits: batch x seq^2 x 2 B; before: -1.62 %);
+    BLOOM eager +1.65 %;
+    Phi eager +0.10 %, SDPA +0.13 % (its concatenated partial rotary query reaches the flash kernel head-major,
+    whose output is copied; before: -1.25 %);
+    GPT-J eager +1.62 %, SDPA -0.52 %.
+    (Before these facts, with the 0.1 dropout the importer assumed: BLOOM -9.2 %, Falcon eager -3.7 %, Phi eager
+    -2.8 %, GPT-J eager -18.7 %.)"""
     model, _ = model_from_config(case["config"], case["id"])
     attention = case["id"].split("-")[1]
     workload = {"mode": "train", "batch_size": 2, "seq_len": 512, "precision": "fp16", "optimizer": "none",
@@ -154,3 +158,17 @@ def test_bloom_sweeps_answer_as_the_estimate() -> None:
     for batch in (1, 3, 8):
         full = estimate(override_workload(spec, "t", batch_size=batch)).total_bytes
         assert totals(batch) == full
+
+
+def test_falcon_sdpa_keeps_its_materialised_mask_by_hand() -> None:
+    # FalconModel.forward: create_causal_mask(..., allow_is_causal_skip=False), so every SDPA call gets a bool
+    # (batch, 1, seq, seq) mask, which PyTorch converts to the query's dtype and the memory-efficient kernel saves:
+    # 2 x 512 x 512 x 2 B = 1 MiB per layer (the traced step's fp16 (2, 1, 512, 512) tensor in each layer)
+    case = next(c for c in CONFIG_CASES if c["id"] == "falcon-sdpa-fp16-b2-s512-noopt")
+    model, _ = model_from_config(case["config"], case["id"])
+    workload = {"mode": "train", "batch_size": 2, "seq_len": 512, "precision": "fp16", "optimizer": "none"}
+    work = resolve_workload(parse_spec({"name": "t", "model": model, "workload": workload}))
+    assert work.shape.code.sdpa_mask_saved
+    unmasked = replace(work.shape, code=replace(work.shape.code, sdpa_mask_saved=False))
+    saved = act.layer_saved_bytes(work.shape, work.tokens, work.dtypes, Attention.sdpa)
+    assert saved - act.layer_saved_bytes(unmasked, work.tokens, work.dtypes, Attention.sdpa) == 2 * 512 * 512 * 2

@@ -245,6 +245,8 @@ def attention_saved_bytes(
     scores = tk.batch * shape.heads * seq_q * seq_kv
     if kernel in ("flash", "efficient"):
         core = tk.batch * shape.heads * seq_q * FP32 + t5.sdpa_bias_bytes(shape, seq_q, seq_kv, dt.compute, cross)
+        if shape.code.sdpa_mask_saved and not cross and attention is Attention.sdpa:
+            core += tk.batch * seq_q * seq_kv * dt.compute  # the mask converted to the query's dtype
     elif kernel == "math":  # softmax output kept at the compute dtype; K/V expanded to all heads
         core = scores * (dt.compute + ((dt.compute + MASK) if attention_dropout(shape) > 0 else 0))
     else:

@@ -45,6 +45,9 @@ class ModelCode:
     #: gradient and the input's, less that output), 5 for BLOOM's GELU, whose backward is written out in Python
     #: (``bloom_gelu_back``: six at its widest).
     mlp_backward_ffn_tensors: int = 1
+    #: SDPA receives a materialised boolean mask on every call, which PyTorch converts to the query's dtype per
+    #: call and the memory-efficient kernel (the flash kernel takes no mask) saves for backward: batch x seq^2.
+    sdpa_mask_saved: bool = False
     #: Eager attention multiplies fp32 copies of Q and K (GPT-J's ``_attn``: ``query.to(torch.float32)``), which
     #: the matmul saves, and so takes the softmax of fp32 scores (saved, then cast back for the matmul with V).
     eager_qk_fp32: bool = False

@@ -114,6 +114,10 @@ FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phimoe
 #: (``torch.cat``: Phi's ``apply_rotary_pos_emb``, read at 5.25), so the query reaches SDPA head-major and the
 #: flash kernel's output is copied before the output projection (:attr:`ModelCode.head_major_query`): traced.
 HEAD_MAJOR_QUERY_FAMILIES = ("phi",)
+#: Families whose model materialises its causal mask for every attention call (``create_causal_mask(...,
+#: allow_is_causal_skip=False)``: Falcon's, read at 5.25, for ALiBi's sake), so SDPA gets a boolean mask that it
+#: converts and its memory-efficient kernel saves (:attr:`ModelCode.sdpa_mask_saved`), today's release: traced.
+MASKED_SDPA_FAMILIES = ("falcon",)
 #: Families whose eager attention multiplies fp32 copies of Q and K (:attr:`ModelCode.eager_qk_fp32`), read at
 #: 4.48 and 5.25: GPT-J's ``_attn``.
 QK_FP32_FAMILIES = ("gptj",)
@@ -199,7 +203,8 @@ def resolve(
     mlp_back = MLP_BACKWARD_FFN_TENSORS.get(model_type, 1)
     qk_fp32 = model_type in QK_FP32_FAMILIES
     if given is None:
-        if not (head_major or shared or model_mask or upcast or mlp_back > 1 or qk_fp32):
+        masked = model_type in MASKED_SDPA_FAMILIES
+        if not (head_major or shared or model_mask or upcast or mlp_back > 1 or qk_fp32 or masked):
             return TODAY
         return ModelCode(
             shared_eager_attention=shared,
@@ -208,6 +213,7 @@ def resolve(
             eager_softmax_upcast=upcast,
             mlp_backward_ffn_tensors=mlp_back,
             eager_qk_fp32=qk_fp32,
+            sdpa_mask_saved=masked,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
