@@ -133,3 +133,15 @@ def print_generation_cases(script: str, cases: dict[str, str], trace: Callable[[
         result.pop("top_live_at_peak")
         rows.append({"id": case_id, "command": f"python benchmarks/{script} {command}", **result})
     print(json.dumps({"torch": str(torch.__version__), **found, "cases": rows}, indent=2))
+
+
+def inference_args(argv: list[str]) -> tuple[Any, Any]:
+    """The shared tracer's arguments for an SDPA inference run of ``argv``, with its attention kernels installed,
+    and the weights' torch dtype. Call it after ``fakecuda.enable()`` with the tracer's folder on ``sys.path``."""
+    import groundtruth  # type: ignore[import-not-found]
+    import sdpa_cuda  # type: ignore[import-not-found]
+    import torch
+
+    a = groundtruth.parse_args([*argv, "--attn", "sdpa", "--mode", "infer"])
+    sdpa_cuda.install(a.sdpa)
+    return a, {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]

@@ -98,8 +98,6 @@ def trace(argv: list[str]) -> dict[str, Any]:
     import fakecuda  # type: ignore[import-not-found]
 
     fakecuda.enable()
-    import groundtruth  # type: ignore[import-not-found]
-    import sdpa_cuda  # type: ignore[import-not-found]
     import torch
     import traced_cases
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -107,9 +105,7 @@ def trace(argv: list[str]) -> dict[str, Any]:
 
     filled = [0]
     _answer_mask_skip_from_shapes(filled)
-    a = groundtruth.parse_args([*argv, "--attn", "sdpa", "--mode", "infer"])
-    sdpa_cuda.install(a.sdpa)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    a, dtype = traced_cases.inference_args(argv)
     with FakeTensorMode(allow_non_fake_inputs=False):
         model, desc = traced_cases.frozen_model(a, dtype, a.seq + n_new)
         with torch.device("cuda"):

@@ -78,7 +78,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Mode, Norm, Precision, Runtime
-from vramcalc.core.code import TODAY, ModelCode
+from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
 from vramcalc.spec.models import ModelSpec, Spec, Workload, is_generation, runs_llamacpp
@@ -202,18 +202,15 @@ def resolve(
     upcast = model_type in FP32_SOFTMAX_FAMILIES
     mlp_back = MLP_BACKWARD_FFN_TENSORS.get(model_type, 1)
     qk_fp32 = model_type in QK_FP32_FAMILIES
-    if given is None:
-        masked = model_type in MASKED_SDPA_FAMILIES
-        if not (head_major or shared or model_mask or upcast or mlp_back > 1 or qk_fp32 or masked):
-            return TODAY
+    if given is None:  # a family without specifics gets TODAY's defaults
         return ModelCode(
+            sdpa_mask_saved=model_type in MASKED_SDPA_FAMILIES,
             shared_eager_attention=shared,
             head_major_query=head_major,
             buffer_bytes=model_mask,
             eager_softmax_upcast=upcast,
             mlp_backward_ffn_tensors=mlp_back,
             eager_qk_fp32=qk_fp32,
-            sdpa_mask_saved=masked,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
