@@ -249,10 +249,11 @@ def native_silu_backward(model: Any) -> int:
 
     count = 0
     for module in model.modules():
-        act = getattr(module, "act_fn", None)
-        if act is not None and type(act).__name__ in ("SiLU", "SiLUActivation"):
-            module.act_fn = NativeSilu()
-            count += 1
+        for name in ("act_fn", "activation_fn"):  # Phi-3's MLP names it activation_fn
+            act = getattr(module, name, None)
+            if act is not None and type(act).__name__ in ("SiLU", "SiLUActivation"):
+                setattr(module, name, NativeSilu())
+                count += 1
     return count
 
 

@@ -25,11 +25,15 @@ real transformers models on fake CUDA tensors) with two additions the tracer its
   ffn-wide intermediates a GPU never allocates);
 * ``--cache``: the inference forward runs with ``use_cache=True`` and ``logits_to_keep=1`` (the prefill of
   ``generate``), or with ``--cache-all-logits`` all positions' logits;
-* ``--family opt|gpt_neox|starcoder2|gpt_bigcode|falcon|bloom|phi|gptj``: builds that family's ``*ForCausalLM``
+* ``--family NAME``: builds that family's ``*ForCausalLM`` (``FAMILIES``: OPT, GPT-NeoX, StarCoder2, GPT-BigCode,
+  Falcon, BLOOM, Phi, GPT-J, GPT-2 and the Llama-style ``LLAMA_LIKE``: OLMo, OLMo-2, Gemma 1 to 3, Qwen2, Qwen3,
+  Mistral, Phi-3, Llama)
   (``OPTForCausalLM``, ``GPTNeoXForCausalLM``, ...) from the config defaults with the sizes given (``--layers
   --hidden --heads --ffn --vocab``, and ``--kv-heads`` for StarCoder2), in place of ``--arch`` (pass ``--arch gpt2``,
   whose batch it shares: ``input_ids`` and ``labels``), with ``use_cache`` off unless ``--config-cache`` keeps
-  the configs' default (on: a training forward then builds its KV cache, as the checkpoints' configs make it).
+  the configs' default (on: a training forward then builds its KV cache, as the checkpoints' configs make it);
+  ``--set KEY=VALUE`` (repeatable) sets one config field first, e.g. ``--set activation_function=gelu_fast``;
+* ``--dump-config FILE``: writes the built model's ``config.json`` (as ``save_pretrained`` would) to FILE.
 
 Another PEFT release runs with its source first on the path (``PYTHONPATH=<peft checkout>/src``); the cases
 that did so carry a ``peft`` field, and their workloads pin ``versions.peft``.
@@ -77,10 +81,26 @@ def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
         torch.nn.Module.to = to
 
 
-def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no-untyped-def]
-    """OPT, GPT-NeoX, StarCoder2, GPT-BigCode, Falcon, BLOOM, Phi or GPT-J at the given sizes, every other field at its
-    config default (dropouts included: OPT's attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0,
-    StarCoder2's 0.0, GPT-BigCode's 0.1, Falcon's, BLOOM's, Phi's and GPT-J's 0.0), on the fake device."""
+#: Families built from Llama-style config fields: (config class, causal-LM class) in transformers.
+LLAMA_LIKE = {
+    "olmo": ("OlmoConfig", "OlmoForCausalLM"),  # LayerNorm without weights, run in fp32
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM"),  # RMSNorm after each sublayer and on the whole Q and K
+    "gemma": ("GemmaConfig", "GemmaForCausalLM"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM"),
+    "gemma3_text": ("Gemma3TextConfig", "Gemma3ForCausalLM"),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "mistral": ("MistralConfig", "MistralForCausalLM"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+}
+FAMILIES = ("opt", "gpt_neox", "starcoder2", "gpt_bigcode", "falcon", "bloom", "phi", "gptj", "gpt2", *LLAMA_LIKE)
+
+
+def family_model(family: str, a, config_cache: bool = False, overrides: dict | None = None):  # type: ignore[no-untyped-def]
+    """One of ``FAMILIES`` at the given sizes, every other field at its config default (dropouts included: OPT's
+    attention_dropout 0.0 and dropout 0.1, GPT-NeoX's 0.0 and 0.0, GPT-BigCode's and GPT-2's 0.1, the others' 0.0)
+    unless ``overrides`` (``--set KEY=VALUE``) replace it, on the fake device."""
     import transformers as T
 
     if family == "opt":
@@ -119,10 +139,20 @@ def family_model(family: str, a, config_cache: bool = False):  # type: ignore[no
         cfg = T.GPTJConfig(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn, vocab_size=a.vocab,
                            n_positions=max(2048, a.seq))  # fmt: skip
         cls = T.GPTJForCausalLM
+    elif family in LLAMA_LIKE:  # transformers' Llama-style config fields; head_dim = hidden / heads
+        config_class, cls = (getattr(T, name) for name in LLAMA_LIKE[family])
+        cfg = config_class(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                           num_key_value_heads=a.kv_heads or a.heads, head_dim=a.hidden // a.heads,
+                           intermediate_size=a.ffn, vocab_size=a.vocab,
+                           max_position_embeddings=max(2048, a.seq))  # fmt: skip
+    elif family == "gpt2":  # GPT2Config defaults (gelu_new, dropouts 0.1); --set changes e.g. activation_function
+        cfg = T.GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn, vocab_size=a.vocab,
+                           n_positions=max(1024, a.seq))  # fmt: skip
+        cls = T.GPT2LMHeadModel
     else:
-        raise SystemExit(
-            f"--family: one of opt, gpt_neox, starcoder2, gpt_bigcode, falcon, bloom, phi, gptj; not {family!r}"
-        )
+        raise SystemExit(f"--family: one of {', '.join(FAMILIES)}; not {family!r}")
+    for key, value in (overrides or {}).items():
+        setattr(cfg, key, value)
     cfg.use_cache = config_cache
     cfg._attn_implementation = a.attn
     return cls(cfg), f"{cls.__name__}({type(cfg).__name__} defaults, {a.layers} layers, hidden {a.hidden})"
@@ -284,6 +314,16 @@ def lorafa_optimizer(model, spec: str):  # type: ignore[no-untyped-def]
     return create_lorafa_optimizer(model, r=rank, lora_alpha=2 * rank, lr=1e-4, weight_decay=0.01)
 
 
+def _config_value(text: str) -> object:
+    """``--set`` values: a JSON literal (``0``, ``0.1``, ``null``, ``true``), else the string itself."""
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def main(argv: list[str]) -> None:
     argv, lora = _take(argv, "--lora", True)
     argv, method = _take(argv, "--peft", True)
@@ -292,7 +332,13 @@ def main(argv: list[str]) -> None:
     argv, all_logits = _take(argv, "--cache-all-logits", False)
     argv, family = _take(argv, "--family", True)
     argv, config_cache = _take(argv, "--config-cache", False)
+    overrides: dict[str, object] = {}
+    while "--set" in argv:
+        argv, assignment = _take(argv, "--set", True)
+        key, _, value = (assignment or "").partition("=")
+        overrides[key] = _config_value(value)
     argv, native_silu = _take(argv, "--native-silu", False)
+    argv, dump_config = _take(argv, "--dump-config", True)
     sys.path.insert(0, str(TRACER))
     import fakecuda  # type: ignore[import-not-found]
 
@@ -306,7 +352,7 @@ def main(argv: list[str]) -> None:
     def build(arch, a, dtype):  # type: ignore[no-untyped-def]
         model, make_batch, desc = original(arch, a, dtype)
         if family:
-            model, desc = family_model(family, a, bool(config_cache))
+            model, desc = family_model(family, a, bool(config_cache), overrides)
         if lora:
             model = with_lora(model, lora, float(dropout or 0.0))
             desc += f" + LoRA r={lora.replace(':', ' ')}"
@@ -314,6 +360,8 @@ def main(argv: list[str]) -> None:
             model = with_peft(model, method, float(dropout or 0.0))
             desc += f" + PEFT {method}"
         built["model"] = model
+        if dump_config:
+            Path(dump_config).write_text(model.config.to_json_string(), encoding="utf-8")
         if native_silu:
             from tracer_bnb import native_silu_backward
 

@@ -72,12 +72,26 @@ def norm_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     PyTorch whose ``mean`` keeps its input (:func:`rmsnorm_square_bytes`), the squared input too."""
     h = shape.hidden
     if shape.norm is Norm.layernorm:
-        per_token = h * dt.residual + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
+        saved_input = FP32 if shape.code.layernorm_fp32 else dt.residual
+        per_token = h * saved_input + LAYERNORM_STATS + (0 if dt.amp else h * dt.compute)
     else:
         normed = FP32 if dt.amp or shape.code.rmsnorm_normed_fp32 else dt.compute
         per_token = h * FP32 + RMSNORM_STATS + h * normed + (0 if dt.amp else h * dt.compute)
         per_token += t5.norm_input_bytes(shape, dt.residual) + rmsnorm_square_bytes(shape, dt)
     return n_tokens * per_token
+
+
+def block_norms_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
+    """The ``norms_per_layer`` norms of one block. A parallel block's two norms read (and save) the same block
+    input. A sandwich block's four (Gemma 2 and 3: a norm before and after attention and the MLP) give two outputs to
+    linears; the two after the sublayers feed the residual sum, which saves nothing, so their outputs are not
+    counted (in pure precision, where :func:`norm_saved_bytes` counts one)."""
+    total = shape.norms_per_layer * norm_saved_bytes(shape, n_tokens, dt)
+    if shape.parallel_block and shape.norms_per_layer == 2:
+        total -= n_tokens * shape.hidden * dt.residual
+    if shape.norms_per_layer == 4 and not dt.amp:
+        total -= 2 * n_tokens * shape.hidden * dt.compute
+    return total
 
 
 def rmsnorm_square_bytes(shape: ModelShape, dt: Dtypes) -> int:
@@ -176,14 +190,16 @@ def score_bytes_per_element(shape: ModelShape, dt: Dtypes, training: bool) -> in
     if code.eager_clamp:
         return clamped_score_bytes(code.eager_softmax_fp32, code.clamp_attention_dropout, dt.compute, dt.amp, training)
     dropout = training and attention_dropout(shape) > 0
+    # soft-capping (Gemma 2: scores / cap, tanh, * cap) saves the tanh output, at the scores' dtype
+    softcap = dt.compute if training and shape.attention_softcap else 0
     if dt.amp:
         # softmax runs in fp32 (autocast fp32 list); the matmul with V saves a 16-bit copy
-        return FP32 + dt.compute + (MASK if dropout else 0)
+        return softcap + FP32 + dt.compute + (MASK if dropout else 0)
     if _softmax_upcast(shape) and dt.compute != FP32:
         # fp32 softmax saved; its cast back is saved by the matmul only when no dropout follows
         # (dropout keeps its mask, and its own output goes to the matmul)
-        return FP32 + ((dt.compute + MASK) if dropout else dt.compute)
-    return dt.compute + ((dt.compute + MASK) if dropout else 0)
+        return softcap + FP32 + ((dt.compute + MASK) if dropout else dt.compute)
+    return softcap + dt.compute + ((dt.compute + MASK) if dropout else 0)
 
 
 def clamped_score_bytes(softmax_fp32: bool, attention_dropout: float, compute: int, amp: bool, training: bool) -> int:
@@ -266,7 +282,8 @@ def _attention_extra_saved(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
         return n_tokens * (m.latent + m.kv_lora_rank + 2 * m.q_lora_rank) * dt.compute
     if shape.qk_norm is QkNorm.none:
         return 0
-    return n_tokens * (shape.q_width + shape.kv_width) * (FP32 + dt.compute)
+    normed = FP32 if shape.code.rmsnorm_normed_fp32 else dt.compute
+    return n_tokens * (shape.q_width + shape.kv_width) * (FP32 + normed)
 
 
 def mlp_saved_bytes(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
@@ -300,10 +317,7 @@ def layer_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attention: Atte
     """One block of the stack, training mode, no recomputation."""
     enc_dec_decoder = decoder and shape.architecture is Architecture.encoder_decoder
     n_tokens = tk.decoder if decoder else tk.encoder
-    # norms_per_layer norms (a parallel block's single norm output is read by attention and MLP both)
-    total = shape.norms_per_layer * norm_saved_bytes(shape, n_tokens, dt)
-    if shape.parallel_block and shape.norms_per_layer == 2:
-        total -= n_tokens * shape.hidden * dt.residual  # both norms read (and save) the same block input
+    total = block_norms_saved_bytes(shape, n_tokens, dt)
     total += attention_saved_bytes(shape, tk, n_tokens, n_tokens, dt, attention, cross=False)
     total += mlp_saved_bytes(shape, n_tokens, dt)
     total += dropout_mask_bytes(shape, n_tokens, 2)
@@ -325,7 +339,7 @@ def layer_replicated_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, decoder: b
     """
     n_tokens = tk.decoder if decoder else tk.encoder
     h = shape.hidden
-    total = shape.norms_per_layer * norm_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 2)
+    total = block_norms_saved_bytes(shape, n_tokens, dt) + dropout_mask_bytes(shape, n_tokens, 2)
     total += input_copy_bytes(n_tokens, h, 1 if shape.fused_qkv else 3, dt)
     total += input_copy_bytes(n_tokens, h, 2 if shape.gated else 1, dt)
     if decoder and shape.architecture is Architecture.encoder_decoder:
@@ -414,7 +428,8 @@ def loss_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> LossBytes:
     logits = n * dt.compute
     if shape.architecture is Architecture.decoder:
         upcast = n * FP32 if dt.compute != FP32 else 0
-        return LossBytes(n * FP32, logits + upcast, 2 * n * FP32)
+        softcap = logits if shape.logit_softcap else 0  # Gemma 2's tanh output, saved for its backward
+        return LossBytes(n * FP32 + softcap, logits + upcast, 2 * n * FP32)
     if dt.amp:
         return LossBytes(n * (FP32 + dt.compute), logits, n * FP32)
     return LossBytes(n * dt.compute, logits, 2 * n * dt.compute)

@@ -93,6 +93,9 @@ class ModelCode:
     #: RMSNorm runs on an fp32 copy of its input with the weight multiplied in fp32: it keeps the fp32
     #: normalised tensor (the weight's gradient reads it) where a 16-bit one is kept otherwise (pure precision).
     rmsnorm_normed_fp32: bool = False
+    #: LayerNorm runs on an fp32 copy of its input and casts its output back (OLMo 1's weightless norm): it saves
+    #: that fp32 copy where a norm saves its input at the residual dtype otherwise.
+    layernorm_fp32: bool = False
     #: The fused kernel of ``attention: flash`` (None: that attention is not asked for).
     flash: FusedAttention | None = None
 

@@ -31,9 +31,17 @@ def _linear(n_in: int, n_out: int, bias: bool) -> int:
     return n_in * n_out + (n_out if bias else 0)
 
 
+def _norm_vectors(shape: ModelShape) -> int:
+    """Parameter vectors of one norm: LayerNorm's weight and bias, RMSNorm's (Llama, T5) weight; none where the
+    norms have no weights (``norm_weights: false``, OLMo 1)."""
+    if not shape.norm_weights:
+        return 0
+    return 2 if shape.norm is Norm.layernorm else 1
+
+
 def _norm_params(shape: ModelShape, width: int = 0) -> int:
-    """LayerNorm has weight and bias; RMSNorm (Llama, T5) has a weight only (of ``width``, default hidden)."""
-    return (width or shape.hidden) * (2 if shape.norm is Norm.layernorm else 1)
+    """One norm's parameters, of ``width`` (default hidden)."""
+    return (width or shape.hidden) * _norm_vectors(shape)
 
 
 def attention_params(shape: ModelShape) -> int:
@@ -199,7 +207,7 @@ def param_tensors(shape: ModelShape) -> tuple[tuple[int, int, int], ...]:
     8-bit AdamW's per-block scales and its 32-bit fallback for small tensors).
     """
     h = shape.hidden
-    norm = [(2 if shape.norm is Norm.layernorm else 1, h, 1)]
+    norm = [(_norm_vectors(shape), h, 1)]
     attn = _attention_tensors(shape)
     block = attn + norm * shape.norms_per_layer + _attention_norm_tensors(shape)
     tensors: list[tuple[int, int, int]] = [(shape.layers * n, r, c) for n, r, c in block]
@@ -244,7 +252,7 @@ def load_order(shape: ModelShape) -> tuple[tuple[tuple[int, ...], int], ...]:
     if shape.fused_qkv and shape.mla is None:
         qkv, bias = shape.q_width + 2 * shape.kv_width, shape.has_qkv_bias
         attn = [(1, qkv, h), (1, qkv * bias, 1), (1, h, shape.q_width), (1, h * shape.has_o_bias, 1)]
-    norms = [(2 if shape.norm is Norm.layernorm else 1, h, 1)] * shape.norms_per_layer
+    norms = [(_norm_vectors(shape), h, 1)] * shape.norms_per_layer
     block = attn + _attention_norm_tensors(shape) + norms
     per_expert = shape.code.experts_per_module
     layers = [
@@ -309,7 +317,7 @@ def _attention_tensors(shape: ModelShape) -> list[tuple[int, int, int]]:
 
 
 def _attention_norm_tensors(shape: ModelShape) -> list[tuple[int, int, int]]:
-    n = 2 if shape.norm is Norm.layernorm else 1
+    n = _norm_vectors(shape)
     if shape.mla is not None:
         return [(1, shape.mla.kv_lora_rank, 1), (1, shape.mla.q_lora_rank, 1)]
     if shape.qk_norm is QkNorm.head:

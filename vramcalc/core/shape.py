@@ -69,7 +69,10 @@ class ModelShape:
     norms_per_layer: int = 2
     parallel_block: bool = False
     final_norm: bool = True
+    norm_weights: bool = True  # False: the norms have no weight or bias
     embedding_norm: bool = False
+    attention_softcap: bool = False  # tanh soft-capping of the attention scores (eager attention keeps it)
+    logit_softcap: bool = False  # tanh soft-capping of the output logits
     position_offset: int = 0
     embedding_dim: int = 0  # 0: the token embedding is hidden wide
     sliding_window: int = 0  # 0: global attention in every layer

@@ -146,6 +146,7 @@ FF_CHUNKING = {"chunk_size_feed_forward": Refused(0, "feed-forward chunking, whi
 _LLAMA = "hidden_size num_hidden_layers num_attention_heads num_key_value_heads intermediate_size head_dim "
 _LLAMA += "max_position_embeddings attention_bias mlp_bias token_classification_bias "
 _WINDOW = "sliding_window layer_types use_sliding_window max_window_layers "
+_SOFTCAP = "attn_logit_softcapping final_logit_softcapping "
 _MOE = "num_experts num_local_experts num_experts_per_tok moe_intermediate_size decoder_sparse_step mlp_only_layers "
 _MLA = "kv_lora_rank q_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim n_routed_experts n_shared_experts "
 _MLA += "moe_layer_freq first_k_dense_replace moe_intermediate_size num_experts_per_tok"
@@ -229,8 +230,10 @@ FIELDS: dict[str, Fields] = {
     "qwen3": _table(_LLAMA + _WINDOW, ("unread_mlp_bias",)),
     "qwen3_moe": _table(_LLAMA + _WINDOW + _MOE, ("unread_mlp_bias",)),
     "gemma": _table(_LLAMA, ("unread_mlp_bias",)),
-    "gemma2": _table(_LLAMA + _WINDOW, ("unread_mlp_bias",)),
-    "gemma3_text": _table(_LLAMA + _WINDOW + "sliding_window_pattern _sliding_window_pattern", ("unread_mlp_bias",)),
+    "gemma2": _table(_LLAMA + _WINDOW + _SOFTCAP, ("unread_mlp_bias",)),
+    "gemma3_text": _table(
+        _LLAMA + _WINDOW + _SOFTCAP + "sliding_window_pattern _sliding_window_pattern", ("unread_mlp_bias",)
+    ),
     "olmo": _table(_LLAMA, ("unread_mlp_bias",)),
     "olmo2": _table(_LLAMA, ("unread_mlp_bias",)),
     "phi3": _table(_LLAMA + _WINDOW, ("unread_biases",)),

@@ -18,7 +18,10 @@ def _decoder(r: Reader, fields: Model, *, generic_token_head: bool = False) -> M
 
 
 def gpt2(r: Reader) -> Imported:
+    """GPT-2: fused c_attn; the activation of ``activation_function`` and dropout on the residual branches
+    (``resid_pdrop``) and the attention probabilities (``attn_pdrop``), 0.1 each by GPT2Config's defaults."""
     hidden = r.need("n_embd", "hidden_size")
+    dropout, notes = _dropout(r, "resid_pdrop", "attn_pdrop", 0.1)
     model = _decoder(
         r,
         {
@@ -26,7 +29,7 @@ def gpt2(r: Reader) -> Imported:
             "hidden_size": hidden,
             "heads": r.need("n_head", "num_attention_heads"),
             "ffn_size": r.count("n_inner", default=4 * hidden),
-            "mlp": "gelu_tanh",
+            "mlp": _activation(r, "activation_function", "gelu_new"),
             "norm": "layernorm",
             "position": "learned",
             "vocab_size": r.need("vocab_size"),
@@ -34,9 +37,10 @@ def gpt2(r: Reader) -> Imported:
             "tie_embeddings": r.flag("tie_word_embeddings", True),
             "bias": True,
             "fused_qkv": True,
+            "dropout": dropout,
         },
     )
-    return model, []
+    return model, notes
 
 
 def gpt_neox(r: Reader) -> Imported:
@@ -147,8 +151,6 @@ def falcon(r: Reader) -> Imported:
 def opt(r: Reader) -> Imported:
     """OPT: learned positions with an offset of 2 rows; a narrower token embedding with bias-free
     project_in/project_out (OPT-350m); no final LayerNorm in the post-LN layout (do_layer_norm_before false)."""
-    if not r.flag("layer_norm_elementwise_affine", True):
-        raise r.fail("layer_norm_elementwise_affine", "false is not modelled (LayerNorms without weights)")
     hidden = r.need("hidden_size")
     model = _decoder(
         r,
@@ -177,6 +179,8 @@ def opt(r: Reader) -> Imported:
         model["embedding_dim"] = width
     if not r.flag("do_layer_norm_before", True) or r.flag("_remove_final_layer_norm", False):
         model["final_norm"] = False
+    if not r.flag("layer_norm_elementwise_affine", True):
+        model["norm_weights"] = False  # every LayerNorm, the final one included
     return model, []
 
 

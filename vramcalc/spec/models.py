@@ -229,9 +229,13 @@ class ModelSpec(SpecSection):
     norms_per_layer: Annotated[int, Field(strict=True, ge=0, le=4)] | None = None
     parallel_block: bool | None = None
     final_norm: bool | None = None
+    norm_weights: bool | None = None  # false: the norms have no weight or bias (OLMo 1)
     embedding_norm: bool | None = None
     position_offset: NonNegativeInt | None = None
     embedding_dim: PositiveInt | None = None
+    # Soft-capping with tanh (Gemma 2): of the attention scores, of the output logits
+    attention_softcap: bool | None = None
+    logit_softcap: bool | None = None
     # Sliding-window attention (Mistral, Gemma 2/3, StarCoder2):
     sliding_window: PositiveInt | None = None
     sliding_window_pattern: PositiveInt | None = None

@@ -110,10 +110,20 @@ MODEL_MASK_DEFAULT_POSITIONS = {"gpt_bigcode": 1024}  # GPTBigCodeConfig n_posit
 #: BLOOM's own attention the same), today's release: traced, ``benchmarks/data/tracer_families.json``. (RMSNorm
 #: families are told apart by their norm.) Pinned releases keep their own facts.
 FP32_SOFTMAX_FAMILIES = ("starcoder2", "gpt_bigcode", "falcon", "bloom", "phimoe", "olmo")
+#: RMSNorm families whose norm multiplies its weight into the fp32 normalised tensor before casting back (Gemma's
+#: ``output * (1.0 + self.weight.float())``, OLMo-2's ``(self.weight * hidden_states).to(input_dtype)``, read at
+#: 5.25, and in every release from 4.42; Llama casts first), so the product saves the fp32 tensor
+#: (:attr:`ModelCode.rmsnorm_normed_fp32`): traced.
+RMSNORM_WEIGHT_FP32_FAMILIES = ("gemma", "gemma2", "gemma3_text", "olmo2")
+#: LayerNorm families whose norm casts its input to fp32 and its output back (OLMo's weightless ``OlmoLayerNorm``,
+#: read at 5.25: ``F.layer_norm(hidden_states.to(dtype=torch.float32), ...).to(orig_dtype)``), so the norm saves
+#: the fp32 copy (:attr:`ModelCode.layernorm_fp32`): traced.
+LAYERNORM_FP32_FAMILIES = ("olmo",)
 #: Families whose partial rotary embedding concatenates the rotated and the passed-through dimensions
-#: (``torch.cat``: Phi's ``apply_rotary_pos_emb``, read at 5.25), so the query reaches SDPA head-major and the
-#: flash kernel's output is copied before the output projection (:attr:`ModelCode.head_major_query`): traced.
-HEAD_MAJOR_QUERY_FAMILIES = ("phi",)
+#: (``torch.cat``: Phi's ``apply_rotary_pos_emb``, read at 4.42 and 5.25; Phi-3's from 4.49, read at 4.48, 4.49 and
+#: 5.25), so the query reaches SDPA head-major and the flash kernel's output is copied before the output projection
+#: (:attr:`ModelCode.head_major_query`), from the release given: traced.
+HEAD_MAJOR_QUERY_FAMILIES = {"phi": (4, 42, 0), "phi3": (4, 49, 0)}
 #: Families whose model materialises its causal mask for every attention call (``create_causal_mask(...,
 #: allow_is_causal_skip=False)``: Falcon's, read at 5.25, for ALiBi's sake), so SDPA gets a boolean mask that it
 #: converts and its memory-efficient kernel saves (:attr:`ModelCode.sdpa_mask_saved`), today's release: traced.
@@ -127,9 +137,25 @@ QK_FP32_FAMILIES = ("gptj",)
 #: ``0.5 * x`` and three links of ``ff`` at its widest (six ffn-wide tensors, traced), when the activation output
 #: the down projection saved is freed: five more.
 MLP_BACKWARD_FFN_TENSORS = {"bloom": 5}
-#: Families whose transformers classes have no SDPA path (``_supports_sdpa`` unset, read at 5.25): asked for
-#: ``attn_implementation="sdpa"`` ``BloomForCausalLM`` raises, and asked for nothing it runs eager attention.
-NO_SDPA_FAMILIES = {"bloom": "BLOOM"}
+#: Families whose transformers classes have no SDPA path: their name, and the first release without one (None:
+#: none ever had one). Asked for ``attn_implementation="sdpa"`` they raise; asked for nothing they run eager
+#: attention. ``BloomForCausalLM``: ``_supports_sdpa`` unset (read at 4.42 and 5.25). Gemma 2: ``_supports_sdpa =
+#: False  # sdpa does not support softcapping`` from 5.21 (read at 5.20, 5.21, 5.25).
+NO_SDPA_FAMILIES: dict[str, tuple[str, tuple[int, int, int] | None]] = {
+    "bloom": ("BLOOM", None),
+    "gemma2": ("Gemma 2", (5, 21, 0)),
+}
+
+
+def _no_sdpa(model_type: str, workload: Workload) -> str | None:
+    """The family's name where transformers' classes of the release the workload runs have no SDPA path."""
+    family, since = NO_SDPA_FAMILIES.get(model_type, (None, None))
+    given = (workload.versions or {}).get("transformers")
+    if family is None or (since is not None and given is not None and parse_version(given) < since):
+        return None
+    return family
+
+
 #: Their ``max_position_embeddings`` (``n_positions``) when a spec does not give it (config defaults).
 CAUSAL_MASK_DEFAULT_POSITIONS = {"gptj": 2048, "gpt_neox": 2048, "gpt2": 1024, "gpt_neo": 2048}
 #: First release whose ``generate`` passes ``num_logits_to_keep=1`` to models that accept it.
@@ -196,6 +222,7 @@ def resolve(
     neox = model_type == CAT_ROTARY_FAMILY
     shared = model_type in SHARED_EAGER_FAMILIES
     head_major = neox or model_type in HEAD_MAJOR_QUERY_FAMILIES
+    cat_rotary_since = HEAD_MAJOR_QUERY_FAMILIES.get(model_type)
     model_mask = 0
     if model_type in MODEL_MASK_DEFAULT_POSITIONS:
         model_mask = (positions or MODEL_MASK_DEFAULT_POSITIONS[model_type]) ** 2
@@ -211,6 +238,8 @@ def resolve(
             eager_softmax_upcast=upcast,
             mlp_backward_ffn_tensors=mlp_back,
             eager_qk_fp32=qk_fp32,
+            rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
+            layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
@@ -227,10 +256,13 @@ def resolve(
         shared_eager_attention=shared,
         mlp_backward_ffn_tensors=mlp_back,
         eager_qk_fp32=qk_fp32,
+        rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
+        layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
-        head_major_query=head_major
+        head_major_query=neox
+        or (cat_rotary_since is not None and key >= cat_rotary_since)
         or SDPA_CONTIGUOUS[0] <= key < SDPA_CONTIGUOUS[1]
         or key < OWN_HEAD_MAJOR_UNTIL.get(model_type, (0, 0, 0)),
         rotary_cat_sdpa=neox and (fp32_rotary_key or not cache_copied),
@@ -261,8 +293,8 @@ def runs_model(workload: Workload) -> bool:
 def attention_run(spec: Spec) -> Spec:
     """The spec with the attention transformers runs: eager for a family without an SDPA path
     (:data:`NO_SDPA_FAMILIES`) where the workload names none; naming ``sdpa`` for it is refused in one line."""
-    family = NO_SDPA_FAMILIES.get(spec.model.model_type or "")
     wl = spec.workload
+    family = _no_sdpa(spec.model.model_type or "", wl)
     if family is None or wl.attention is not Attention.sdpa or not runs_model(wl):
         return spec
     if "attention" in wl.model_fields_set:
@@ -282,9 +314,9 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
     positions = spec.max_position_embeddings or 0
     code = resolve(given, model_type, shape.layers, positions, fp16, shape.norm is Norm.rmsnorm)
     said = notes(code, model_type)
-    family = NO_SDPA_FAMILIES.get(model_type)
+    family = _no_sdpa(model_type, workload)
     if family is not None and workload.attention is Attention.eager and runs_model(workload):
-        said.append(f"{family}: transformers' classes have no SDPA or flash-attention path, so eager attention")
+        said.append(f"{family}: transformers' classes have no SDPA path, so eager attention")
     if shape.norm is Norm.rmsnorm and workload.mode is Mode.train and torch_stack.mean_saves_input(workload):
         # LlamaRMSNorm and its kin: variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
         code = replace(code, rmsnorm_square_saved=True, rmsnorm_square_fp32=True)
