@@ -61,12 +61,25 @@ def _take(argv: list[str], flag: str, has_value: bool) -> tuple[list[str], str |
     return argv[:i] + argv[i + 1 + (1 if has_value else 0) :], value
 
 
+def _torchao_absent() -> None:
+    """Tell PEFT that torchao is absent: the base is not torchao-quantized, and a PEFT that wants a newer torchao
+    than the tracer's venv has (for torchtune's NF4) would refuse to wrap any layer."""
+    import importlib
+
+    for name in ("peft.import_utils", "peft.tuners.lora.torchao", "peft.utils.quantization_utils"):
+        module = importlib.import_module(name)
+        if hasattr(module, "is_torchao_available"):
+            module.is_torchao_available = lambda: False
+
+
 def with_lora(model, lora: str, dropout: float):  # type: ignore[no-untyped-def]
     """``peft.get_peft_model`` with LoRA ``RANK:TARGETS`` (alpha 2 x rank, PEFT's other defaults) on a model
     whose parameters already sit on the fake CUDA device."""
     import torch
     from peft import LoraConfig, get_peft_model
     from peft.tuners import tuners_utils
+
+    _torchao_absent()
 
     # adapters are created on the fake device already; module.to() cannot swap fake parameters
     tuners_utils.BaseTunerLayer._move_adapter_to_device_of_base_layer = lambda *args, **kw: None

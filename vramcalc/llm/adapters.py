@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from vramcalc.choices import AdapterType, Architecture, Attention, Mlp, Optimizer
+from vramcalc.choices import AdapterType, Architecture, Attention, Mlp, Optimizer, QkNorm
 from vramcalc.core import activations as act
 from vramcalc.core.shape import ModelShape, moe_layers, routed_rows
 from vramcalc.errors import SpecError
@@ -260,7 +260,8 @@ def frozen_norm_bytes(shape: ModelShape, n_tokens: int, dt: act.Dtypes) -> int:
     HF RMSNorm: its fp32 input copy and rstd; and the squared input its ``mean`` keeps where the model's code
     says so, ``ModelCode.rmsnorm_square_saved``)."""
     if shape.norm.value == "layernorm":
-        return n_tokens * (shape.hidden * dt.residual + act.LAYERNORM_STATS)
+        saved_input = act.FP32 if shape.code.layernorm_fp32 else dt.residual  # OLMo's norm runs on an fp32 copy
+        return n_tokens * (shape.hidden * saved_input + act.LAYERNORM_STATS)
     return n_tokens * (shape.hidden * act.FP32 + act.RMSNORM_STATS + act.rmsnorm_square_bytes(shape, dt))
 
 
@@ -281,10 +282,17 @@ def frozen_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attent
     attn = act.attention_saved_bytes(shape, tk, t, t, dt, attention, cross=False)
     attn -= act.input_copy_bytes(t, shape.hidden, 1 if shape.fused_qkv else 3, dt)
     flash = shape.code.flash if attention is Attention.flash else None
-    if attention is Attention.eager or (flash is not None and flash.output_copied):
+    head_major = flash is None and shape.code.head_major_query and act.attention_kernel(shape, dt, attention) == "flash"
+    if attention is Attention.eager or (flash is not None and flash.output_copied) or head_major:
         attn -= t * shape.q_width * act.kernel_bytes(shape, dt, attention)  # the context copy is o_proj's input
+    if shape.qk_norm is not QkNorm.none and shape.mla is None:
+        # a frozen q/k norm weight: the product with it keeps no normalised tensor, only the fp32 input copy
+        normed = act.FP32 if shape.code.rmsnorm_normed_fp32 else dt.compute
+        attn -= t * (shape.q_width + shape.kv_width) * normed
     mlp = frozen_mlp_bytes(shape, t, dt)
-    return frozen_norm_bytes(shape, t, dt) + attn + mlp + act.dropout_mask_bytes(shape, t, 2)
+    # the norms after the sublayers of a sandwich block (Gemma 2 and 3) keep their inputs too
+    sandwich = (shape.norms_per_layer - 2) * frozen_norm_bytes(shape, t, dt) if shape.norms_per_layer > 2 else 0
+    return frozen_norm_bytes(shape, t, dt) + sandwich + attn + mlp + act.dropout_mask_bytes(shape, t, 2)
 
 
 def frozen_saved_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
