@@ -26,7 +26,7 @@ LAYERS, HIDDEN, HEADS, VOCAB, POSITIONS = 2, 64, 4, 1000, 64
 TINY_OPT = {
     "architecture": "decoder", "layers": LAYERS, "hidden_size": HIDDEN, "heads": HEADS, "ffn_size": 256,
     "mlp": "relu", "norm": "layernorm", "position": "learned", "position_offset": 2, "vocab_size": VOCAB,
-    "max_position_embeddings": POSITIONS, "dropout": 0.1, "model_type": "opt",
+    "max_position_embeddings": POSITIONS, "dropout": 0.1, "fused_qkv": False, "model_type": "opt",
 }  # fmt: skip
 TINY_NEOX = {
     "architecture": "decoder", "layers": LAYERS, "hidden_size": HIDDEN, "heads": HEADS, "ffn_size": 256,

@@ -256,6 +256,8 @@ def attention_saved_bytes(
         output *= 2  # the head-major kernel output, and its copy for the output projection
     if not cross:
         qkv += _attention_extra_saved(shape, q_tokens, dt)
+        if fused and shape.code.kv_copies_beside_fused_qkv:
+            qkv += 2 * q_tokens * shape.kv_width * k  # the cache's copies, which the fused kernel saves
         if shape.code.rotary_cat_saved(sdpa=kernel != "eager"):
             qkv += q_tokens * (shape.q_width + shape.kv_width) * dt.compute
     scores = tk.batch * shape.heads * seq_q * seq_kv

@@ -75,6 +75,9 @@ class ModelCode:
     logits_clone: bool = False
     #: The returned KV cache is a copy of K and V, not the attention's own tensors.
     cache_copied: bool = True
+    #: A training forward's copying cache hands SDPA copies of K and V while the query, a view of the fused QKV
+    #: output, keeps all of that output: two K/V-sized tensors beyond the three a QKV count has (GPT-2).
+    kv_copies_beside_fused_qkv: bool = False
     #: The rotary embedding runs in fp32, so the cached key is an fp32 tensor.
     fp32_rotary_key: bool = False
     #: Generation without a cache keeps a step's outputs until the next forward returns.

@@ -77,7 +77,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vramcalc.choices import Architecture, Attention, KvCache, KvCacheDtype, Mode, Norm, Precision, Runtime
+from vramcalc.choices import (
+    Architecture,
+    Attention,
+    Checkpointing,
+    KvCache,
+    KvCacheDtype,
+    Mode,
+    Norm,
+    Position,
+    Precision,
+    Runtime,
+)
 from vramcalc.core.code import ModelCode
 from vramcalc.core.shape import ModelShape
 from vramcalc.errors import SpecError
@@ -317,6 +328,8 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
     family = _no_sdpa(model_type, workload)
     if family is not None and workload.attention is Attention.eager and runs_model(workload):
         said.append(f"{family}: transformers' classes have no SDPA path, so eager attention")
+    if model_type and _training_cache_copies_kv(workload, shape, code):
+        code = replace(code, kv_copies_beside_fused_qkv=True)
     if shape.norm is Norm.rmsnorm and workload.mode is Mode.train and torch_stack.mean_saves_input(workload):
         # LlamaRMSNorm and its kin: variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
         code = replace(code, rmsnorm_square_saved=True, rmsnorm_square_fp32=True)
@@ -325,6 +338,24 @@ def model_code(spec: ModelSpec, workload: Workload, shape: ModelShape) -> tuple[
             "each RMSNorm also keeps its fp32 squared input"
         )
     return code, said
+
+
+def _training_cache_copies_kv(workload: Workload, shape: ModelShape, code: ModelCode) -> bool:
+    """Whether a decoder's training forward builds a copying cache (``use_cache``, the configs' default, with
+    gradient checkpointing off; ``DynamicLayer`` concatenates from 4.56) beside a fused QKV whose query stays a view
+    of it (no rotary embedding makes a new one): GPT-2 and its kin (traced: the SDPA step holds the two copies).
+    Asked for models whose transformers ``model_type`` is known (a spec of a bare shape says nothing of the class
+    that runs it, nor of its cache)."""
+    return (
+        workload.mode is Mode.train
+        and workload.use_cache is not False
+        and workload.gradient_checkpointing is Checkpointing.none
+        and shape.architecture is Architecture.decoder
+        and shape.fused_qkv
+        and shape.position is not Position.rotary
+        and code.cache_copied
+        and runs_model(workload)
+    )
 
 
 def notes(code: ModelCode, model_type: str) -> list[str]:
