@@ -107,7 +107,20 @@ LLAMA_LIKE = {
     "phi3": ("Phi3Config", "Phi3ForCausalLM"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
 }
-FAMILIES = ("opt", "gpt_neox", "starcoder2", "gpt_bigcode", "falcon", "bloom", "phi", "gptj", "gpt2", *LLAMA_LIKE)
+ENCODERS = ("roberta", "xlm-roberta", "distilbert", "deberta-v2")  # masked-LM heads: pass --arch bert
+FAMILIES = (
+    "opt",
+    "gpt_neox",
+    "starcoder2",
+    "gpt_bigcode",
+    "falcon",
+    "bloom",
+    "phi",
+    "gptj",
+    "gpt2",
+    *LLAMA_LIKE,
+    *ENCODERS,
+)
 
 
 def family_model(family: str, a, config_cache: bool = False, overrides: dict | None = None):  # type: ignore[no-untyped-def]
@@ -158,6 +171,20 @@ def family_model(family: str, a, config_cache: bool = False, overrides: dict | N
                            num_key_value_heads=a.kv_heads or a.heads, head_dim=a.hidden // a.heads,
                            intermediate_size=a.ffn, vocab_size=a.vocab,
                            max_position_embeddings=max(2048, a.seq))  # fmt: skip
+    elif family in ("roberta", "xlm-roberta"):  # with --arch bert (masked-LM batches); positions offset by 2
+        cfg = T.RobertaConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                              intermediate_size=a.ffn, vocab_size=a.vocab,
+                              max_position_embeddings=max(514, a.seq + 2))  # fmt: skip
+        cls = T.RobertaForMaskedLM if family == "roberta" else T.XLMRobertaForMaskedLM
+    elif family == "distilbert":  # with --arch bert
+        cfg = T.DistilBertConfig(n_layers=a.layers, dim=a.hidden, n_heads=a.heads, hidden_dim=a.ffn,
+                                 vocab_size=a.vocab, max_position_embeddings=max(512, a.seq))  # fmt: skip
+        cls = T.DistilBertForMaskedLM
+    elif family == "deberta-v2":  # with --arch bert; DeBERTa-v3's layout comes from --set (relative_attention ...)
+        cfg = T.DebertaV2Config(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                                intermediate_size=a.ffn, vocab_size=a.vocab,
+                                max_position_embeddings=max(512, a.seq))  # fmt: skip
+        cls = T.DebertaV2ForMaskedLM
     elif family == "gpt2":  # GPT2Config defaults (gelu_new, dropouts 0.1); --set changes e.g. activation_function
         cfg = T.GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn, vocab_size=a.vocab,
                            n_positions=max(1024, a.seq))  # fmt: skip
@@ -373,8 +400,12 @@ def main(argv: list[str]) -> None:
             model = with_peft(model, method, float(dropout or 0.0))
             desc += f" + PEFT {method}"
         built["model"] = model
-        if dump_config:
-            Path(dump_config).write_text(model.config.to_json_string(), encoding="utf-8")
+        if dump_config:  # as save_pretrained writes it: with the model's class in architectures
+            config = model.get_base_model().config if hasattr(model, "get_base_model") else model.config
+            config.architectures = [
+                type(model.get_base_model() if hasattr(model, "get_base_model") else model).__name__
+            ]
+            Path(dump_config).write_text(config.to_json_string(), encoding="utf-8")
         if native_silu:
             from tracer_bnb import native_silu_backward
 

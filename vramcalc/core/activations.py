@@ -271,7 +271,38 @@ def attention_saved_bytes(
         core = scores * score_bytes_per_element(shape, dt, training=True)
         if shape.code.eager_qk_fp32 and not cross and dt.compute != FP32:
             core += q_tokens * (shape.q_width + kv_width) * FP32  # the matmul's fp32 Q and K
+        if not cross:
+            core += disentangled_saved_bytes(shape, tk.batch, seq_q, dt.compute)
     return qkv + copies + output + core
+
+
+def disentangled_transient_bytes(shape: ModelShape, batch: int, seq: int, compute: int) -> int:
+    """DeBERTa's disentangled attention, one no-grad layer at its widest: the content scores, and per score term
+    its gathered scores and the running sum, while the last term's raw product with the position side (heads x
+    seq x 2 span) is gathered, or its scaled copy made; the int64 relative positions and each term's clamped
+    index (seq x seq); both repeated position projections (the keys are shared)."""
+    terms, span = shape.relative_attention_terms, shape.relative_attention_span
+    if not terms:
+        return 0
+    square = batch * shape.heads * seq * seq * compute
+    raw = batch * shape.heads * seq * 2 * span * compute
+    widest = maximum(2 * terms * square + raw, (2 * terms + 1) * square)
+    return widest + (1 + terms) * seq * seq * 8 + 2 * batch * 2 * span * shape.q_width * compute
+
+
+def disentangled_saved_bytes(shape: ModelShape, batch: int, seq: int, compute: int) -> int:
+    """DeBERTa's disentangled attention (transformers' ``DisentangledSelfAttention``, read at 4.42 and 5.25), one
+    layer, training: per score term (content-to-position, position-to-content), ``torch.gather`` keeps the raw
+    product of the queries (keys) with the relative-position keys (queries), heads x seq x 2 span, and its int64
+    index of seq x seq positions; the product keeps its repeated position keys (queries), 2 span x hidden per
+    sequence. The content scores' matmul keeps its own scaled copy of K."""
+    terms, span = shape.relative_attention_terms, shape.relative_attention_span
+    if not terms:
+        return 0
+    raw = batch * shape.heads * seq * 2 * span * compute
+    index = seq * seq * 8
+    position_side = batch * 2 * span * shape.q_width * compute
+    return terms * (raw + index + position_side) + batch * seq * shape.kv_width * compute
 
 
 def _attention_extra_saved(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
@@ -491,7 +522,8 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
     attn = n_tok * (2 * shape.q_width + 2 * shape.kv_width) * c
     if attention is Attention.eager:
         seq = max(tk.seq, tk.target)  # masked scores + softmax (an fp32 one cast back while both are alive)
-        attn += tk.batch * shape.heads * seq * seq * (c + (FP32 + c if dt.amp or _softmax_upcast(shape) else c))
+        scores = tk.batch * shape.heads * seq * seq * (c + (FP32 + c if dt.amp or _softmax_upcast(shape) else c))
+        attn += maximum(scores, disentangled_transient_bytes(shape, tk.batch, seq, c))
         attn += 2 * n_tok * shape.q_width * c if shape.kv_heads < shape.heads else 0  # repeat_kv's K and V
     mlp = n_tok * shape.ffn * inference_mlp_per_element(shape, dt)
     block = maximum(

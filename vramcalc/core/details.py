@@ -54,6 +54,8 @@ def resolve_details(spec: ModelSpec, arch: Architecture, head: Head) -> tuple[di
         "norm_weights": spec.norm_weights is not False,
         "embedding_norm": bool(spec.embedding_norm),
         "attention_softcap": bool(spec.attention_softcap),
+        "relative_attention_span": spec.relative_attention_span or 0,
+        "relative_attention_terms": (spec.relative_attention_terms or 0) if spec.relative_attention_span else 0,
         "logit_softcap": bool(spec.logit_softcap),
         "position_offset": spec.position_offset or 0,
         "embedding_dim": spec.embedding_dim if spec.embedding_dim not in (None, spec.hidden_size) else 0,

@@ -72,6 +72,8 @@ class ModelShape:
     norm_weights: bool = True  # False: the norms have no weight or bias
     embedding_norm: bool = False
     attention_softcap: bool = False  # tanh soft-capping of the attention scores (eager attention keeps it)
+    relative_attention_span: int = 0  # DeBERTa: relative positions each side (0: no disentangled attention)
+    relative_attention_terms: int = 0  # DeBERTa: content-to-position and position-to-content terms (0 to 2)
     logit_softcap: bool = False  # tanh soft-capping of the output logits
     position_offset: int = 0
     embedding_dim: int = 0  # 0: the token embedding is hidden wide

@@ -92,8 +92,14 @@ def deberta_v2(r: Reader) -> Imported:
         raise r.fail("attention_head_size", f"{head_size} x heads != hidden_size is not modelled")
     rows = (r.count("max_position_embeddings", default=512) or 512) if r.flag("position_biased_input", True) else 0
     notes: list[str] = []
+    raw_types = r.config.get("pos_att_type")  # DebertaV2Config also takes "p2c|c2p"
+    types = (
+        {x.strip() for x in raw_types.lower().split("|")}
+        if isinstance(raw_types, str)
+        else set(r.names("pos_att_type"))
+    )
     if r.flag("relative_attention", False):
-        if not r.flag("share_att_key", False) and set(r.names("pos_att_type")) & {"c2p", "p2c"}:
+        if not r.flag("share_att_key", False) and types & {"c2p", "p2c"}:
             raise r.fail("share_att_key", "false is not modelled (separate position key/query projections)")
         buckets = r.count("position_buckets", default=-1, minimum=-1) or -1
         span = buckets if buckets > 0 else r.count("max_relative_positions", default=-1, minimum=-1) or -1
@@ -101,6 +107,9 @@ def deberta_v2(r: Reader) -> Imported:
         rows += 2 * span
         if "layer_norm" in r.text("norm_rel_ebd", "none"):
             model["embedding_norm"] = True
+        terms = len(types & {"c2p", "p2c"})
+        if terms:
+            model |= {"relative_attention_span": span, "relative_attention_terms": terms}
         notes.append(f"deberta: rel_embeddings ({2 * span} rows) as position rows; seq_len <= {rows}")
     if not rows:
         raise r.fail("position_biased_input", "false without relative_attention: no positions to count")

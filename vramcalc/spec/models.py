@@ -233,6 +233,10 @@ class ModelSpec(SpecSection):
     embedding_norm: bool | None = None
     position_offset: NonNegativeInt | None = None
     embedding_dim: PositiveInt | None = None
+    # DeBERTa's disentangled attention: the relative positions each side spans, and how many of its
+    # content-to-position and position-to-content score terms each layer adds
+    relative_attention_span: PositiveInt | None = None
+    relative_attention_terms: Annotated[int, Field(strict=True, ge=1, le=2)] | None = None
     # Soft-capping with tanh (Gemma 2): of the attention scores, of the output logits
     attention_softcap: bool | None = None
     logit_softcap: bool | None = None

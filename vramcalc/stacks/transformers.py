@@ -150,11 +150,13 @@ QK_FP32_FAMILIES = ("gptj",)
 MLP_BACKWARD_FFN_TENSORS = {"bloom": 5}
 #: Families whose transformers classes have no SDPA path: their name, and the first release without one (None:
 #: none ever had one). Asked for ``attn_implementation="sdpa"`` they raise; asked for nothing they run eager
-#: attention. ``BloomForCausalLM``: ``_supports_sdpa`` unset (read at 4.42 and 5.25). Gemma 2: ``_supports_sdpa =
+#: attention. ``BloomForCausalLM`` and the DeBERTa-v2 classes: ``_supports_sdpa`` unset (read at 4.42, 4.48 and 5.25).
+#: Gemma 2: ``_supports_sdpa =
 #: False  # sdpa does not support softcapping`` from 5.21 (read at 5.20, 5.21, 5.25).
 NO_SDPA_FAMILIES: dict[str, tuple[str, tuple[int, int, int] | None]] = {
     "bloom": ("BLOOM", None),
     "gemma2": ("Gemma 2", (5, 21, 0)),
+    "deberta-v2": ("DeBERTa-v2", None),
 }
 
 
