@@ -106,6 +106,11 @@ LLAMA_LIKE = {
     "mistral": ("MistralConfig", "MistralForCausalLM"),
     "phi3": ("Phi3Config", "Phi3ForCausalLM"),
     "llama": ("LlamaConfig", "LlamaForCausalLM"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM"),  # --set num_local_experts / num_experts_per_tok
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+    "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
+    "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
+    "phimoe": ("PhimoeConfig", "PhimoeForCausalLM"),
 }
 ENCODERS = ("roberta", "xlm-roberta", "distilbert", "deberta-v2")  # masked-LM heads: pass --arch bert
 FAMILIES = (
@@ -383,6 +388,10 @@ def main(argv: list[str]) -> None:
     import fakecuda  # type: ignore[import-not-found]
 
     fakecuda.enable()  # before torch is imported (idempotent: groundtruth.run calls it again)
+    import torch
+
+    # transformers' grouped-GEMM experts ask the card's compute capability: the modelled H100's
+    torch.cuda.get_device_capability = lambda *args, **kw: (9, 0)
     import groundtruth  # type: ignore[import-not-found]
     import models  # type: ignore[import-not-found]
 

@@ -485,6 +485,25 @@ def block_backward_temp_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
     return n_tokens * (shape.code.mlp_backward_ffn_tensors * shape.ffn + shape.hidden) * dt.compute
 
 
+def moe_block_backward(shape: ModelShape, tk: Tokens, dt: Dtypes) -> tuple[int, int, int] | None:
+    """The top block's backward through its experts, where the top layer is a mixture of experts run as grouped
+    GEMMs over the routed rows (transformers 5's ``grouped_mm_experts_forward``; not the per-expert loop of
+    ``ModelCode.experts_per_module``): at the gated product's backward the down projection has freed the product it
+    saved (rows x expert ffn), the routing-weight multiply the expert outputs it saved (rows x hidden), and it has
+    written every expert's down-projection gradient, and the gradients of the product
+    and of both its factors are alive (3 x rows x expert ffn) beside the residual stream's (tokens x hidden).
+    Returns (activations freed, gradient parameters written, temporaries), or None for a dense top layer."""
+    from vramcalc.core.shape import moe_layers, routed_rows
+
+    m = shape.moe
+    if m is None or shape.code.experts_per_module or moe_layers(shape) == 0 or shape.layers % m.frequency:
+        return None
+    rows, c = routed_rows(m, tk.encoder), dt.compute
+    freed = rows * (m.expert_ffn + shape.hidden) * c
+    down_gradients = m.experts * m.expert_ffn * shape.hidden
+    return freed, down_gradients, rows * 3 * m.expert_ffn * c + tk.encoder * shape.hidden * c
+
+
 def checkpoint_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
     """Full gradient checkpointing (HF, non-reentrant): each block keeps only its input."""
     per_block = tk.encoder * shape.hidden * dt.residual * shape.layers

@@ -124,6 +124,17 @@ def _training_phase_candidates(work: ResolvedWorkload, base: Phase) -> dict[str,
             "temporaries": act.block_backward_temp_bytes(shape, tk, dt),
         }
         backward = [start, last_block]
+        experts = act.moe_block_backward(shape, tk, dt)
+        if experts is not None:
+            freed, down_gradients, temporaries = experts
+            backward.append(
+                {
+                    **last_block,
+                    "activations": last_block["activations"] - freed,
+                    "gradients": head_grads + down_gradients * dt.param,
+                    "temporaries": temporaries,
+                }
+            )
         if checkpointing.has_block_moments(shape) and stack.activation_offload is None:
             # the top and the bottom block's backward, each block keeping all it saved (beside its input)
             held = {**live, "autocast_weight_copies": copies, "activations": saved, "gradients": head_grads}

@@ -187,18 +187,29 @@ def resolve(
     return gen, notes
 
 
-def block_transient(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
+#: Runtimes that run the model in transformers' own classes.
+HF_RUNTIMES = (Runtime.hf, Runtime.hf_legacy)
+
+
+def block_transient(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, transformers: bool = False
+) -> int:
     """The largest transient inside a block of a no-grad forward: ``activations.inference_transient_bytes``
-    without its head, plus what a MoE layer's routed MLP needs beyond the dense MLP."""
+    without its head, plus what a MoE layer's routed MLP needs beyond the dense MLP (``transformers``: as
+    transformers' own experts run, grouped GEMMs from 5.0, else as fused MoE kernels allocate)."""
     block = act.inference_transient_bytes(replace(shape, head=Head.none), tk, dt, attention)
     n_tok = max(tk.encoder, tk.decoder)
     dense_mlp = n_tok * shape.ffn * dt.compute * (3 if shape.gated else 2)
-    return block + max(0, moe.transient_mlp_bytes(shape, n_tok, dt.compute) - dense_mlp)
+    grouped = transformers and not shape.code.experts_per_module
+    return block + max(0, moe.transient_mlp_bytes(shape, n_tok, dt.compute, grouped) - dense_mlp)
 
 
-def prefill_transient(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, head: int) -> int:
-    """No-grad forward over ``tk``: max(block, head), with ``head`` bytes at the output (logits and hidden)."""
-    return max(block_transient(shape, tk, dt, attention), head)
+def prefill_transient(
+    shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention, head: int, transformers: bool = False
+) -> int:
+    """No-grad forward over ``tk``: max(block, head), with ``head`` bytes at the output (logits and hidden);
+    ``transformers``: the model runs in transformers' classes."""
+    return max(block_transient(shape, tk, dt, attention, transformers), head)
 
 
 def head_bytes(shape: ModelShape, out_tokens: int, logit_rows: int, dt: act.Dtypes, fp32_copy: bool) -> int:
@@ -228,7 +239,7 @@ def release_head_bytes(shape: ModelShape, out_tokens: int, batch: int, dt: act.D
 def forward_activations(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attention: Attention) -> int:
     """The plain ``model(**batch)`` forward: logits for every position at the compute dtype."""
     out_tokens = tk.decoder if shape.architecture is Architecture.encoder_decoder else tk.encoder
-    return prefill_transient(shape, tk, dt, attention, head_bytes(shape, out_tokens, out_tokens, dt, False))
+    return prefill_transient(shape, tk, dt, attention, head_bytes(shape, out_tokens, out_tokens, dt, False), True)
 
 
 def kv_bytes(gen: Generation, tokens_per_sequence: int) -> int:
@@ -253,7 +264,7 @@ def prefill_phase(shape: ModelShape, gen: Generation, dt: act.Dtypes, attention:
         return static_prefill(shape, gen, gen.static, dt, attention, head)
     cached = gen.context if gen.runtime in (Runtime.vllm, Runtime.litgpt) else gen.prompt
     return {
-        "activations": prefill_transient(shape, tk, dt, attention, head),
+        "activations": prefill_transient(shape, tk, dt, attention, head, gen.runtime in HF_RUNTIMES),
         "kv_cache": (prompt_cache_bytes(gen) if gen.prefill_per_token else kv_bytes(gen, cached)) + mask_bytes(gen),
         "inputs": _ids(gen.batch * gen.prompt),
     }

@@ -41,7 +41,8 @@ def saved_delta_per_layer(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     Router: logits (T x E, compute dtype), fp32 softmax (T x E), top-k ids (int64) and the renormalised
     fp32 weights (T x k) plus their sum. Per routed row: the gathered hidden state (saved by w1/w3), the
     expert's MLP tensors (as a dense MLP of expert width), the w2 output and its routing weight (saved by
-    the weighting multiply) and its row index (int64). Shared experts: a dense MLP each over all tokens.
+    the weighting multiply) and its row index (int64). Shared experts: a dense MLP each over all tokens, of the
+    shared width; Qwen2-MoE's sigmoid gate on them has its multiply keep their output (tokens x hidden).
     """
     if shape.moe is None:
         return 0
@@ -50,7 +51,9 @@ def saved_delta_per_layer(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     router = n_tokens * (m.experts * (c + FP32) + m.top_k * (INDEX + FP32) + FP32)
     per_row = 2 * h * c + c + INDEX
     experts = rows * per_row + _dense_saved(shape, rows, dt, m.expert_ffn)
-    shared = m.shared * _dense_saved(shape, n_tokens, dt, m.expert_ffn)
+    shared = m.shared * _dense_saved(shape, n_tokens, dt, m.shared_width)
+    if m.shared and m.shared_gate:
+        shared += n_tokens * h * c
     return router + experts + shared - _dense_saved(shape, n_tokens, dt, shape.ffn)
 
 
@@ -59,19 +62,28 @@ def saved_delta(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     return moe_layers(shape) * saved_delta_per_layer(shape, n_tokens, dt)
 
 
-def transient_mlp_bytes(shape: ModelShape, n_tokens: int, c: int) -> int:
+def transient_mlp_bytes(shape: ModelShape, n_tokens: int, c: int, grouped: bool = False) -> int:
     """No-grad forward: the largest MLP-side tensors alive at once in one layer.
 
     Dense: ffn-wide gate/up/product (3 for gated MLPs, 2 otherwise). MoE, as fused MoE kernels allocate
     (vLLM ``fused_moe``: gate_up cache of 2 x ffn, activation cache of ffn and the per-row output of
-    hidden for every routed row; HF's per-expert loop needs less): routed rows x (3 x ffn + hidden),
-    the router logits and fp32 softmax, and the shared experts run on all tokens.
+    hidden for every routed row; HF's per-expert loop of transformers 4 needs less): routed rows x (3 x ffn +
+    hidden), the router logits and fp32 softmax, and the shared experts run on all tokens. ``grouped``:
+    transformers 5's grouped GEMMs (``grouped_mm_experts_forward``, read at 5.25), which hold the gathered rows,
+    their gate_up output, the activation and the product at once: rows x (4 x ffn + hidden), while the shared
+    experts' output (tokens x hidden) waits; or the shared experts' MLP (3 x their total width) beside the
+    routed output (traced: Mixtral, Qwen2-MoE).
     """
     if shape.moe is None or moe_layers(shape) == 0:
         return n_tokens * shape.ffn * c * (3 if shape.gated else 2)
     m = shape.moe
     rows = routed_rows(m, n_tokens)
-    routed = rows * (3 * m.expert_ffn + shape.hidden) * c + n_tokens * m.experts * (c + FP32)
-    shared = n_tokens * m.expert_ffn * c * 3 if m.shared else 0
+    router = n_tokens * m.experts * (c + FP32)
+    shared = n_tokens * m.shared * m.shared_width * c * 3  # one MLP of the shared experts' total width
     dense = n_tokens * shape.ffn * c * (3 if shape.gated else 2) if moe_layers(shape) < shape.layers else 0
+    if grouped:
+        other = n_tokens * shape.hidden * c  # the shared or the routed experts' output, computed first
+        routed = rows * (4 * m.expert_ffn + shape.hidden) * c + router + (other if m.shared else 0)
+        return max(routed, shared + other if m.shared else 0, dense)
+    routed = rows * (3 * m.expert_ffn + shape.hidden) * c + router
     return max(routed + shared, dense)

@@ -83,7 +83,7 @@ def phase(shape: ModelShape, wl: Workload, dt: act.Dtypes) -> tuple[dict[str, in
         notes.append("generate: the previous step's logits stay allocated through the next forward (up to 4.41)")
     notes.append(f"use_cache: false: every new token runs the whole sequence again; the last step {tokens} positions")
     comps = {
-        "activations": generation.prefill_transient(shape, tk, dt, wl.attention, head) + held,
+        "activations": generation.prefill_transient(shape, tk, dt, wl.attention, head, transformers=True) + held,
         "inputs": generation.ids_bytes(out),
     }
     return comps, tokens, context, notes
