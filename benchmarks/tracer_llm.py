@@ -111,6 +111,9 @@ LLAMA_LIKE = {
     "olmoe": ("OlmoeConfig", "OlmoeForCausalLM"),
     "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM"),
     "phimoe": ("PhimoeConfig", "PhimoeForCausalLM"),
+    "deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),  # latent attention from --set kv_lora_rank ...
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM"),
+    "llama4_text": ("Llama4TextConfig", "Llama4ForCausalLM"),
 }
 ENCODERS = ("roberta", "xlm-roberta", "distilbert", "deberta-v2")  # masked-LM heads: pass --arch bert
 FAMILIES = (

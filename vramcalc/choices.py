@@ -43,11 +43,13 @@ class Head(StrEnum):
 
 
 class QkNorm(StrEnum):
-    """Norm weights on the queries and keys: none, one of head_dim per projection, or over its whole width."""
+    """Norms on the queries and keys: none, one with weights of head_dim per projection, one over its whole
+    width, or Llama 4's L2 norm of each head, without weights."""
 
     none = "none"
     head = "head"
     projection = "projection"
+    l2 = "l2"
 
 
 class Mode(StrEnum):

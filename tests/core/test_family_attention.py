@@ -109,6 +109,8 @@ def test_config_families_against_the_tracer(case: dict[str, Any]) -> None:
     mixtures of experts in bf16, SDPA: Mixtral +0.03 %, Qwen3-MoE +0.01 %, OLMoE +0.04 % (the top layer's backward
     through its grouped experts: -3.5 % on Mixtral), Qwen2-MoE +0.04 % (its shared expert counted at its own width,
     and the gate's multiply keeping its output: -8.3 %), PhiMoE eager +0.03 %, SDPA +0.04 % (its fp32 softmax);
+    DeepSeek-V2 SDPA +0.16 %, eager +1.00 %, V3 SDPA +0.15 % (its latent norms keep fp32 inputs and 16-bit outputs,
+    its router runs in fp32: -2.22 %); Llama 4 SDPA +0.06 % (every expert runs on every token: -28.1 %);
     GPT-2 eager -0.00 % with its config's dropouts of 0.1 and without them (read from resid_pdrop and attn_pdrop),
     SDPA -0.00 % (the training forward's cache copies of K and V, which SDPA saves beside the fused QKV output its
     query keeps alive; before: -2.60 %).
@@ -331,7 +333,8 @@ def test_no_grad_forward_against_the_tracer(case: dict[str, Any]) -> None:
     first term's gathered scores and the running sum alive: -0.50 % (before: -32.0 %). Mixtral and Qwen2-MoE in bf16:
     transformers' grouped GEMMs hold the gathered rows, gate_up, the activation and the product at once (and
     Qwen2-MoE's shared expert runs first, its output waiting): -0.15 % and -0.45 % (before, counted as vLLM's fused
-    kernels: -6.67 %, +6.85 %). Within 1 %."""
+    kernels: -6.67 %, +6.85 %). DeepSeek-V2 -0.17 % and Llama 4 -0.11 % (shared experts last, the routed output
+    waiting; Llama 4's experts run on every token, and its layer keeps the attention's output). Within 1 %."""
     model, _ = model_from_config(case["config"], case["id"])
     workload = {"mode": "inference", "batch_size": 2, "seq_len": 512, "precision": case.get("precision", "fp16"),
                 "attention": case["id"].split("-")[1]}  # fmt: skip
@@ -408,3 +411,30 @@ def test_moe_shared_expert_at_its_own_width_by_hand() -> None:
     # softmax (1,024 x 4 x 6 B) and the shared expert's output waiting (1,024 x 512 x 2 B)
     routed = 2048 * (4 * 1024 + 512) * 2 + 1024 * 4 * 6 + 1024 * 512 * 2
     assert moe.transient_mlp_bytes(shape, tk.encoder, 2, grouped=True) == routed
+
+
+def test_llama4_and_deepseek_moe_facts_by_hand() -> None:
+    # Llama4TextMoe: hidden_states.repeat(num_experts, 1), then batched matmuls: 4 experts x 1,024 tokens rows (not
+    # 1,024 x top-1); its shared expert runs after them, so at the routed product's backward its 4 ffn-wide
+    # tensors (1,024 x 1,024 x 2 B each) are freed and its 3 weight gradients (512 x 1,024) written
+    from vramcalc.core.shape import expert_rows
+
+    llama4 = _moe_work("llama4_text-sdpa-bf16-b2-s512-noopt")
+    shape, tk, dt = llama4.shape, llama4.tokens, llama4.dtypes
+    assert expert_rows(shape, 1024) == 4 * 1024 and shape.code.shared_experts_last
+    freed, gradients, temporaries = act.moe_block_backward(shape, tk, dt) or (0, 0, 0)
+    assert freed == 4096 * 1024 * 2 + 4 * 1024 * 1024 * 2
+    assert gradients == 4 * 1024 * 512 + 3 * 512 * 1024
+    assert temporaries == 4096 * 3 * 1024 * 2 + 2 * 1024 * 512 * 2
+    # its L2 q/k norm keeps x.float() (4 B) of q (512 wide) and k (2 KV heads x 64) per token; no weights
+    assert shape.qk_norm is QkNorm.l2
+    from vramcalc.core.params import count_params
+
+    assert count_params(shape) == count_params(replace(shape, qk_norm=QkNorm.none))
+    # DeepSeek's router multiplies fp32 copies of its input and weight: 1,024 x 512 x 4 B and 4 x 512 x 4 B more
+    from vramcalc.llm import moe
+
+    deepseek = _moe_work("deepseek_v2-sdpa-bf16-b2-s512-noopt")
+    plain = replace(deepseek.shape, code=replace(deepseek.shape.code, router_fp32=False))
+    extra = moe.saved_delta_per_layer(deepseek.shape, 1024, dt) - moe.saved_delta_per_layer(plain, 1024, dt)
+    assert extra == 1024 * 512 * 4 + 4 * 512 * 4

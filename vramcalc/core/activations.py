@@ -17,7 +17,7 @@ parameter, compute (2 under autocast) and residual dtypes (4 under autocast: par
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vramcalc.choices import Architecture, Attention, Head, Mlp, Norm, Position, QkNorm
 from vramcalc.core import t5
@@ -307,14 +307,18 @@ def disentangled_saved_bytes(shape: ModelShape, batch: int, seq: int, compute: i
 
 def _attention_extra_saved(shape: ModelShape, n_tokens: int, dt: Dtypes) -> int:
     """q/k norms: the fp32 input copy and the output of each (as HF's RMSNorm; statistics are small).
-    MLA: the compressed latent and its normed copy (input of kv_b_proj) and, with q_lora_rank, the query
-    latent and its normed copy; the decompressed K/V and the attention at qk_nope + qk_rope head width are
-    Q/K/V above (head_dim is that width for MLA)."""
+    MLA: the RMSNorms of the compressed KV latent and, with q_lora_rank, of the query latent, each as HF's
+    (``DeepseekV2RMSNorm``): its fp32 input copy, its normalised 16-bit cast and its output (the input of
+    kv_b_proj or q_b_proj), and rstd (traced: transformers 5.25); the decompressed K/V and the attention at
+    qk_nope + qk_rope head width are Q/K/V above (head_dim is that width for MLA)."""
     if shape.mla is not None:
         m = shape.mla
-        return n_tokens * (m.latent + m.kv_lora_rank + 2 * m.q_lora_rank) * dt.compute
+        latents = m.kv_lora_rank + m.q_lora_rank
+        return n_tokens * (latents * (FP32 + 2 * dt.compute) + RMSNORM_STATS * (2 if m.q_lora_rank else 1))
     if shape.qk_norm is QkNorm.none:
         return 0
+    if shape.qk_norm is QkNorm.l2:  # Llama 4: x.float() is kept; its 16-bit output is the Q or K counted above
+        return n_tokens * (shape.q_width + shape.kv_width) * FP32
     normed = FP32 if shape.code.rmsnorm_normed_fp32 else dt.compute
     return n_tokens * (shape.q_width + shape.kv_width) * (FP32 + normed)
 
@@ -491,17 +495,25 @@ def moe_block_backward(shape: ModelShape, tk: Tokens, dt: Dtypes) -> tuple[int, 
     ``ModelCode.experts_per_module``): at the gated product's backward the down projection has freed the product it
     saved (rows x expert ffn), the routing-weight multiply the expert outputs it saved (rows x hidden), and it has
     written every expert's down-projection gradient, and the gradients of the product
-    and of both its factors are alive (3 x rows x expert ffn) beside the residual stream's (tokens x hidden).
+    and of both its factors are alive (3 x rows x expert ffn) beside the residual stream's (tokens x hidden). Where
+    the shared experts run after the routed ones (``ModelCode.shared_experts_last``), their backward came first.
     Returns (activations freed, gradient parameters written, temporaries), or None for a dense top layer."""
-    from vramcalc.core.shape import moe_layers, routed_rows
+    from vramcalc.core.shape import expert_rows, moe_layers
 
     m = shape.moe
     if m is None or shape.code.experts_per_module or moe_layers(shape) == 0 or shape.layers % m.frequency:
         return None
-    rows, c = routed_rows(m, tk.encoder), dt.compute
-    freed = rows * (m.expert_ffn + shape.hidden) * c
-    down_gradients = m.experts * m.expert_ffn * shape.hidden
-    return freed, down_gradients, rows * 3 * m.expert_ffn * c + tk.encoder * shape.hidden * c
+    rows, c = expert_rows(shape, tk.encoder), dt.compute
+    weighted_outputs = 0 if shape.code.experts_see_all_tokens else shape.hidden  # Llama 4 weights the inputs
+    freed = rows * (m.expert_ffn + weighted_outputs) * c
+    gradients = m.experts * m.expert_ffn * shape.hidden
+    temporaries = rows * 3 * m.expert_ffn * c + tk.encoder * shape.hidden * c
+    if m.shared and shape.code.shared_experts_last:  # their backward ran first: saved freed, gradients written
+        width = m.shared * m.shared_width
+        freed += mlp_saved_bytes(replace(shape, ffn=width), tk.encoder, dt)
+        gradients += 3 * shape.hidden * width
+        temporaries += tk.encoder * shape.hidden * c
+    return freed, gradients, temporaries
 
 
 def checkpoint_saved_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes) -> int:
@@ -545,9 +557,10 @@ def inference_transient_bytes(shape: ModelShape, tk: Tokens, dt: Dtypes, attenti
         attn += maximum(scores, disentangled_transient_bytes(shape, tk.batch, seq, c))
         attn += 2 * n_tok * shape.q_width * c if shape.kv_heads < shape.heads else 0  # repeat_kv's K and V
     mlp = n_tok * shape.ffn * inference_mlp_per_element(shape, dt)
+    held = 1 if shape.code.attention_output_held else 0  # the block keeps the attention's output to its end
     block = maximum(
         n_tok * shape.hidden * (2 * residual + norm_out) + attn,
-        n_tok * shape.hidden * (3 * residual + norm_out) + mlp,
+        n_tok * shape.hidden * (3 * residual + norm_out + held * c) + mlp,
     )
     if shape.architecture is Architecture.encoder_decoder:
         block += tk.encoder * shape.hidden * c  # encoder output kept for cross-attention

@@ -99,6 +99,18 @@ class ModelCode:
     #: LayerNorm runs on an fp32 copy of its input and casts its output back (OLMo 1's weightless norm): it saves
     #: that fp32 copy where a norm saves its input at the residual dtype otherwise.
     layernorm_fp32: bool = False
+    #: The MoE router multiplies fp32 copies of its input and weight (DeepSeek's ``F.linear(hidden_states.type(
+    #: torch.float32), self.weight.type(torch.float32))``), which the matmul keeps for backward.
+    router_fp32: bool = False
+    #: Every expert runs on every token, the router's scores zeroing the unrouted ones (Llama 4's
+    #: ``hidden_states.repeat(num_experts, 1) * router_scores`` and batched matmuls): experts x tokens rows.
+    experts_see_all_tokens: bool = False
+    #: The MoE layer runs its shared experts after the routed ones (Llama 4, DeepSeek), so their backward
+    #: comes first.
+    shared_experts_last: bool = False
+    #: The decoder layer keeps the attention's output in a variable of its own until it returns (Llama 4's
+    #: ``attention_states``), one more hidden-wide tensor through the MLP of a no-grad forward.
+    attention_output_held: bool = False
     #: The fused kernel of ``attention: flash`` (None: that attention is not asked for).
     flash: FusedAttention | None = None
 

@@ -220,6 +220,15 @@ def moe_layers(shape: ModelShape) -> int:
     return shape.layers // m.frequency - m.first_dense // m.frequency
 
 
+def expert_rows(shape: ModelShape, n_tokens: int) -> int:
+    """Token rows one MoE layer's experts process in transformers' classes: every token for every expert where the
+    model's code runs them all (``ModelCode.experts_see_all_tokens``, Llama 4), else :func:`routed_rows`."""
+    assert shape.moe is not None
+    if shape.code.experts_see_all_tokens:
+        return shape.moe.experts * n_tokens
+    return routed_rows(shape.moe, n_tokens)
+
+
 def routed_rows(moe: MoeShape, n_tokens: int) -> int:
     """Token rows the experts of one layer process: T x k (dropless), or experts x capacity."""
     if moe.capacity_factor is None:

@@ -285,7 +285,7 @@ def frozen_layer_bytes(shape: ModelShape, tk: act.Tokens, dt: act.Dtypes, attent
     head_major = flash is None and shape.code.head_major_query and act.attention_kernel(shape, dt, attention) == "flash"
     if attention is Attention.eager or (flash is not None and flash.output_copied) or head_major:
         attn -= t * shape.q_width * act.kernel_bytes(shape, dt, attention)  # the context copy is o_proj's input
-    if shape.qk_norm is not QkNorm.none and shape.mla is None:
+    if shape.qk_norm in (QkNorm.head, QkNorm.projection) and shape.mla is None:
         # a frozen q/k norm weight: the product with it keeps no normalised tensor, only the fp32 input copy
         normed = act.FP32 if shape.code.rmsnorm_normed_fp32 else dt.compute
         attn -= t * (shape.q_width + shape.kv_width) * normed

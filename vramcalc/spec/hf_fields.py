@@ -243,7 +243,8 @@ FIELDS: dict[str, Fields] = {
     "phimoe": _table(_LLAMA + _WINDOW + _MOE + "lm_head_bias", ("unread_mlp_bias",)),
     "olmoe": _table(_LLAMA + _MOE, ("unread_mlp_bias",)),
     "llama4_text": _table(
-        _LLAMA + _WINDOW + _MOE + "intermediate_size_mlp moe_layers interleave_moe_layer_step attention_chunk_size",
+        _LLAMA + _WINDOW + _MOE + "intermediate_size_mlp moe_layers interleave_moe_layer_step attention_chunk_size "
+        "use_qk_norm",
         ("unread_mlp_bias",),
     ),
     "phi": _table(_LLAMA + "qk_layernorm", refused={"head_dim": _HEAD_DIM}),

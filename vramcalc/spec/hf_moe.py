@@ -185,6 +185,8 @@ def llama4_text(r: Reader) -> Imported:
         model["experts"] = r.count("num_local_experts", "num_experts", default=16)
         model["experts_per_token"] = r.count("num_experts_per_tok", default=1)
         model.update(expert_ffn_size=expert_ffn, shared_experts=1)
+    if r.flag("use_qk_norm", True):  # Llama4TextL2Norm on the RoPE layers' q and k heads; counted on every layer
+        model["qk_norm"] = "l2"
     chunk = r.count("attention_chunk_size", default=None if "attention_chunk_size" in r.config else 8192)
     if chunk:
         notes.append(f"attention_chunk_size {chunk}: chunked attention on the RoPE layers; KV cache counted in full")

@@ -130,6 +130,18 @@ RMSNORM_WEIGHT_FP32_FAMILIES = ("gemma", "gemma2", "gemma3_text", "olmo2")
 #: read at 5.25: ``F.layer_norm(hidden_states.to(dtype=torch.float32), ...).to(orig_dtype)``), so the norm saves
 #: the fp32 copy (:attr:`ModelCode.layernorm_fp32`): traced.
 LAYERNORM_FP32_FAMILIES = ("olmo",)
+#: Families whose MoE router runs in fp32 (``F.linear(hidden_states.type(torch.float32),
+#: self.weight.type(torch.float32))``, read at 5.25: DeepSeek-V2's and V3's gates): traced.
+ROUTER_FP32_FAMILIES = ("deepseek_v2", "deepseek_v3")
+#: Families whose MoE layer runs every expert on every token (``Llama4TextMoe``, read at 5.25: ``routed_in =
+#: hidden_states.repeat(router_scores.shape[1], 1)``, then ``torch.bmm`` over all experts): traced.
+ALL_TOKEN_EXPERT_FAMILIES = ("llama4_text",)
+#: Families whose MoE layer runs its shared experts after the routed ones (read at 5.25: ``Llama4TextMoe``,
+#: ``DeepseekV2Moe``, ``DeepseekV3MoE``; Qwen2-MoE runs its shared expert first): traced.
+SHARED_EXPERTS_LAST_FAMILIES = ("llama4_text", "deepseek_v2", "deepseek_v3")
+#: Families whose decoder layer keeps the attention's output in a variable of its own until it returns
+#: (``Llama4TextDecoderLayer``: ``attention_states``, read at 5.25): traced.
+ATTENTION_OUTPUT_HELD_FAMILIES = ("llama4_text",)
 #: Families whose partial rotary embedding concatenates the rotated and the passed-through dimensions
 #: (``torch.cat``: Phi's ``apply_rotary_pos_emb``, read at 4.42 and 5.25; Phi-3's from 4.49, read at 4.48, 4.49 and
 #: 5.25), so the query reaches SDPA head-major and the flash kernel's output is copied before the output projection
@@ -253,6 +265,10 @@ def resolve(
             eager_qk_fp32=qk_fp32,
             rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
             layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
+            router_fp32=model_type in ROUTER_FP32_FAMILIES,
+            experts_see_all_tokens=model_type in ALL_TOKEN_EXPERT_FAMILIES,
+            shared_experts_last=model_type in SHARED_EXPERTS_LAST_FAMILIES,
+            attention_output_held=model_type in ATTENTION_OUTPUT_HELD_FAMILIES,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
@@ -271,6 +287,10 @@ def resolve(
         eager_qk_fp32=qk_fp32,
         rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
         layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
+        router_fp32=model_type in ROUTER_FP32_FAMILIES,
+        experts_see_all_tokens=model_type in ALL_TOKEN_EXPERT_FAMILIES,
+        shared_experts_last=model_type in SHARED_EXPERTS_LAST_FAMILIES,
+        attention_output_held=model_type in ATTENTION_OUTPUT_HELD_FAMILIES,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
