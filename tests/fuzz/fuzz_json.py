@@ -40,7 +40,9 @@ HF_KEYS = [
     "n_layer", "n_positions", "d_model", "num_heads", "num_layers", "d_ff", "num_local_experts",
     "num_experts_per_tok", "type_vocab_size", "image_size", "patch_size", "num_channels", "torch_dtype",
     "architectures", "attention_bias", "rope_scaling", "rope_parameters", "rope_local_base_freq", "sliding_window",
-    "quantization_config",
+    "quantization_config", "attn_logit_softcapping", "final_logit_softcapping", "pos_att_type", "position_buckets",
+    "relative_attention", "layer_norm_elementwise_affine", "activation_function", "resid_pdrop", "attn_pdrop",
+    "use_qk_norm",
 ]  # fmt: skip
 STATS = {
     "allocated_bytes.all.peak": 123_456_789,
