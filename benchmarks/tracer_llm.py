@@ -116,7 +116,7 @@ LLAMA_LIKE = {
     "llama4_text": ("Llama4TextConfig", "Llama4ForCausalLM"),
 }
 ENCODERS = ("roberta", "xlm-roberta", "distilbert", "deberta-v2")  # masked-LM heads: pass --arch bert
-WRAPPERS = ("gemma3",)  # a multimodal model on a text-only batch
+WRAPPERS = ("gemma3", "llava")  # a multimodal model on a text-only batch
 FAMILIES = (
     "opt",
     "gpt_neox",
@@ -204,6 +204,14 @@ def family_model(family: str, a, config_cache: bool = False, overrides: dict | N
         cfg = T.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=16,
                              image_token_index=a.vocab - 1)  # fmt: skip
         cls = T.Gemma3ForConditionalGeneration
+    elif family == "llava":  # LLaVA on a text-only batch: a Llama of the given sizes, a small CLIP tower
+        text = T.LlamaConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                             num_key_value_heads=a.kv_heads or a.heads, intermediate_size=a.ffn, vocab_size=a.vocab,
+                             max_position_embeddings=max(2048, a.seq))  # fmt: skip
+        vision = T.CLIPVisionConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                    num_attention_heads=2, image_size=112, patch_size=14)  # fmt: skip
+        cfg = T.LlavaConfig(text_config=text, vision_config=vision, image_token_index=a.vocab - 1)
+        cls = T.LlavaForConditionalGeneration
     elif family == "gpt2":  # GPT2Config defaults (gelu_new, dropouts 0.1); --set changes e.g. activation_function
         cfg = T.GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn, vocab_size=a.vocab,
                            n_positions=max(1024, a.seq))  # fmt: skip
