@@ -116,7 +116,7 @@ LLAMA_LIKE = {
     "llama4_text": ("Llama4TextConfig", "Llama4ForCausalLM"),
 }
 ENCODERS = ("roberta", "xlm-roberta", "distilbert", "deberta-v2")  # masked-LM heads: pass --arch bert
-WRAPPERS = ("gemma3", "llava")  # a multimodal model on a text-only batch
+WRAPPERS = ("gemma3", "llava", "qwen2_vl")  # a multimodal model on a text-only batch
 FAMILIES = (
     "opt",
     "gpt_neox",
@@ -212,6 +212,16 @@ def family_model(family: str, a, config_cache: bool = False, overrides: dict | N
                                     num_attention_heads=2, image_size=112, patch_size=14)  # fmt: skip
         cfg = T.LlavaConfig(text_config=text, vision_config=vision, image_token_index=a.vocab - 1)
         cls = T.LlavaForConditionalGeneration
+    elif family == "qwen2_vl":  # Qwen2-VL on a text-only batch: a Qwen2 text model of the given sizes, a small tower
+        text = T.Qwen2VLTextConfig(num_hidden_layers=a.layers, hidden_size=a.hidden, num_attention_heads=a.heads,
+                                   num_key_value_heads=a.kv_heads or a.heads, intermediate_size=a.ffn,
+                                   vocab_size=a.vocab, max_position_embeddings=max(2048, a.seq),
+                                   rope_parameters={"rope_type": "default", "mrope_section": [8, 12, 12],
+                                                    "rope_theta": 10000.0})  # fmt: skip
+        vision = T.Qwen2VLVisionConfig(depth=2, embed_dim=128, hidden_size=a.hidden, num_heads=2, mlp_ratio=2)
+        cfg = T.Qwen2VLConfig(text_config=text.to_dict(), vision_config=vision.to_dict(),
+                              image_token_id=a.vocab - 1, video_token_id=a.vocab - 2)  # fmt: skip
+        cls = T.Qwen2VLForConditionalGeneration
     elif family == "gpt2":  # GPT2Config defaults (gelu_new, dropouts 0.1); --set changes e.g. activation_function
         cfg = T.GPT2Config(n_layer=a.layers, n_embd=a.hidden, n_head=a.heads, n_inner=a.ffn, vocab_size=a.vocab,
                            n_positions=max(1024, a.seq))  # fmt: skip

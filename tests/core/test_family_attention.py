@@ -103,7 +103,7 @@ def test_config_families_against_the_tracer(case: dict[str, Any]) -> None:
     OLMo-2 eager -0.01 %, SDPA -0.01 % (its norms' fp32 product with the weight: -4.0 %, -5.2 %);
     Gemma eager +0.06 %, SDPA +0.07 % (the same: -2.4 %, -3.2 %); Gemma 2 eager +0.04 % (and its soft-capping:
     -9.6 %); Gemma 3 eager +0.01 %, SDPA +0.01 % (the sandwich norms' outputs feed no linear), its multimodal
-    wrapper on a text-only batch SDPA +0.01 % (LLaVA's, around a Llama, +0.08 %);
+    wrapper on a text-only batch SDPA +0.01 % (LLaVA's, around a Llama, +0.08 %; Qwen2-VL's -0.01 %);
     Qwen2, Qwen3 and Mistral eager +0.02 to +0.06 %, SDPA +0.03 to +0.08 %;
     Phi-3 eager +0.06 %, SDPA +0.08 % (its concatenating rotary makes the query head-major: -1.21 %);
     DeBERTa-v3 (model_type deberta-v2) eager -0.01 % (its disentangled attention's gathered products: -21.6 %);
