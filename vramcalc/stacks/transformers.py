@@ -235,6 +235,22 @@ SHARED_EAGER_FAMILIES = ("opt", "gpt_neox", "phi")
 CAT_ROTARY_FAMILY = "gpt_neox"
 
 
+def _family_code(model_type: str) -> ModelCode:
+    """The facts of ``model_type`` that hold in every release read, pinned or today's (the rest at their
+    defaults)."""
+    return ModelCode(
+        shared_eager_attention=model_type in SHARED_EAGER_FAMILIES,
+        mlp_backward_ffn_tensors=MLP_BACKWARD_FFN_TENSORS.get(model_type, 1),
+        eager_qk_fp32=model_type in QK_FP32_FAMILIES,
+        rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
+        layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
+        router_fp32=model_type in ROUTER_FP32_FAMILIES,
+        experts_see_all_tokens=model_type in ALL_TOKEN_EXPERT_FAMILIES,
+        shared_experts_last=model_type in SHARED_EXPERTS_LAST_FAMILIES,
+        attention_output_held=model_type in ATTENTION_OUTPUT_HELD_FAMILIES,
+    )
+
+
 def resolve(
     given: str | None, model_type: str, layers: int, positions: int, fp16_scores: bool, llama_like: bool
 ) -> ModelCode:
@@ -245,30 +261,19 @@ def resolve(
     Llama-derived ``ForCausalLM`` (RMSNorm families), whose forward upcast logits and took
     ``num_logits_to_keep`` from 4.45."""
     neox = model_type == CAT_ROTARY_FAMILY
-    shared = model_type in SHARED_EAGER_FAMILIES
     head_major = neox or model_type in HEAD_MAJOR_QUERY_FAMILIES
     cat_rotary_since = HEAD_MAJOR_QUERY_FAMILIES.get(model_type)
     model_mask = 0
     if model_type in MODEL_MASK_DEFAULT_POSITIONS:
         model_mask = (positions or MODEL_MASK_DEFAULT_POSITIONS[model_type]) ** 2
-    upcast = model_type in FP32_SOFTMAX_FAMILIES
-    mlp_back = MLP_BACKWARD_FFN_TENSORS.get(model_type, 1)
-    qk_fp32 = model_type in QK_FP32_FAMILIES
+    family = _family_code(model_type)
     if given is None:  # a family without specifics gets TODAY's defaults
-        return ModelCode(
+        return replace(
+            family,
             sdpa_mask_saved=model_type in MASKED_SDPA_FAMILIES,
-            shared_eager_attention=shared,
             head_major_query=head_major,
             buffer_bytes=model_mask,
-            eager_softmax_upcast=upcast,
-            mlp_backward_ffn_tensors=mlp_back,
-            eager_qk_fp32=qk_fp32,
-            rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
-            layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
-            router_fp32=model_type in ROUTER_FP32_FAMILIES,
-            experts_see_all_tokens=model_type in ALL_TOKEN_EXPERT_FAMILIES,
-            shared_experts_last=model_type in SHARED_EXPERTS_LAST_FAMILIES,
-            attention_output_held=model_type in ATTENTION_OUTPUT_HELD_FAMILIES,
+            eager_softmax_upcast=model_type in FP32_SOFTMAX_FAMILIES,
         )
     key = parse_version(given)
     opt_old = model_type == "opt" and key < OPT_CLAMP_REMOVED
@@ -280,17 +285,9 @@ def resolve(
     keeps_from = LOGITS_TO_KEEP if llama_like else LOGITS_TO_KEEP_FROM.get(model_type, LOGITS_TO_KEEP_OTHERS)
     fp32_rotary_key = neox and key < GPT_NEOX_FP32_ROTARY_REMOVED
     cache_copied = key >= CACHE_COPIED
-    return ModelCode(
+    return replace(
+        family,
         release=given,
-        shared_eager_attention=shared,
-        mlp_backward_ffn_tensors=mlp_back,
-        eager_qk_fp32=qk_fp32,
-        rmsnorm_normed_fp32=model_type in RMSNORM_WEIGHT_FP32_FAMILIES,
-        layernorm_fp32=model_type in LAYERNORM_FP32_FAMILIES,
-        router_fp32=model_type in ROUTER_FP32_FAMILIES,
-        experts_see_all_tokens=model_type in ALL_TOKEN_EXPERT_FAMILIES,
-        shared_experts_last=model_type in SHARED_EXPERTS_LAST_FAMILIES,
-        attention_output_held=model_type in ATTENTION_OUTPUT_HELD_FAMILIES,
         eager_clamp=opt_old,
         eager_softmax_fp32=opt_old and fp16_scores,
         clamp_attention_dropout=0.0,
